@@ -1,0 +1,1 @@
+"""The message store: commit log, consume queues, index, flush, checkpoint, recovery, retention."""

@@ -1,0 +1,1 @@
+"""The asyncio client SDK: producers, push and lite-pull consumers, transactions, admin."""

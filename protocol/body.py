@@ -1,0 +1,521 @@
+"""Structured JSON bodies (REMOTING.md §5): routes, registrations, heartbeats, locks, admin.
+
+Models read every dialect real peers write (fastjson's unquoted keys, C++ enum ordinals and
+string ``subVersion``, absent empty sets) and :meth:`Body.encode` writes compact JSON with
+numbers as numbers, the way the Java name server and broker do.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from enum import Enum, StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from . import fastjson
+from .codes import PERM_READ_WRITE
+from .errors import ProtocolError
+
+
+class Body(BaseModel):
+    """Base of every JSON body model."""
+
+    model_config = ConfigDict(populate_by_name=True, coerce_numbers_to_str=True, extra="ignore")
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
+        """Parse a body, tolerating fastjson's dialect."""
+        try:
+            return cls.model_validate(fastjson.loads(data))
+        except ValidationError as exc:
+            raise ProtocolError(f"bad {cls.__name__} body: {_first_error(exc)}") from None
+
+    def to_wire(self) -> dict[str, Any]:
+        # fastjson writes fields in alphabetical order
+        return dict(sorted(self.model_dump(by_alias=True, exclude_none=True, mode="json").items()))
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(self.to_wire())
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    field = ".".join(str(part) for part in error["loc"]) or "?"
+    return f"{field}: {error['msg']}"
+
+
+def _enum_by_name_or_ordinal(enum: type[Enum]) -> BeforeValidator:
+    members = list(enum)
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if 0 <= value < len(members):
+                return members[value]
+            raise ValueError(f"{enum.__name__} ordinal {value} out of range")
+        if isinstance(value, str) and value.isdigit():
+            return convert(int(value))
+        return value
+
+    return BeforeValidator(convert)
+
+
+class ConsumeType(StrEnum):
+    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"
+    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"
+
+
+class MessageModel(StrEnum):
+    BROADCASTING = "BROADCASTING"
+    CLUSTERING = "CLUSTERING"
+
+
+class ConsumeFromWhere(StrEnum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = (
+        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    )
+    CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
+    CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+# -- routes and registration ----------------------------------------------------------------
+
+
+class DataVersion(Body):
+    timestamp: int = 0
+    counter: int = 0
+
+
+class TopicConfig(Body):
+    topic_name: str = Field(alias="topicName")
+    read_queue_nums: int = Field(16, alias="readQueueNums")
+    write_queue_nums: int = Field(16, alias="writeQueueNums")
+    perm: int = PERM_READ_WRITE
+    topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
+    topic_sys_flag: int = Field(0, alias="topicSysFlag")
+    order: bool = False
+
+
+class TopicConfigSerializeWrapper(Body):
+    topic_config_table: dict[str, TopicConfig] = Field(default_factory=dict, alias="topicConfigTable")
+    data_version: DataVersion = Field(default_factory=DataVersion, alias="dataVersion")
+
+
+class RegisterBrokerBody(Body):
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = Field(
+        default_factory=TopicConfigSerializeWrapper, alias="topicConfigSerializeWrapper"
+    )
+    filter_server_list: list[str] = Field(default_factory=list, alias="filterServerList")
+
+    def encode_compressed(self) -> bytes:
+        """The zlib form a broker sends with ``compressed=true`` (REMOTING.md §3.1)."""
+        wrapper = self.topic_config_serialize_wrapper
+        parts = []
+        version = wrapper.data_version.encode()
+        parts.append(struct.pack(">i", len(version)) + version)
+        parts.append(struct.pack(">i", len(wrapper.topic_config_table)))
+        for cfg in wrapper.topic_config_table.values():
+            line = (
+                f"{cfg.topic_name} {cfg.read_queue_nums} {cfg.write_queue_nums} "
+                f"{cfg.perm} {cfg.topic_filter_type}"
+            ).encode()
+            parts.append(struct.pack(">i", len(line)) + line)
+        filters = fastjson.dumps(self.filter_server_list)
+        parts.append(struct.pack(">i", len(filters)) + filters)
+        return zlib.compress(b"".join(parts))
+
+    @classmethod
+    def decode_registration(cls, data: bytes, *, compressed: bool) -> Self:
+        if not compressed:
+            if not data:
+                return cls()
+            return cls.decode(data)
+        try:
+            raw = zlib.decompress(data)
+        except zlib.error as exc:
+            raise ProtocolError(f"compressed RegisterBrokerBody does not inflate: {exc}") from None
+        reader = _Reader(raw)
+        version = DataVersion.decode(reader.chunk())
+        table = {}
+        for _ in range(reader.int()):
+            fields = reader.chunk().decode().split(" ")
+            if len(fields) != 5:
+                raise ProtocolError(f"bad compressed topic config line {' '.join(fields)!r}")
+            name, read, write, perm, filter_type = fields
+            table[name] = TopicConfig(
+                topic_name=name,
+                read_queue_nums=int(read),
+                write_queue_nums=int(write),
+                perm=int(perm),
+                topic_filter_type=filter_type,
+            )
+        filters = fastjson.loads(reader.chunk()) if reader.remaining() else []
+        return cls(
+            topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
+                topic_config_table=table, data_version=version
+            ),
+            filter_server_list=filters,
+        )
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def int(self) -> int:
+        if self.remaining() < 4:
+            raise ProtocolError("compressed RegisterBrokerBody truncated")
+        (value,) = struct.unpack_from(">i", self.data, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def chunk(self) -> bytes:
+        size = self.int()
+        if size < 0 or size > self.remaining():
+            raise ProtocolError("compressed RegisterBrokerBody truncated")
+        value = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return value
+
+
+class QueueData(Body):
+    broker_name: str = Field(alias="brokerName")
+    read_queue_nums: int = Field(alias="readQueueNums")
+    write_queue_nums: int = Field(alias="writeQueueNums")
+    perm: int
+    # Java <= 4.8 spells it "topicSynFlag".
+    topic_sys_flag: int = Field(
+        0,
+        alias="topicSysFlag",
+        validation_alias=AliasChoices("topicSysFlag", "topicSynFlag", "topic_sys_flag"),
+    )
+
+
+def _int_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {int(k): v for k, v in value.items()}
+    return value
+
+
+class BrokerData(Body):
+    cluster: str
+    broker_name: str = Field(alias="brokerName")
+    broker_addrs: Annotated[dict[int, str], BeforeValidator(_int_keys)] = Field(
+        default_factory=dict, alias="brokerAddrs"
+    )
+
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(0)
+
+    def to_wire(self) -> dict[str, Any]:
+        # brokerAddrs keeps int keys so the legacy writer can leave them unquoted.
+        return {
+            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+        }
+
+
+class TopicRouteData(Body):
+    order_topic_conf: str | None = Field(None, alias="orderTopicConf")
+    queue_datas: list[QueueData] = Field(default_factory=list, alias="queueDatas")
+    broker_datas: list[BrokerData] = Field(default_factory=list, alias="brokerDatas")
+    filter_server_table: dict[str, list[str]] = Field(default_factory=dict, alias="filterServerTable")
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "brokerDatas": [b.to_wire() for b in self.broker_datas],
+            "filterServerTable": self.filter_server_table,
+        }
+        if self.order_topic_conf:
+            wire["orderTopicConf"] = self.order_topic_conf
+        wire["queueDatas"] = [q.to_wire() for q in self.queue_datas]
+        return wire
+
+    def encode(self, *, standard_json: bool = True) -> bytes:
+        """Standard JSON for clients at V4_9_4 or later, bare integer broker-id keys before."""
+        return fastjson.dumps(self.to_wire(), legacy_int_keys=not standard_json)
+
+
+class ClusterInfo(Body):
+    broker_addr_table: dict[str, BrokerData] = Field(default_factory=dict, alias="brokerAddrTable")
+    cluster_addr_table: dict[str, list[str]] = Field(default_factory=dict, alias="clusterAddrTable")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {name: b.to_wire() for name, b in self.broker_addr_table.items()},
+            "clusterAddrTable": self.cluster_addr_table,
+        }
+
+    def encode(self, *, standard_json: bool = False) -> bytes:
+        return fastjson.dumps(self.to_wire(), legacy_int_keys=not standard_json)
+
+
+class KVTable(Body):
+    table: dict[str, str] = Field(default_factory=dict)
+
+
+class TopicList(Body):
+    topic_list: list[str] = Field(default_factory=list, alias="topicList")
+    broker_addr: str | None = Field(None, alias="brokerAddr")
+
+
+# -- clients --------------------------------------------------------------------------------
+
+
+def _sub_version(value: Any) -> Any:
+    if isinstance(value, str):
+        return int(value.strip() or 0)
+    return value
+
+
+class SubscriptionData(Body):
+    class_filter_mode: bool = Field(False, alias="classFilterMode")
+    topic: str
+    sub_string: str = Field("*", alias="subString")
+    tags_set: list[str] = Field(default_factory=list, alias="tagsSet")
+    code_set: list[int] = Field(default_factory=list, alias="codeSet")
+    sub_version: Annotated[int, BeforeValidator(_sub_version)] = Field(0, alias="subVersion")
+    expression_type: str = Field("TAG", alias="expressionType")
+
+
+class ConsumerData(Body):
+    group_name: str = Field(alias="groupName")
+    consume_type: Annotated[ConsumeType, _enum_by_name_or_ordinal(ConsumeType)] = Field(
+        ConsumeType.CONSUME_PASSIVELY, alias="consumeType"
+    )
+    message_model: Annotated[MessageModel, _enum_by_name_or_ordinal(MessageModel)] = Field(
+        MessageModel.CLUSTERING, alias="messageModel"
+    )
+    consume_from_where: Annotated[ConsumeFromWhere, _enum_by_name_or_ordinal(ConsumeFromWhere)] = Field(
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, alias="consumeFromWhere"
+    )
+    subscription_data_set: list[SubscriptionData] = Field(default_factory=list, alias="subscriptionDataSet")
+    unit_mode: bool = Field(False, alias="unitMode")
+
+
+class ProducerData(Body):
+    group_name: str = Field(alias="groupName")
+
+
+class HeartbeatData(Body):
+    client_id: str = Field(alias="clientID")
+    producer_data_set: list[ProducerData] = Field(default_factory=list, alias="producerDataSet")
+    consumer_data_set: list[ConsumerData] = Field(default_factory=list, alias="consumerDataSet")
+
+
+class MessageQueue(BaseModel):
+    """A queue: topic, broker name, queue id. Hashable and ordered (topic, broker, id)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    topic: str
+    broker_name: str = Field(alias="brokerName")
+    queue_id: int = Field(alias="queueId")
+
+    def _key(self) -> tuple[str, str, int]:
+        return (self.topic, self.broker_name, self.queue_id)
+
+    def __lt__(self, other: MessageQueue) -> bool:
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MessageQueue) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return f"MessageQueue({self.topic!r}, {self.broker_name!r}, {self.queue_id})"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+
+class LockBatchRequestBody(Body):
+    consumer_group: str = Field(alias="consumerGroup")
+    client_id: str = Field(alias="clientId")
+    only_this_broker: bool = Field(False, alias="onlyThisBroker")
+    mq_set: list[MessageQueue] = Field(default_factory=list, alias="mqSet")
+
+
+class LockBatchResponseBody(Body):
+    lock_ok_mq_set: list[MessageQueue] = Field(default_factory=list, alias="lockOKMQSet")
+
+
+class UnlockBatchRequestBody(Body):
+    consumer_group: str = Field(alias="consumerGroup")
+    client_id: str = Field(alias="clientId")
+    only_this_broker: bool = Field(False, alias="onlyThisBroker")
+    mq_set: list[MessageQueue] = Field(default_factory=list, alias="mqSet")
+
+
+class GetConsumerListByGroupResponseBody(Body):
+    consumer_id_list: list[str] = Field(default_factory=list, alias="consumerIdList")
+
+
+class CheckClientRequestBody(Body):
+    client_id: str = Field("", alias="clientId")
+    group: str = ""
+    subscription_data: SubscriptionData | None = Field(None, alias="subscriptionData")
+
+
+# -- broker administration ------------------------------------------------------------------
+
+
+class SubscriptionGroupConfig(Body):
+    group_name: str = Field(alias="groupName")
+    consume_enable: bool = Field(True, alias="consumeEnable")
+    consume_from_min_enable: bool = Field(True, alias="consumeFromMinEnable")
+    consume_broadcast_enable: bool = Field(True, alias="consumeBroadcastEnable")
+    retry_queue_nums: int = Field(1, alias="retryQueueNums")
+    retry_max_times: int = Field(16, alias="retryMaxTimes")
+    broker_id: int = Field(0, alias="brokerId")
+    which_broker_when_consume_slowly: int = Field(1, alias="whichBrokerWhenConsumeSlowly")
+    notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
+
+
+class SubscriptionGroupWrapper(Body):
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = Field(
+        default_factory=dict, alias="subscriptionGroupTable"
+    )
+    data_version: DataVersion = Field(default_factory=DataVersion, alias="dataVersion")
+
+
+class TopicOffset(Body):
+    min_offset: int = Field(0, alias="minOffset")
+    max_offset: int = Field(0, alias="maxOffset")
+    last_update_timestamp: int = Field(0, alias="lastUpdateTimestamp")
+
+
+class OffsetWrapper(Body):
+    broker_offset: int = Field(0, alias="brokerOffset")
+    consumer_offset: int = Field(0, alias="consumerOffset")
+    last_timestamp: int = Field(0, alias="lastTimestamp")
+
+
+def _queue_keyed(value: Any) -> Any:
+    """fastjson writes MessageQueue-keyed maps with object keys, which :mod:`fastjson` turns
+    into their JSON text; accept that, queue objects, or a list of ``[queue, value]`` pairs."""
+    if isinstance(value, dict):
+        return {
+            MessageQueue.model_validate(json.loads(k)) if isinstance(k, str) else k: v
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return {MessageQueue.model_validate(k) if isinstance(k, dict) else k: v for k, v in value}
+    return value
+
+
+class _QueueKeyedBody(Body):
+    """A body whose ``offsetTable`` maps MessageQueue -> value, written fastjson style."""
+
+    def _table_to_wire(self, table: dict[MessageQueue, Any]) -> list[tuple[MessageQueue, Any]]:
+        return sorted(table.items())
+
+    def encode(self) -> bytes:
+        # fastjson writes object keys bare: {{"brokerName":..,"queueId":..,"topic":..}:{...}}
+        data = self.to_wire()
+        table = data.pop("offsetTable")
+        parts = []
+        for mq, value in self._table_to_wire(table):
+            parts.append(fastjson.dumps(mq.to_wire()) + b":" + fastjson.dumps(_wire(value)))
+        rest = fastjson.dumps(data)
+        inner = b"{" + b",".join(parts) + b"}"
+        if rest == b"{}":
+            return b'{"offsetTable":' + inner + b"}"
+        return rest[:-1] + b',"offsetTable":' + inner + b"}"
+
+    def to_wire(self) -> dict[str, Any]:
+        data = self.model_dump(by_alias=True, exclude_none=True, exclude={"offset_table"}, mode="json")
+        data["offsetTable"] = self.offset_table  # type: ignore[attr-defined]
+        return data
+
+
+def _wire(value: Any) -> Any:
+    return value.to_wire() if isinstance(value, Body) else value
+
+
+class TopicStatsTable(_QueueKeyedBody):
+    offset_table: Annotated[dict[MessageQueue, TopicOffset], BeforeValidator(_queue_keyed)] = Field(
+        default_factory=dict, alias="offsetTable"
+    )
+
+
+class ConsumeStats(_QueueKeyedBody):
+    offset_table: Annotated[dict[MessageQueue, OffsetWrapper], BeforeValidator(_queue_keyed)] = Field(
+        default_factory=dict, alias="offsetTable"
+    )
+    consume_tps: float = Field(0.0, alias="consumeTps")
+
+    def diff_total(self) -> int:
+        return sum(max(0, w.broker_offset - w.consumer_offset) for w in self.offset_table.values())
+
+
+class ResetOffsetBody(_QueueKeyedBody):
+    offset_table: Annotated[dict[MessageQueue, int], BeforeValidator(_queue_keyed)] = Field(
+        default_factory=dict, alias="offsetTable"
+    )
+
+
+class ConnectionInfo(Body):
+    client_id: str = Field(alias="clientId")
+    client_addr: str = Field("", alias="clientAddr")
+    language: str = "OTHER"
+    version: int = 0
+
+
+class ConsumerConnection(Body):
+    connection_set: list[ConnectionInfo] = Field(default_factory=list, alias="connectionSet")
+    subscription_table: dict[str, SubscriptionData] = Field(default_factory=dict, alias="subscriptionTable")
+    consume_type: Annotated[ConsumeType, _enum_by_name_or_ordinal(ConsumeType)] | None = Field(
+        None, alias="consumeType"
+    )
+    message_model: Annotated[MessageModel, _enum_by_name_or_ordinal(MessageModel)] | None = Field(
+        None, alias="messageModel"
+    )
+    consume_from_where: Annotated[ConsumeFromWhere, _enum_by_name_or_ordinal(ConsumeFromWhere)] | None = (
+        Field(None, alias="consumeFromWhere")
+    )
+
+
+class ProducerConnection(Body):
+    connection_set: list[ConnectionInfo] = Field(default_factory=list, alias="connectionSet")
+
+
+class GroupList(Body):
+    group_list: list[str] = Field(default_factory=list, alias="groupList")
+
+
+class ConsumerOffsetTable(Body):
+    """``consumerOffset.json`` / GET_ALL_CONSUMER_OFFSET: ``topic@group`` -> queue id -> offset."""
+
+    offset_table: dict[str, Annotated[dict[int, int], BeforeValidator(_int_keys)]] = Field(
+        default_factory=dict, alias="offsetTable"
+    )
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(
+            {"offsetTable": {k: dict(sorted(v.items())) for k, v in self.offset_table.items()}},
+            legacy_int_keys=True,
+        )
+
+
+class DelayOffsetTable(Body):
+    """``delayOffset.json`` / GET_ALL_DELAY_OFFSET: delay level -> offset."""
+
+    offset_table: Annotated[dict[int, int], BeforeValidator(_int_keys)] = Field(
+        default_factory=dict, alias="offsetTable"
+    )
+
+    def encode(self) -> bytes:
+        return fastjson.dumps({"offsetTable": dict(sorted(self.offset_table.items()))}, legacy_int_keys=True)

@@ -1,0 +1,384 @@
+"""Typed request and response headers ("custom headers" carried in ``extFields``).
+
+Each header is declared once as a pydantic model whose aliases are the wire names
+(REMOTING.md §3). :meth:`Header.from_fields` reads a command's ``extFields`` leniently
+(numbers, booleans, ``"0"``/``"1"``, strings for numbers), raising :class:`ProtocolError` that
+names the bad field; :meth:`Header.to_fields` gives the map to put on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from .errors import ProtocolError
+
+
+def _parse_bool(value: Any) -> Any:
+    # Java reads booleans with Boolean.parseBoolean; the C++ client writes "0"/"1".
+    if isinstance(value, str):
+        text = value.strip().lower()
+        return text == "true" or text == "1"
+    return value
+
+
+WireBool = Annotated[bool, BeforeValidator(_parse_bool)]
+
+
+class Header(BaseModel):
+    """Base of every header model."""
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+        coerce_numbers_to_str=True,
+        extra="ignore",
+        validate_assignment=False,
+    )
+
+    _wire_names: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._wire_names = tuple((name, info.alias or name) for name, info in cls.model_fields.items())
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any] | None) -> Self:
+        """Validate a command's extFields into this header."""
+        try:
+            return cls.model_validate(fields or {})
+        except ValidationError as exc:
+            raise ProtocolError(_describe(cls, exc)) from None
+
+    def to_fields(self) -> dict[str, Any]:
+        """Wire name -> native value, ``None`` left out (encoders stringify for JSON)."""
+        values = self.__dict__
+        return {wire: values[name] for name, wire in self._wire_names if values[name] is not None}
+
+
+def _describe(cls: type[Header], exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "?"
+        if error["type"] == "missing":
+            problems.append(f"missing field {field!r}")
+        else:
+            problems.append(f"field {field!r}: {error['msg']} (got {error.get('input')!r})")
+    return f"bad {cls.__name__}: " + "; ".join(problems)
+
+
+# -- name server ----------------------------------------------------------------------------
+
+
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    accept_standard_json_only: WireBool | None = Field(None, alias="acceptStandardJsonOnly")
+
+
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str = Field(alias="brokerName")
+    broker_addr: str = Field(alias="brokerAddr")
+    cluster_name: str = Field(alias="clusterName")
+    ha_server_addr: str = Field("", alias="haServerAddr")
+    broker_id: int = Field(alias="brokerId")
+    compressed: WireBool = False
+    body_crc32: int = Field(0, alias="bodyCrc32")
+
+
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = Field(None, alias="haServerAddr")
+    master_addr: str | None = Field(None, alias="masterAddr")
+
+
+class UnregisterBrokerRequestHeader(Header):
+    broker_name: str = Field(alias="brokerName")
+    broker_addr: str = Field(alias="brokerAddr")
+    cluster_name: str = Field(alias="clusterName")
+    broker_id: int = Field(alias="brokerId")
+
+
+class QueryDataVersionRequestHeader(UnregisterBrokerRequestHeader):
+    pass
+
+
+class QueryDataVersionResponseHeader(Header):
+    changed: WireBool
+
+
+class GetKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+
+
+class GetKVConfigResponseHeader(Header):
+    value: str | None = None
+
+
+class PutKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+    value: str
+
+
+class DeleteKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+
+
+class GetKVListByNamespaceRequestHeader(Header):
+    namespace: str
+
+
+class GetTopicsByClusterRequestHeader(Header):
+    cluster: str
+
+
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    topic: str
+    cluster_name: str | None = Field(None, alias="clusterName")
+
+
+class WipeWritePermOfBrokerRequestHeader(Header):
+    broker_name: str = Field(alias="brokerName")
+
+
+class WipeWritePermOfBrokerResponseHeader(Header):
+    wipe_topic_count: int = Field(alias="wipeTopicCount")
+
+
+# -- producing ------------------------------------------------------------------------------
+
+
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) header, full names."""
+
+    producer_group: str = Field(alias="producerGroup")
+    topic: str
+    default_topic: str = Field("TBW102", alias="defaultTopic")
+    default_topic_queue_nums: int = Field(4, alias="defaultTopicQueueNums")
+    queue_id: int = Field(alias="queueId")
+    sys_flag: int = Field(0, alias="sysFlag")
+    born_timestamp: int = Field(alias="bornTimestamp")
+    flag: int = 0
+    properties: str | None = None
+    reconsume_times: int | None = Field(None, alias="reconsumeTimes")
+    unit_mode: WireBool = Field(False, alias="unitMode")
+    batch: WireBool = False
+    max_reconsume_times: int | None = Field(None, alias="maxReconsumeTimes")
+
+    def to_v2(self) -> SendMessageRequestHeaderV2:
+        return SendMessageRequestHeaderV2.model_construct(**self.__dict__)
+
+
+class SendMessageRequestHeaderV2(Header):
+    """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320): the same fields under one-letter keys."""
+
+    producer_group: str = Field(alias="a")
+    topic: str = Field(alias="b")
+    default_topic: str = Field("TBW102", alias="c")
+    default_topic_queue_nums: int = Field(4, alias="d")
+    queue_id: int = Field(alias="e")
+    sys_flag: int = Field(0, alias="f")
+    born_timestamp: int = Field(alias="g")
+    flag: int = Field(0, alias="h")
+    properties: str | None = Field(None, alias="i")
+    reconsume_times: int | None = Field(None, alias="j")
+    unit_mode: WireBool = Field(False, alias="k")
+    max_reconsume_times: int | None = Field(None, alias="l")
+    batch: WireBool = Field(False, alias="m")
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader.model_construct(**self.__dict__)
+
+
+class SendMessageResponseHeader(Header):
+    msg_id: str = Field(alias="msgId")
+    queue_id: int = Field(alias="queueId")
+    queue_offset: int = Field(alias="queueOffset")
+    transaction_id: str | None = Field(None, alias="transactionId")
+    msg_region: str | None = Field(None, alias="MSG_REGION")
+    trace_on: str | None = Field(None, alias="TRACE_ON")
+
+
+class EndTransactionRequestHeader(Header):
+    producer_group: str = Field(alias="producerGroup")
+    tran_state_table_offset: int = Field(alias="tranStateTableOffset")
+    commit_log_offset: int = Field(alias="commitLogOffset")
+    commit_or_rollback: int = Field(alias="commitOrRollback")
+    from_transaction_check: WireBool = Field(False, alias="fromTransactionCheck")
+    msg_id: str = Field(alias="msgId")
+    transaction_id: str | None = Field(None, alias="transactionId")
+
+
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int = Field(alias="tranStateTableOffset")
+    commit_log_offset: int = Field(alias="commitLogOffset")
+    msg_id: str | None = Field(None, alias="msgId")
+    transaction_id: str | None = Field(None, alias="transactionId")
+    offset_msg_id: str | None = Field(None, alias="offsetMsgId")
+
+
+# -- consuming ------------------------------------------------------------------------------
+
+
+class PullMessageRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+    topic: str
+    queue_id: int = Field(alias="queueId")
+    queue_offset: int = Field(alias="queueOffset")
+    max_msg_nums: int = Field(alias="maxMsgNums")
+    sys_flag: int = Field(alias="sysFlag")
+    commit_offset: int = Field(0, alias="commitOffset")
+    suspend_timeout_millis: int = Field(0, alias="suspendTimeoutMillis")
+    subscription: str | None = None
+    sub_version: int = Field(0, alias="subVersion")
+    expression_type: str | None = Field(None, alias="expressionType")
+
+
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int = Field(0, alias="suggestWhichBrokerId")
+    next_begin_offset: int = Field(alias="nextBeginOffset")
+    min_offset: int = Field(alias="minOffset")
+    max_offset: int = Field(alias="maxOffset")
+
+
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+    topic: str
+    queue_id: int = Field(alias="queueId")
+
+
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: int
+
+
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+    topic: str
+    queue_id: int = Field(alias="queueId")
+    commit_offset: int = Field(alias="commitOffset")
+
+
+class QueueRequestHeader(Header):
+    """GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32)."""
+
+    topic: str
+    queue_id: int = Field(alias="queueId")
+
+
+GetMaxOffsetRequestHeader = QueueRequestHeader
+GetMinOffsetRequestHeader = QueueRequestHeader
+GetEarliestMsgStoretimeRequestHeader = QueueRequestHeader
+
+
+class OffsetResponseHeader(Header):
+    offset: int
+
+
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int = Field(alias="queueId")
+    timestamp: int
+
+
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+
+
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delay_level: int = Field(0, alias="delayLevel")
+    origin_msg_id: str | None = Field(None, alias="originMsgId")
+    origin_topic: str | None = Field(None, alias="originTopic")
+    unit_mode: WireBool = Field(False, alias="unitMode")
+    max_reconsume_times: int | None = Field(None, alias="maxReconsumeTimes")
+
+
+class UnregisterClientRequestHeader(Header):
+    client_id: str = Field(alias="clientID")
+    producer_group: str | None = Field(None, alias="producerGroup")
+    consumer_group: str | None = Field(None, alias="consumerGroup")
+
+
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+
+
+# -- queries --------------------------------------------------------------------------------
+
+
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    max_num: int = Field(32, alias="maxNum")
+    begin_timestamp: int = Field(0, alias="beginTimestamp")
+    end_timestamp: int = Field(alias="endTimestamp")
+    unique_key_query: WireBool = Field(False, alias="_UNIQUE_KEY_QUERY")
+
+
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int = Field(alias="indexLastUpdateTimestamp")
+    index_last_update_phyoffset: int = Field(alias="indexLastUpdatePhyoffset")
+
+
+class ViewMessageRequestHeader(Header):
+    offset: int
+
+
+# -- administration -------------------------------------------------------------------------
+
+
+class CreateTopicRequestHeader(Header):
+    topic: str
+    default_topic: str = Field("TBW102", alias="defaultTopic")
+    read_queue_nums: int = Field(alias="readQueueNums")
+    write_queue_nums: int = Field(alias="writeQueueNums")
+    perm: int
+    topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
+    topic_sys_flag: int | None = Field(None, alias="topicSysFlag")
+    order: WireBool = False
+
+
+class DeleteTopicRequestHeader(Header):
+    topic: str
+
+
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str
+
+
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+    topic: str | None = None
+
+
+class DeleteSubscriptionGroupRequestHeader(Header):
+    group_name: str = Field(alias="groupName")
+    remove_offset: WireBool = Field(False, alias="removeOffset")
+
+
+class GetConsumerConnectionListRequestHeader(Header):
+    consumer_group: str = Field(alias="consumerGroup")
+
+
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: str = Field(alias="producerGroup")
+
+
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: WireBool = Field(True, alias="isForce")
+
+
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    topic: str

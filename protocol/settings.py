@@ -1,0 +1,101 @@
+"""Configuration in RocketMQ's own style: ``key=value`` properties files with RocketMQ's key
+names, so an operator's existing ``broker.conf`` / ``namesrv.properties`` keep working.
+
+A process declares its settings as a :class:`Settings` model whose aliases are the RocketMQ
+keys; :meth:`Settings.load` merges a file and command-line overrides, and
+:meth:`Settings.to_properties` prints the effective configuration (``-p``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import MQError
+
+
+class ConfigError(MQError):
+    """A configuration file or option that cannot be used."""
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties-style text: ``key=value`` or ``key: value`` lines, ``#``/``!``
+    comments, surrounding whitespace ignored; a trailing backslash continues a line."""
+    result: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        if key:
+            result[key] = value
+    return result
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    try:
+        return read_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+
+
+class Settings(BaseModel):
+    """Base of process settings: field aliases are RocketMQ's key names."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", validate_assignment=True)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Self:
+        """Defaults, then the file's values, then ``overrides`` (``None`` values skipped)."""
+        values: dict[str, Any] = {}
+        if path is not None:
+            values.update(read_properties_file(path))
+        if overrides:
+            values.update({k: v for k, v in overrides.items() if v is not None})
+        known = {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
+        unknown = sorted(set(values) - known)
+        try:
+            settings = cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+                for e in exc.errors(include_url=False)
+            )
+            where = f" in {path}" if path else ""
+            raise ConfigError(f"invalid configuration{where}: {problems}") from None
+        settings._unknown_keys = unknown
+        return settings
+
+    _unknown_keys: list[str] = []
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        """Keys the file set that this process does not know (logged as a warning)."""
+        return self._unknown_keys
+
+    def to_properties(self) -> str:
+        """``key=value`` lines, RocketMQ key names, in declaration order."""
+        lines = []
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif value is None:
+                text = ""
+            else:
+                text = str(getattr(value, "value", value))
+            lines.append(f"{info.alias or name}={text}")
+        return "\n".join(lines) + "\n"

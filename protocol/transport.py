@@ -1,0 +1,416 @@
+"""One asyncio transport for every process: a bidirectional :class:`Connection` and a
+:class:`Server` that dispatches requests to a handler per request code.
+
+Either side of a connection may send requests; responses are matched to their requests by
+``opaque`` alone (REMOTING.md §1.1). Handlers may answer synchronously (returning the
+response, fastest) or return an awaitable (long polling, sync flush) that is run as a task.
+Requests that arrive in one read are answered with one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeAlias
+
+from .codes import RequestCode, ResponseCode, RpcFlag
+from .command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
+from .errors import BrokerError, ConnectionClosedError, MQError, ProtocolError, RequestTimeoutError
+
+log = logging.getLogger(__name__)
+
+HandlerResult: TypeAlias = "RemotingCommand | Awaitable[RemotingCommand | None] | None"
+Handler: TypeAlias = "Callable[[Connection, RemotingCommand], HandlerResult]"
+
+_RESPONSE = RpcFlag.RESPONSE.value
+_ONEWAY = RpcFlag.ONEWAY.value
+DEFAULT_TIMEOUT = 3.0
+
+
+def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    """The response a handler's exception turns into: its own code for broker errors,
+    SYSTEM_ERROR with the reason otherwise."""
+    if isinstance(exc, BrokerError):
+        return request.response(exc.code, exc.remark)
+    reason = str(exc) or type(exc).__name__
+    if not isinstance(exc, MQError):
+        reason = f"{type(exc).__name__}: {reason}"
+    return request.response(ResponseCode.SYSTEM_ERROR, reason)
+
+
+def _describe_code(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class Connection(asyncio.Protocol):
+    """A remoting connection, client- or server-side."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Handler] | None = None,
+        *,
+        default_handler: Handler | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        name: str = "",
+    ) -> None:
+        self._handlers: Mapping[int, Handler] = handlers or {}
+        self._default_handler = default_handler
+        self._decoder = FrameDecoder(max_frame_size)
+        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
+        self._opaques = itertools.count(1)
+        self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._out: list[bytes] | None = None
+        self._close_callbacks: list[Callable[[Connection], None]] = []
+        self._closed_waiter: asyncio.Future[None] | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+        self.close_reason: str | None = None
+        self.name = name
+        self.peer: tuple[str, int] = ("", 0)
+        self.local: tuple[str, int] = ("", 0)
+        #: Free-form state owned by the application (client id, registered groups, ...).
+        self.attrs: dict[str, Any] = {}
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self._loop = asyncio.get_running_loop()
+        self._closed_waiter = self._loop.create_future()
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        if isinstance(peer, tuple):
+            self.peer = (peer[0], peer[1])
+        if isinstance(local, tuple):
+            self.local = (local[0], local[1])
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, exc)
+            self.close(f"protocol error: {exc}")
+            return
+        if not commands:
+            return
+        out: list[bytes] = []
+        self._out = out
+        try:
+            for cmd in commands:
+                if cmd.flag & _RESPONSE:
+                    self._on_response(cmd)
+                else:
+                    self._on_request(cmd)
+        finally:
+            self._out = None
+        if out and self._transport is not None:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        reason = self.close_reason or (f"connection lost: {exc}" if exc else "connection closed by peer")
+        self.close_reason = reason
+        pending, self._pending = self._pending, {}
+        for future, timer in pending.values():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(ConnectionClosedError(f"{self.address}: {reason}"))
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_exception(ConnectionClosedError(f"{self.address}: {reason}"))
+        for callback in self._close_callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("close callback failed")
+        self._close_callbacks.clear()
+        if self._closed_waiter is not None and not self._closed_waiter.done():
+            self._closed_waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+        self._drain_waiter = None
+
+    # -- sending ------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.peer[0]}:{self.peer[1]}"
+
+    def request(
+        self, cmd: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
+    ) -> asyncio.Future[RemotingCommand]:
+        """Send a request; the returned future resolves to its response.
+
+        Fails with :class:`RequestTimeoutError` after ``timeout`` seconds and with
+        :class:`ConnectionClosedError` if the connection goes away first.
+        """
+        loop = self._loop
+        if self.closed or loop is None:
+            raise ConnectionClosedError(f"{self.address}: {self.close_reason or 'not connected'}")
+        opaque = next(self._opaques) & 0x7FFFFFFF
+        cmd.opaque = opaque
+        cmd.flag &= ~_ONEWAY
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        timer = loop.call_later(timeout, self._expire, opaque, cmd.code, timeout)
+        self._pending[opaque] = (future, timer)
+        try:
+            self.write(cmd.encode())
+        except BaseException:
+            self._pending.pop(opaque, None)
+            timer.cancel()
+            raise
+        return future
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that expects no response."""
+        if self.closed or self._loop is None:
+            raise ConnectionClosedError(f"{self.address}: {self.close_reason or 'not connected'}")
+        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        cmd.flag |= _ONEWAY
+        self.write(cmd.encode())
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Write a response produced outside the request's handler (e.g. a woken long poll)."""
+        if not self.closed:
+            response.flag |= _RESPONSE
+            self.write(response.encode())
+
+    def write(self, frame: bytes) -> None:
+        out = self._out
+        if out is not None:
+            out.append(frame)
+        elif self._transport is not None and not self.closed:
+            self._transport.write(frame)
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        if not self._paused or self.closed:
+            return
+        if self._drain_waiter is None:
+            assert self._loop is not None
+            self._drain_waiter = self._loop.create_future()
+        await asyncio.shield(self._drain_waiter)
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._pending)
+
+    def add_close_callback(self, callback: Callable[[Connection], None]) -> None:
+        if self.closed:
+            callback(self)
+        else:
+            self._close_callbacks.append(callback)
+
+    def close(self, reason: str | None = None) -> None:
+        if self.close_reason is None:
+            self.close_reason = reason or "closed locally"
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        if self._closed_waiter is not None:
+            await asyncio.shield(self._closed_waiter)
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def _expire(self, opaque: int, code: int, timeout: float) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(
+                RequestTimeoutError(
+                    f"{self.address}: no response to {_describe_code(code)} within {timeout:g}s"
+                )
+            )
+
+    def _on_response(self, response: RemotingCommand) -> None:
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None:
+            log.debug(
+                "%s: response with unknown opaque %d (late or unsolicited)", self.address, response.opaque
+            )
+            return
+        future, timer = entry
+        timer.cancel()
+        if not future.done():
+            future.set_result(response)
+
+    def _on_request(self, cmd: RemotingCommand) -> None:
+        handler = self._handlers.get(cmd.code, self._default_handler)
+        if handler is None:
+            if not cmd.flag & _ONEWAY:
+                self.write(
+                    cmd.response(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {cmd.code} not supported",
+                    ).encode()
+                )
+            return
+        try:
+            result = handler(self, cmd)
+        except Exception as exc:
+            self._handler_failed(cmd, exc)
+            return
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            self._reply(cmd, result)
+            return
+        task = asyncio.ensure_future(self._await_handler(cmd, result))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _await_handler(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._handler_failed(cmd, exc)
+            return
+        if response is not None:
+            self._reply(cmd, response)
+
+    def _reply(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        if cmd.flag & _ONEWAY:
+            return
+        response.opaque = cmd.opaque
+        response.flag |= _RESPONSE
+        try:
+            frame = response.encode()
+        except MQError as exc:
+            frame = error_response(cmd, exc).encode()
+        self.write(frame)
+
+    def _handler_failed(self, cmd: RemotingCommand, exc: Exception) -> None:
+        if isinstance(exc, MQError):
+            log.debug("%s: %s failed: %s", self.address, _describe_code(cmd.code), exc)
+        else:
+            log.exception("%s: handler for %s raised", self.address, _describe_code(cmd.code))
+        if not cmd.flag & _ONEWAY:
+            self.write(error_response(cmd, exc).encode())
+
+
+async def connect(
+    host: str,
+    port: int,
+    *,
+    handlers: Mapping[int, Handler] | None = None,
+    default_handler: Handler | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    name: str = "",
+) -> Connection:
+    """Open a client connection; handlers answer requests the server sends on it."""
+    loop = asyncio.get_running_loop()
+    try:
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: Connection(
+                    handlers, default_handler=default_handler, max_frame_size=max_frame_size, name=name
+                ),
+                host,
+                port,
+            ),
+            timeout,
+        )
+    except (TimeoutError, OSError) as exc:
+        raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+    return conn
+
+
+class Server:
+    """A remoting server: one handler per request code, any number of listening sockets."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Handler],
+        *,
+        name: str = "server",
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        default_handler: Handler | None = None,
+        on_connect: Callable[[Connection], None] | None = None,
+        on_disconnect: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.handlers: dict[int, Handler] = dict(handlers)
+        self.name = name
+        self.max_frame_size = max_frame_size
+        self._default_handler = default_handler
+        self._on_connect = on_connect
+        self._on_disconnect = on_disconnect
+        self._servers: list[asyncio.Server] = []
+        self.connections: set[Connection] = set()
+
+    def _make_connection(self) -> Connection:
+        conn = _ServerConnection(
+            self,
+            self.handlers,
+            default_handler=self._default_handler,
+            max_frame_size=self.max_frame_size,
+            name=self.name,
+        )
+        return conn
+
+    def _connected(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        conn.add_close_callback(self._disconnected)
+        if self._on_connect is not None:
+            self._on_connect(conn)
+
+    def _disconnected(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if self._on_disconnect is not None:
+            self._on_disconnect(conn)
+
+    async def listen(self, host: str | None, port: int) -> int:
+        """Start listening; returns the bound port (useful with ``port=0``)."""
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(self._make_connection, host, port, reuse_address=True)
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(s.sockets[0].getsockname()[1]) for s in self._servers if s.sockets]
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close("server shutting down")
+        for server in self._servers:
+            await server.wait_closed()
+        for conn in list(self.connections):
+            await conn.wait_closed()
+        self._servers.clear()
+
+    def broadcast_oneway(self, conns: Iterable[Connection], cmd: RemotingCommand) -> None:
+        for conn in conns:
+            if not conn.closed:
+                conn.send_oneway(cmd)
+
+
+class _ServerConnection(Connection):
+    def __init__(self, server: Server, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._server._connected(self)

@@ -1,0 +1,119 @@
+"""Helpers for integration tests: free ports and real server processes.
+
+A :class:`ServerProcess` runs ``python -m <module> ...`` as a child, drains its stderr (kept
+for failure messages) and is ready when the server logs ``listening on <host>:<port>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+READY = re.compile(r"listening on \S+:(\d+)")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A server child process started with ``sys.executable -m module args``."""
+
+    def __init__(self, module: str, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+        self.module = module
+        self.args = list(args)
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lines: list[str] = []
+        self.port: int | None = None
+        self._ready: asyncio.Future[int] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._new_line = asyncio.Event()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    async def start(self, timeout: float = 30.0) -> ServerProcess:
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            self.module,
+            *self.args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=self.env,
+            cwd=str(ROOT),
+        )
+        self._reader = asyncio.ensure_future(self._drain())
+        try:
+            self.port = await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except (TimeoutError, RuntimeError) as exc:
+            await self.kill()
+            raise RuntimeError(f"{self.module} did not become ready: {exc}\n{self.output}") from None
+        return self
+
+    async def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        async for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self.lines.append(line)
+            self._new_line.set()
+            match = READY.search(line)
+            if match and self._ready is not None and not self._ready.done():
+                self._ready.set_result(int(match.group(1)))
+        self._new_line.set()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(RuntimeError(f"exited with {await self.proc.wait()}"))
+
+    async def wait_for_line(self, pattern: str, timeout: float = 30.0) -> str:
+        """Wait until the process writes a line matching ``pattern``."""
+        regex = re.compile(pattern)
+        async with asyncio.timeout(timeout):
+            seen = 0
+            while True:
+                for line in self.lines[seen:]:
+                    if regex.search(line):
+                        return line
+                seen = len(self.lines)
+                if self._reader is None or self._reader.done():
+                    raise RuntimeError(f"process ended without printing {pattern!r}\n{self.output}")
+                self._new_line.clear()
+                await self._new_line.wait()
+
+    async def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        return await self._signal(signal.SIGTERM, timeout)
+
+    async def kill(self) -> int:
+        return await self._signal(signal.SIGKILL, 10.0)
+
+    async def _signal(self, sig: int, timeout: float) -> int:
+        proc = self.proc
+        if proc is None:
+            return 0
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, 5)
+        return proc.returncode if proc.returncode is not None else 0
