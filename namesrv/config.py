@@ -1,0 +1,56 @@
+"""Name server settings, under RocketMQ's own key names so an existing
+``namesrv.properties`` keeps working.
+
+``listenPort``, ``kvConfigPath`` and ``orderMessageEnable`` are the Java name server's keys;
+``bindAddress`` and ``scanNotActiveBrokerInterval`` are RocketMQ 5's; ``brokerChannelExpiredTime``
+is named after the Java constant that fixes the broker expiry at 120 s in 4.x (here it is a
+setting, so tests can run on a seconds scale). ``storePathRootDir`` is the data directory;
+``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from protocol.settings import Settings
+
+DEFAULT_STORE_DIR = "~/namesrv"
+KV_CONFIG_FILE = "kvConfig.json"
+
+
+class NamesrvSettings(Settings):
+    listen_port: int = Field(9876, alias="listenPort", ge=0, le=65535)
+    bind_address: str = Field("0.0.0.0", alias="bindAddress", min_length=1)
+    store_path_root_dir: str = Field(DEFAULT_STORE_DIR, alias="storePathRootDir", min_length=1)
+    kv_config_path: str = Field("", alias="kvConfigPath")
+    order_message_enable: bool = Field(False, alias="orderMessageEnable")
+    broker_channel_expired_time: int = Field(120_000, alias="brokerChannelExpiredTime", gt=0)
+    scan_not_active_broker_interval: int = Field(10_000, alias="scanNotActiveBrokerInterval", gt=0)
+
+    @field_validator("kv_config_path", "store_path_root_dir", mode="before")
+    @classmethod
+    def _strip(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(self.store_path_root_dir).expanduser()
+
+    @property
+    def kv_config_file(self) -> Path:
+        """``kvConfigPath`` when set, else ``kvConfig.json`` in the store directory."""
+        if self.kv_config_path:
+            return Path(self.kv_config_path).expanduser()
+        return self.store_dir / KV_CONFIG_FILE
+
+    @property
+    def broker_expiry(self) -> float:
+        """Seconds a broker may stay silent before it is dropped."""
+        return self.broker_channel_expired_time / 1000
+
+    @property
+    def scan_interval(self) -> float:
+        """Seconds between liveness scans."""
+        return self.scan_not_active_broker_interval / 1000
