@@ -34,11 +34,19 @@ class Body(BaseModel):
             raise ProtocolError(f"bad {cls.__name__} body: {_first_error(exc)}") from None
 
     def to_wire(self) -> dict[str, Any]:
-        # fastjson writes fields in alphabetical order
-        return dict(sorted(self.model_dump(by_alias=True, exclude_none=True, mode="json").items()))
+        # fastjson writes fields in alphabetical order, nested objects included
+        return _sorted_keys(self.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
     def encode(self) -> bytes:
         return fastjson.dumps(self.to_wire())
+
+
+def _sorted_keys(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    if type(value) is list:
+        return [_sorted_keys(v) for v in value]
+    return value
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -143,24 +151,31 @@ class RegisterBrokerBody(Body):
         version = DataVersion.decode(reader.chunk())
         table = {}
         for _ in range(reader.int()):
-            fields = reader.chunk().decode().split(" ")
+            chunk = reader.chunk()
+            fields = chunk.split(b" ")
             if len(fields) != 5:
-                raise ProtocolError(f"bad compressed topic config line {' '.join(fields)!r}")
-            name, read, write, perm, filter_type = fields
-            table[name] = TopicConfig(
-                topic_name=name,
-                read_queue_nums=int(read),
-                write_queue_nums=int(write),
-                perm=int(perm),
-                topic_filter_type=filter_type,
-            )
+                raise ProtocolError(f"bad compressed topic config line {chunk!r}")
+            try:
+                name = fields[0].decode()
+                table[name] = TopicConfig(
+                    topic_name=name,
+                    read_queue_nums=int(fields[1]),
+                    write_queue_nums=int(fields[2]),
+                    perm=int(fields[3]),
+                    topic_filter_type=fields[4].decode(),
+                )
+            except (ValueError, ValidationError):  # UnicodeDecodeError is a ValueError too
+                raise ProtocolError(f"bad compressed topic config line {chunk!r}") from None
         filters = fastjson.loads(reader.chunk()) if reader.remaining() else []
-        return cls(
-            topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
-                topic_config_table=table, data_version=version
-            ),
-            filter_server_list=filters,
-        )
+        try:
+            return cls(
+                topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
+                    topic_config_table=table, data_version=version
+                ),
+                filter_server_list=filters,
+            )
+        except ValidationError as exc:
+            raise ProtocolError(f"bad compressed RegisterBrokerBody: {_first_error(exc)}") from None
 
 
 class _Reader:
@@ -412,7 +427,10 @@ def _queue_keyed(value: Any) -> Any:
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return {MessageQueue.model_validate(k) if isinstance(k, dict) else k: v for k, v in value}
+        try:
+            return {MessageQueue.model_validate(k) if isinstance(k, dict) else k: v for k, v in value}
+        except TypeError:  # an element that is not a [queue, value] pair
+            raise ValueError("offsetTable pairs must be [queue, value]") from None
     return value
 
 

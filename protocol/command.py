@@ -37,6 +37,7 @@ _BIN_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
+_TYPE_NAMES = {t.value: t.name for t in SerializeType}
 _LANGUAGE_NAMES = {code.value: code.name for code in LanguageCode}
 _LANGUAGE_CODES = {code.name: code.value for code in LanguageCode}
 
@@ -158,14 +159,19 @@ class RemotingCommand:
     def encode(self) -> bytes:
         """The complete frame, length prefix included."""
         st = self.serialize_type
-        if st == _JSON:
-            header = _encode_json_header(self)
-        elif st == _ROCKETMQ:
-            header = _encode_rocketmq_header(self)
-        elif st == _MSGPACK:
-            header = _encode_msgpack_header(self)
-        else:
-            raise ProtocolError(f"cannot encode with unknown serialize type {st}")
+        try:
+            if st == _JSON:
+                header = _encode_json_header(self)
+            elif st == _ROCKETMQ:
+                header = _encode_rocketmq_header(self)
+            elif st == _MSGPACK:
+                header = _encode_msgpack_header(self)
+            else:
+                raise ProtocolError(f"cannot encode with unknown serialize type {st}")
+        except (struct.error, OverflowError, TypeError, ValueError) as exc:
+            # A field that the chosen serialization cannot carry (a code beyond i16 in a
+            # ROCKETMQ header, an int beyond 64 bits in msgpack, an unserializable value).
+            raise ProtocolError(f"cannot encode {self!r} as {_TYPE_NAMES.get(st, st)}: {exc}") from None
         header_len = len(header)
         if header_len > _MAX_HEADER_LENGTH:
             raise ProtocolError(f"header of {header_len} bytes does not fit the 24-bit length field")
@@ -242,10 +248,7 @@ def _encode_msgpack_header(cmd: RemotingCommand) -> bytes:
     }
     if cmd.remark is not None:
         header["remark"] = cmd.remark
-    try:
-        return msgpack.packb(header)
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"cannot encode msgpack header: {exc}") from exc
+    return msgpack.packb(header)
 
 
 def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -273,16 +276,24 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     )
 
 
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
 def _int_field(header: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    # Java holds code, opaque, flag and version in ints; anything wider could not be echoed
+    # back in a response (ROCKETMQ and msgpack encoders would fail), so it is refused here.
     value = header.get(key, default)
-    if type(value) is int:
+    if type(value) is not int:
+        if value is None:
+            raise ProtocolError(f"header has no {key!r}")
+        try:
+            value = int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ProtocolError(f"header field {key!r} must be an integer, got {value!r}") from None
+    if _INT32_MIN <= value <= _INT32_MAX:
         return value
-    if value is None:
-        raise ProtocolError(f"header has no {key!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ProtocolError(f"header field {key!r} must be an integer, got {value!r}") from None
+    raise ProtocolError(f"header field {key!r} = {value} does not fit a 32-bit integer")
 
 
 def _command_from_mapping(header: Any, body: bytes, st: int, kind: str) -> RemotingCommand:

@@ -24,6 +24,10 @@ def _parse_bool(value: Any) -> Any:
 
 
 WireBool = Annotated[bool, BeforeValidator(_parse_bool)]
+#: Java ``Integer`` / ``Long`` header fields: wider values are refused at the header, where
+#: the error can name the field, instead of failing later in a struct or a store.
+Int32 = Annotated[int, Field(ge=-(1 << 31), le=(1 << 31) - 1)]
+Int64 = Annotated[int, Field(ge=-(1 << 63), le=(1 << 63) - 1)]
 
 
 class Header(BaseModel):
@@ -58,13 +62,16 @@ class Header(BaseModel):
 
 
 def _describe(cls: type[Header], exc: ValidationError) -> str:
+    names = {info.alias: name for name, info in cls.model_fields.items() if info.alias not in (None, name)}
     problems = []
     for error in exc.errors(include_url=False):
-        field = ".".join(str(part) for part in error["loc"]) or "?"
+        wire = ".".join(str(part) for part in error["loc"]) or "?"
+        # The wire name is what the peer sent; the field name explains a one-letter V2 key.
+        label = f"{wire!r} ({names[wire]})" if wire in names else repr(wire)
         if error["type"] == "missing":
-            problems.append(f"missing field {field!r}")
+            problems.append(f"missing field {label}")
         else:
-            problems.append(f"field {field!r}: {error['msg']} (got {error.get('input')!r})")
+            problems.append(f"field {label}: {error['msg']} (got {error.get('input')!r})")
     return f"bad {cls.__name__}: " + "; ".join(problems)
 
 
@@ -81,9 +88,9 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str = Field(alias="brokerAddr")
     cluster_name: str = Field(alias="clusterName")
     ha_server_addr: str = Field("", alias="haServerAddr")
-    broker_id: int = Field(alias="brokerId")
+    broker_id: Int64 = Field(alias="brokerId")
     compressed: WireBool = False
-    body_crc32: int = Field(0, alias="bodyCrc32")
+    body_crc32: Int32 = Field(0, alias="bodyCrc32")
 
 
 class RegisterBrokerResponseHeader(Header):
@@ -95,7 +102,7 @@ class UnregisterBrokerRequestHeader(Header):
     broker_name: str = Field(alias="brokerName")
     broker_addr: str = Field(alias="brokerAddr")
     cluster_name: str = Field(alias="clusterName")
-    broker_id: int = Field(alias="brokerId")
+    broker_id: Int64 = Field(alias="brokerId")
 
 
 class QueryDataVersionRequestHeader(UnregisterBrokerRequestHeader):
@@ -144,7 +151,7 @@ class WipeWritePermOfBrokerRequestHeader(Header):
 
 
 class WipeWritePermOfBrokerResponseHeader(Header):
-    wipe_topic_count: int = Field(alias="wipeTopicCount")
+    wipe_topic_count: Int32 = Field(alias="wipeTopicCount")
 
 
 # -- producing ------------------------------------------------------------------------------
@@ -156,16 +163,16 @@ class SendMessageRequestHeader(Header):
     producer_group: str = Field(alias="producerGroup")
     topic: str
     default_topic: str = Field("TBW102", alias="defaultTopic")
-    default_topic_queue_nums: int = Field(4, alias="defaultTopicQueueNums")
-    queue_id: int = Field(alias="queueId")
-    sys_flag: int = Field(0, alias="sysFlag")
-    born_timestamp: int = Field(alias="bornTimestamp")
-    flag: int = 0
+    default_topic_queue_nums: Int32 = Field(4, alias="defaultTopicQueueNums")
+    queue_id: Int32 = Field(alias="queueId")
+    sys_flag: Int32 = Field(0, alias="sysFlag")
+    born_timestamp: Int64 = Field(alias="bornTimestamp")
+    flag: Int32 = 0
     properties: str | None = None
-    reconsume_times: int | None = Field(None, alias="reconsumeTimes")
+    reconsume_times: Int32 | None = Field(None, alias="reconsumeTimes")
     unit_mode: WireBool = Field(False, alias="unitMode")
     batch: WireBool = False
-    max_reconsume_times: int | None = Field(None, alias="maxReconsumeTimes")
+    max_reconsume_times: Int32 | None = Field(None, alias="maxReconsumeTimes")
 
     def to_v2(self) -> SendMessageRequestHeaderV2:
         return SendMessageRequestHeaderV2.model_construct(**self.__dict__)
@@ -177,15 +184,15 @@ class SendMessageRequestHeaderV2(Header):
     producer_group: str = Field(alias="a")
     topic: str = Field(alias="b")
     default_topic: str = Field("TBW102", alias="c")
-    default_topic_queue_nums: int = Field(4, alias="d")
-    queue_id: int = Field(alias="e")
-    sys_flag: int = Field(0, alias="f")
-    born_timestamp: int = Field(alias="g")
-    flag: int = Field(0, alias="h")
+    default_topic_queue_nums: Int32 = Field(4, alias="d")
+    queue_id: Int32 = Field(alias="e")
+    sys_flag: Int32 = Field(0, alias="f")
+    born_timestamp: Int64 = Field(alias="g")
+    flag: Int32 = Field(0, alias="h")
     properties: str | None = Field(None, alias="i")
-    reconsume_times: int | None = Field(None, alias="j")
+    reconsume_times: Int32 | None = Field(None, alias="j")
     unit_mode: WireBool = Field(False, alias="k")
-    max_reconsume_times: int | None = Field(None, alias="l")
+    max_reconsume_times: Int32 | None = Field(None, alias="l")
     batch: WireBool = Field(False, alias="m")
 
     def to_v1(self) -> SendMessageRequestHeader:
@@ -194,8 +201,8 @@ class SendMessageRequestHeaderV2(Header):
 
 class SendMessageResponseHeader(Header):
     msg_id: str = Field(alias="msgId")
-    queue_id: int = Field(alias="queueId")
-    queue_offset: int = Field(alias="queueOffset")
+    queue_id: Int32 = Field(alias="queueId")
+    queue_offset: Int64 = Field(alias="queueOffset")
     transaction_id: str | None = Field(None, alias="transactionId")
     msg_region: str | None = Field(None, alias="MSG_REGION")
     trace_on: str | None = Field(None, alias="TRACE_ON")
@@ -203,17 +210,17 @@ class SendMessageResponseHeader(Header):
 
 class EndTransactionRequestHeader(Header):
     producer_group: str = Field(alias="producerGroup")
-    tran_state_table_offset: int = Field(alias="tranStateTableOffset")
-    commit_log_offset: int = Field(alias="commitLogOffset")
-    commit_or_rollback: int = Field(alias="commitOrRollback")
+    tran_state_table_offset: Int64 = Field(alias="tranStateTableOffset")
+    commit_log_offset: Int64 = Field(alias="commitLogOffset")
+    commit_or_rollback: Int32 = Field(alias="commitOrRollback")
     from_transaction_check: WireBool = Field(False, alias="fromTransactionCheck")
     msg_id: str = Field(alias="msgId")
     transaction_id: str | None = Field(None, alias="transactionId")
 
 
 class CheckTransactionStateRequestHeader(Header):
-    tran_state_table_offset: int = Field(alias="tranStateTableOffset")
-    commit_log_offset: int = Field(alias="commitLogOffset")
+    tran_state_table_offset: Int64 = Field(alias="tranStateTableOffset")
+    commit_log_offset: Int64 = Field(alias="commitLogOffset")
     msg_id: str | None = Field(None, alias="msgId")
     transaction_id: str | None = Field(None, alias="transactionId")
     offset_msg_id: str | None = Field(None, alias="offsetMsgId")
@@ -225,46 +232,46 @@ class CheckTransactionStateRequestHeader(Header):
 class PullMessageRequestHeader(Header):
     consumer_group: str = Field(alias="consumerGroup")
     topic: str
-    queue_id: int = Field(alias="queueId")
-    queue_offset: int = Field(alias="queueOffset")
-    max_msg_nums: int = Field(alias="maxMsgNums")
-    sys_flag: int = Field(alias="sysFlag")
-    commit_offset: int = Field(0, alias="commitOffset")
-    suspend_timeout_millis: int = Field(0, alias="suspendTimeoutMillis")
+    queue_id: Int32 = Field(alias="queueId")
+    queue_offset: Int64 = Field(alias="queueOffset")
+    max_msg_nums: Int32 = Field(alias="maxMsgNums")
+    sys_flag: Int32 = Field(alias="sysFlag")
+    commit_offset: Int64 = Field(0, alias="commitOffset")
+    suspend_timeout_millis: Int64 = Field(0, alias="suspendTimeoutMillis")
     subscription: str | None = None
-    sub_version: int = Field(0, alias="subVersion")
+    sub_version: Int64 = Field(0, alias="subVersion")
     expression_type: str | None = Field(None, alias="expressionType")
 
 
 class PullMessageResponseHeader(Header):
-    suggest_which_broker_id: int = Field(0, alias="suggestWhichBrokerId")
-    next_begin_offset: int = Field(alias="nextBeginOffset")
-    min_offset: int = Field(alias="minOffset")
-    max_offset: int = Field(alias="maxOffset")
+    suggest_which_broker_id: Int64 = Field(0, alias="suggestWhichBrokerId")
+    next_begin_offset: Int64 = Field(alias="nextBeginOffset")
+    min_offset: Int64 = Field(alias="minOffset")
+    max_offset: Int64 = Field(alias="maxOffset")
 
 
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: str = Field(alias="consumerGroup")
     topic: str
-    queue_id: int = Field(alias="queueId")
+    queue_id: Int32 = Field(alias="queueId")
 
 
 class QueryConsumerOffsetResponseHeader(Header):
-    offset: int
+    offset: Int64
 
 
 class UpdateConsumerOffsetRequestHeader(Header):
     consumer_group: str = Field(alias="consumerGroup")
     topic: str
-    queue_id: int = Field(alias="queueId")
-    commit_offset: int = Field(alias="commitOffset")
+    queue_id: Int32 = Field(alias="queueId")
+    commit_offset: Int64 = Field(alias="commitOffset")
 
 
 class QueueRequestHeader(Header):
     """GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32)."""
 
     topic: str
-    queue_id: int = Field(alias="queueId")
+    queue_id: Int32 = Field(alias="queueId")
 
 
 GetMaxOffsetRequestHeader = QueueRequestHeader
@@ -273,17 +280,17 @@ GetEarliestMsgStoretimeRequestHeader = QueueRequestHeader
 
 
 class OffsetResponseHeader(Header):
-    offset: int
+    offset: Int64
 
 
 class GetEarliestMsgStoretimeResponseHeader(Header):
-    timestamp: int
+    timestamp: Int64
 
 
 class SearchOffsetRequestHeader(Header):
     topic: str
-    queue_id: int = Field(alias="queueId")
-    timestamp: int
+    queue_id: Int32 = Field(alias="queueId")
+    timestamp: Int64
 
 
 class GetConsumerListByGroupRequestHeader(Header):
@@ -291,13 +298,13 @@ class GetConsumerListByGroupRequestHeader(Header):
 
 
 class ConsumerSendMsgBackRequestHeader(Header):
-    offset: int
+    offset: Int64
     group: str
-    delay_level: int = Field(0, alias="delayLevel")
+    delay_level: Int32 = Field(0, alias="delayLevel")
     origin_msg_id: str | None = Field(None, alias="originMsgId")
     origin_topic: str | None = Field(None, alias="originTopic")
     unit_mode: WireBool = Field(False, alias="unitMode")
-    max_reconsume_times: int | None = Field(None, alias="maxReconsumeTimes")
+    max_reconsume_times: Int32 | None = Field(None, alias="maxReconsumeTimes")
 
 
 class UnregisterClientRequestHeader(Header):
@@ -316,19 +323,19 @@ class NotifyConsumerIdsChangedRequestHeader(Header):
 class QueryMessageRequestHeader(Header):
     topic: str
     key: str
-    max_num: int = Field(32, alias="maxNum")
-    begin_timestamp: int = Field(0, alias="beginTimestamp")
-    end_timestamp: int = Field(alias="endTimestamp")
+    max_num: Int32 = Field(32, alias="maxNum")
+    begin_timestamp: Int64 = Field(0, alias="beginTimestamp")
+    end_timestamp: Int64 = Field(alias="endTimestamp")
     unique_key_query: WireBool = Field(False, alias="_UNIQUE_KEY_QUERY")
 
 
 class QueryMessageResponseHeader(Header):
-    index_last_update_timestamp: int = Field(alias="indexLastUpdateTimestamp")
-    index_last_update_phyoffset: int = Field(alias="indexLastUpdatePhyoffset")
+    index_last_update_timestamp: Int64 = Field(alias="indexLastUpdateTimestamp")
+    index_last_update_phyoffset: Int64 = Field(alias="indexLastUpdatePhyoffset")
 
 
 class ViewMessageRequestHeader(Header):
-    offset: int
+    offset: Int64
 
 
 # -- administration -------------------------------------------------------------------------
@@ -337,11 +344,11 @@ class ViewMessageRequestHeader(Header):
 class CreateTopicRequestHeader(Header):
     topic: str
     default_topic: str = Field("TBW102", alias="defaultTopic")
-    read_queue_nums: int = Field(alias="readQueueNums")
-    write_queue_nums: int = Field(alias="writeQueueNums")
-    perm: int
+    read_queue_nums: Int32 = Field(alias="readQueueNums")
+    write_queue_nums: Int32 = Field(alias="writeQueueNums")
+    perm: Int32
     topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
-    topic_sys_flag: int | None = Field(None, alias="topicSysFlag")
+    topic_sys_flag: Int32 | None = Field(None, alias="topicSysFlag")
     order: WireBool = False
 
 
@@ -376,7 +383,7 @@ class ResetOffsetRequestHeader(Header):
 
     topic: str
     group: str
-    timestamp: int
+    timestamp: Int64
     is_force: WireBool = Field(True, alias="isForce")
 
 

@@ -98,16 +98,28 @@ def decode_properties(text: str) -> dict[str, str]:
     segment split at its first ``\\x01``; segments without a name or value are dropped."""
     if not text:
         return {}
-    try:
-        return dict(segment.split(NAME_VALUE_SEPARATOR, 1) for segment in text.split(PROPERTY_SEPARATOR))
-    except ValueError:
-        pass  # an empty or separator-less segment: take the careful path
+    # The fast path is only sound when no segment can have an empty name or value; an empty
+    # name starts with \x01, an empty value has its first \x01 last in the segment.
+    if not (
+        text[0] == NAME_VALUE_SEPARATOR
+        or text[-1] == NAME_VALUE_SEPARATOR
+        or _EMPTY_VALUE in text
+        or _EMPTY_NAME in text
+    ):
+        try:
+            return dict(segment.split(NAME_VALUE_SEPARATOR, 1) for segment in text.split(PROPERTY_SEPARATOR))
+        except ValueError:
+            pass  # an empty or separator-less segment: take the careful path
     result: dict[str, str] = {}
     for segment in text.split(PROPERTY_SEPARATOR):
-        name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if sep and name:
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:  # Java's string2messageProperties drops either one empty
             result[name] = value
     return result
+
+
+_EMPTY_VALUE = NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR
+_EMPTY_NAME = PROPERTY_SEPARATOR + NAME_VALUE_SEPARATOR
 
 
 # -- hashing --------------------------------------------------------------------------------
@@ -121,7 +133,8 @@ def java_hash(text: str) -> int:
         for unit in text.encode("ascii"):
             h = (31 * h + unit) & 0xFFFFFFFF
     else:
-        data = text.encode("utf-16-be")
+        # surrogatepass: a lone surrogate is a valid Java string, so it must hash, not raise
+        data = text.encode("utf-16-be", "surrogatepass")
         for i in range(0, len(data), 2):
             h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
@@ -516,32 +529,30 @@ def encode_record(
             | (_STORE_V6 if store_len == 20 else 0)
         )
     body_len = len(body)
-    return b"".join(
-        (
-            head.pack(
-                head.size + 3 + body_len + topic_len + props_len,
-                MESSAGE_MAGIC_CODE,
-                (zlib.crc32(body) & 0x7FFFFFFF) if body_crc is None else body_crc,
-                queue_id,
-                flag,
-                queue_offset,
-                commit_log_offset,
-                sys_flag,
-                born_timestamp,
-                born_host,
-                store_timestamp,
-                store_host,
-                reconsume_times,
-                prepared_transaction_offset,
-                body_len,
-            ),
-            body,
-            topic_len.to_bytes(1, "big"),
-            topic,
-            props_len.to_bytes(2, "big"),
-            properties,
+    try:
+        fixed = head.pack(
+            head.size + 3 + body_len + topic_len + props_len,
+            MESSAGE_MAGIC_CODE,
+            (zlib.crc32(body) & 0x7FFFFFFF) if body_crc is None else body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body_len,
         )
-    )
+    except struct.error as exc:
+        raise ProtocolError(f"record field out of range for its i32/i64 slot: {exc}") from None
+    return b"".join((fixed, body, _TOPIC_LENGTHS[topic_len], topic, props_len.to_bytes(2, "big"), properties))
+
+
+_TOPIC_LENGTHS = [n.to_bytes(1, "big") for n in range(MAX_TOPIC_LENGTH + 1)]
 
 
 def encode_message_ext(msg: MessageExt) -> bytes:
@@ -657,8 +668,7 @@ def decode_record(
         raise ProtocolError(f"record at {pos} is truncated or has inconsistent lengths")
     topic_len = buf[topic_pos]
     props_pos = topic_pos + 1 + topic_len
-    props_len = (buf[props_pos] << 8 | buf[props_pos + 1]) if props_pos + 2 <= end else -1
-    if props_pos + 2 + props_len != end:
+    if props_pos + 2 > end or props_pos + 2 + (buf[props_pos] << 8 | buf[props_pos + 1]) != end:
         raise ProtocolError(f"record at {pos} has field lengths that disagree with its size {total}")
     body = bytes(buf[body_pos:topic_pos])
     if check_crc and (zlib.crc32(body) & 0x7FFFFFFF) != f[2]:
