@@ -1,19 +1,14 @@
-"""Shared fixtures: every async test runs on the loop our processes use (uvloop)."""
+"""Shared test configuration: every async test runs on the loop our processes use (uvloop)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 from protocol.loop import loop_factory
 
 
-class _PreferredLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    def new_event_loop(self) -> asyncio.AbstractEventLoop:
-        return loop_factory()()
-
-
-@pytest.fixture(scope="session")
-def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
-    return _PreferredLoopPolicy()
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], Any]]:
+    return {"preferred": loop_factory()}
