@@ -121,14 +121,16 @@ class RemotingCommand:
         body: bytes = b"",
     ) -> RemotingCommand:
         """The response to this request: same opaque, same serialization (REMOTING.md §1.5)."""
-        return RemotingCommand(
+        return _command(
             code,
-            opaque=self.opaque,
-            flag=_RESPONSE,
-            remark=remark,
-            ext_fields=ext_fields,
-            body=body,
-            serialize_type=self.serialize_type,
+            LANGUAGE,
+            CURRENT_VERSION,
+            self.opaque,
+            _RESPONSE,
+            remark,
+            ext_fields if ext_fields is not None else {},
+            body,
+            self.serialize_type,
         )
 
     # -- flags --------------------------------------------------------------------------
@@ -179,6 +181,35 @@ class RemotingCommand:
         return b"".join((_FRAME_HEAD.pack(4 + header_len + len(body), (st << 24) | header_len), header, body))
 
 
+_new = object.__new__
+
+
+def _command(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext_fields: dict[str, Any],
+    body: bytes,
+    serialize_type: int,
+) -> RemotingCommand:
+    # Positional slot filling: decoding and answering build two commands per request, and
+    # the keyword-argument __init__ is a measurable part of that.
+    cmd: RemotingCommand = _new(RemotingCommand)
+    cmd.code = code
+    cmd.language = language
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext_fields = ext_fields
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
 # -- header codecs --------------------------------------------------------------------------
 
 
@@ -197,7 +228,12 @@ def stringify_fields(fields: Mapping[str, Any]) -> dict[str, str]:
             break
     else:
         return fields  # type: ignore[return-value]
-    return {k: v if type(v) is str else _to_wire_string(v) for k, v in fields.items() if v is not None}
+    # _to_wire_string inlined: this runs for every response header with a number in it.
+    return {
+        k: v if type(v) is str else "true" if v is True else "false" if v is False else str(v)
+        for k, v in fields.items()
+        if v is not None
+    }
 
 
 def _normalize_fields(raw: Any) -> dict[str, Any]:
@@ -299,29 +335,39 @@ def _int_field(header: Mapping[str, Any], key: str, default: int | None = None) 
 def _command_from_mapping(header: Any, body: bytes, st: int, kind: str) -> RemotingCommand:
     if type(header) is not dict:
         raise ProtocolError(f"{kind} header must be an object, got {type(header).__name__}")
-    remark = header.get("remark")
+    get = header.get
+    code = get("code")
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    # Inline check of the usual case (four ints in range); _int_field explains the rest.
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+    ):
+        code = _int_field(header, "code")
+        opaque = _int_field(header, "opaque", 0)
+        flag = _int_field(header, "flag", 0)
+        version = _int_field(header, "version", 0)
+    remark = get("remark")
     if remark is not None and type(remark) is not str:
         remark = str(remark)
-    language = header.get("language", "OTHER")
+    language = get("language", "OTHER")
     if type(language) is not str:
         language = _LANGUAGE_NAMES.get(language, "OTHER") if type(language) is int else "OTHER"
     if st == _MSGPACK:
-        fields = header.get("extFields") or {}
+        fields = get("extFields") or {}
         if type(fields) is not dict:
             raise ProtocolError(f"extFields must be a map, got {type(fields).__name__}")
     else:
-        fields = _normalize_fields(header.get("extFields"))
-    return RemotingCommand(
-        _int_field(header, "code"),
-        opaque=_int_field(header, "opaque", 0),
-        flag=_int_field(header, "flag", 0),
-        remark=remark,
-        ext_fields=fields,
-        body=body,
-        language=language,
-        version=_int_field(header, "version", 0),
-        serialize_type=st,
-    )
+        fields = _normalize_fields(get("extFields"))
+    return _command(code, language, version, opaque, flag, remark, fields, body, st)
 
 
 def _decode_json_header(data: bytes, body: bytes) -> RemotingCommand:
@@ -334,7 +380,7 @@ def _decode_json_header(data: bytes, body: bytes) -> RemotingCommand:
 
 def _decode_msgpack_header(data: bytes, body: bytes) -> RemotingCommand:
     try:
-        header = msgpack.unpackb(data, raw=False)
+        header = _unpackb(data)  # msgpack >= 1.0 decodes str as str by default
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ProtocolError(f"invalid msgpack header: {exc}") from None
     return _command_from_mapping(header, body, _MSGPACK, "msgpack")
@@ -377,18 +423,12 @@ def _decode_rocketmq_header(data: bytes, body: bytes) -> RemotingCommand:
             pos += value_len
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"ROCKETMQ header holds invalid UTF-8: {exc}") from None
-    return RemotingCommand(
-        code,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=fields,
-        body=body,
-        language=_LANGUAGE_NAMES.get(language, "OTHER"),
-        version=version,
-        serialize_type=_ROCKETMQ,
+    return _command(
+        code, _LANGUAGE_NAMES.get(language, "OTHER"), version, opaque, flag, remark, fields, body, _ROCKETMQ
     )
 
+
+_unpackb = msgpack.unpackb
 
 _HEADER_DECODERS = {
     _JSON: _decode_json_header,
@@ -433,6 +473,15 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         buffer = self._buffer
+        if not buffer and type(data) is bytes and len(data) >= 8:
+            # Exactly one whole frame per read is the common case; anything else (or anything
+            # wrong) takes the general loop below, which also words the errors.
+            total, word = _FRAME_HEAD.unpack_from(data, 0)
+            if total + 4 == len(data) and 4 <= total <= self.max_frame_size:
+                header_len = word & _MAX_HEADER_LENGTH
+                decoder = _HEADER_DECODERS.get(word >> 24)
+                if decoder is not None and header_len <= total - 4:
+                    return [decoder(data[8 : 8 + header_len], data[8 + header_len :])]
         if buffer:
             buffer += data
             view: bytes | bytearray | memoryview = buffer

@@ -21,8 +21,12 @@ class ConfigError(MQError):
     """A configuration file or option that cannot be used."""
 
 
+_BLANKS = " \t\f"
+_KEY_TERMINATORS = frozenset("=:" + _BLANKS)
+
+
 def read_properties(text: str) -> dict[str, str]:
-    """Parse Java-properties-style text: ``key=value`` or ``key: value`` lines, ``#``/``!``
+    """Parse Java-properties-style text: ``key=value``, ``key: value`` or ``key value`` lines, ``#``/``!``
     comments, surrounding whitespace ignored; a trailing backslash continues a line."""
     result: dict[str, str] = {}
     pending = ""
@@ -34,9 +38,14 @@ def read_properties(text: str) -> dict[str, str]:
         if line.endswith("\\"):
             pending = line[:-1]
             continue
+        # As java.util.Properties: the key ends at the first '=', ':' or whitespace; then
+        # whitespace and at most one '=' or ':' separate it from the value.
         for i, ch in enumerate(line):
-            if ch in "=:":
-                key, value = line[:i].strip(), line[i + 1 :].strip()
+            if ch in _KEY_TERMINATORS:
+                key, rest = line[:i], line[i:].lstrip(_BLANKS)
+                if rest[:1] in ("=", ":"):
+                    rest = rest[1:]
+                value = rest.strip()
                 break
         else:
             key, value = line, ""

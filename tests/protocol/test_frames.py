@@ -453,3 +453,39 @@ def test_encoding_what_a_serialization_cannot_carry_is_a_protocol_error() -> Non
         RemotingCommand(1, ext_fields={"big": 2**70}, serialize_type=SerializeType.MSGPACK).encode()
     with pytest.raises(ProtocolError, match="does not fit the 24-bit length field"):
         RemotingCommand(1, remark="r" * (1 << 24)).encode()
+
+
+def test_decoded_commands_and_responses_have_every_attribute_set() -> None:
+    # Decoders and response() fill RemotingCommand's slots directly; none may be forgotten.
+    frames = [
+        frame(JAVA_ROUTE_REQUEST),
+        frame(rocketmq_header(310, 0, 407, 9, 0, b"r", [(b"a", b"PG")]), b"b", SerializeType.ROCKETMQ),
+        frame(msgpack.packb({"code": 11, "opaque": 3}), b"", SerializeType.MSGPACK),
+    ]
+    for data in frames:
+        for cmd in (decode_one(data), decode_one(data).response()):
+            for name in RemotingCommand.__slots__:
+                getattr(cmd, name)
+            assert repr(cmd).startswith("<RemotingCommand")
+
+
+def test_decoder_accepts_bytearray_and_memoryview_chunks() -> None:
+    data = frame(JAVA_ROUTE_REQUEST, b"body") * 2
+    for chunk in (bytearray(data), memoryview(data)):
+        assert [c.body for c in FrameDecoder().feed(chunk)] == [b"body", b"body"]
+    decoder = FrameDecoder()
+    assert decoder.feed(memoryview(data)[:10]) == []
+    assert [c.opaque for c in decoder.feed(bytearray(data[10:]))] == [7, 7]
+
+
+def test_json_header_odd_but_readable_values() -> None:
+    cmd = decode_one(frame(b'{"code":"310","opaque":"8","language":1,"remark":42,"version":true}'))
+    assert (cmd.code, cmd.opaque, cmd.language, cmd.remark, cmd.version) == (310, 8, "CPP", "42", 1)
+    assert decode_one(frame(b'{"code":1,"language":[1]}')).language == "OTHER"
+
+
+def test_decode_frame_errors() -> None:
+    with pytest.raises(ProtocolError, match="frame of 3 bytes has no header-length word"):
+        decode_frame(b"\0\0\0")
+    with pytest.raises(ProtocolError, match="unknown serialize type 5"):
+        decode_frame(struct.pack(">I", 5 << 24))

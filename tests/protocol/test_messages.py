@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from datetime import datetime
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,7 @@ from protocol.message import (
     Message,
     MessageExt,
     UniqueIdGenerator,
+    compress_body,
     decode_batch,
     decode_offset_msg_id,
     decode_properties,
@@ -32,7 +34,9 @@ from protocol.message import (
     encode_properties,
     encode_record,
     java_hash,
+    new_unique_id,
     pack_host,
+    peek_record_size,
     read_record_header,
     record_store_timestamp_pos,
     split_address,
@@ -492,3 +496,73 @@ def test_message_tags_keys_and_delay_live_in_properties() -> None:
     ext = MessageExt("T", b"x", sys_flag=int(MessageSysFlag.COMPRESSED))
     assert ext.offset_msg_id == "0" * 32
     assert ext.msg_id == ext.offset_msg_id  # no UNIQ_KEY: the offset msgId
+
+
+def _all_slots(cls: type) -> list[str]:
+    return [name for klass in cls.__mro__ for name in getattr(klass, "__slots__", ())]
+
+
+def test_decoded_message_has_every_attribute_set() -> None:
+    # decode_record fills MessageExt's slots directly; a slot it forgot would raise on access.
+    for data in (
+        assemble_record(born=V4_BORN, store=V4_STORE, sys_flag=0),
+        assemble_record(born=V6_BORN, store=V6_STORE, sys_flag=0x30),
+    ):
+        msg, _ = decode_record(data)
+        for name in _all_slots(MessageExt):
+            getattr(msg, name)
+        assert msg.broker_name is None
+        rebuilt = MessageExt(
+            msg.topic,
+            msg.body,
+            flag=msg.flag,
+            properties=msg.properties,
+            queue_id=msg.queue_id,
+            queue_offset=msg.queue_offset,
+            commit_log_offset=msg.commit_log_offset,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host_bytes,
+            store_timestamp=msg.store_timestamp,
+            store_host=msg.store_host_bytes,
+            reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+            body_crc=msg.body_crc,
+            store_size=msg.store_size,
+        )
+        assert rebuilt == msg
+
+
+def test_records_decode_from_memoryview_and_bytearray() -> None:
+    one = assemble_record(born=V4_BORN, store=V4_STORE, sys_flag=0)
+    two = assemble_record(born=V6_BORN, store=V6_STORE, sys_flag=0x30)
+    expected = decode_records(one + two)
+    for buf in (memoryview(one + two), bytearray(one + two), memoryview(b"pad" + one + two)[3:]):
+        messages = decode_records(buf)
+        assert messages == expected
+        assert all(type(m.body) is bytes for m in messages)
+        assert read_record_header(buf, len(one)).topic == "TopicTest"
+
+
+def test_small_helpers() -> None:
+    data = assemble_record(born=V4_BORN, store=V4_STORE, sys_flag=0)
+    assert peek_record_size(data) == (len(data), MESSAGE_MAGIC_CODE)
+    assert zlib.decompress(compress_body(b"abc" * 100)) == b"abc" * 100
+    msg, _ = decode_record(data)
+    assert repr(msg) == "<MessageExt topic='TopicTest' queue_id=3 queue_offset=1000 tags='TagA' body=6B>"
+    assert repr(Message("T", b"xy", tags="a")) == "<Message topic='T' tags='a' body=2B>"
+    assert Message("T") != msg  # different types never compare equal
+    assert Message("T", properties={"DELAY": "x"}).delay_level == 0
+    assert Message("T", properties={"UNIQ_KEY": "U"}).unique_id == "U"
+    with pytest.raises(ProtocolError, match="properties of 32768 bytes exceed 32767"):
+        encode_batch([Message("T", properties={"K": "v" * 32766})])
+    assert len(new_unique_id()) == 32
+
+
+def test_unique_ids_roll_over_at_the_month() -> None:
+    ids = UniqueIdGenerator()
+    ids._roll_month(int(datetime(2023, 12, 31, 23, 0).timestamp() * 1000))
+    assert ids._next_month_ms == int(datetime(2024, 1, 1).timestamp() * 1000)
+    ids._roll_month(int(datetime(2024, 2, 10).timestamp() * 1000))
+    assert ids._month_start_ms == int(datetime(2024, 2, 1).timestamp() * 1000)
+    assert ids._next_month_ms == int(datetime(2024, 3, 1).timestamp() * 1000)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from protocol.codes import LanguageCode, MessageSysFlag, SerializeType
 from protocol.command import FrameDecoder, RemotingCommand
+from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from protocol.message import (
     Message,
     decode_batch,
@@ -204,3 +205,38 @@ def test_any_batch_survives_the_batch_encoding(entries: list[tuple[int, bytes, d
     messages = [Message("T", body, properties=props, flag=flag) for flag, body, props in entries]
     decoded = decode_batch(encode_batch(messages))
     assert [(e.flag, e.body, decode_properties(e.properties)) for e in decoded] == entries
+
+
+# -- headers --------------------------------------------------------------------------------------
+
+TEXT = st.text(max_size=30)
+
+
+@st.composite
+def send_headers(draw: st.DrawFn) -> SendMessageRequestHeaderV2:
+    return SendMessageRequestHeaderV2(
+        producer_group=draw(TEXT),
+        topic=draw(TEXT),
+        default_topic=draw(TEXT),
+        default_topic_queue_nums=draw(I32),
+        queue_id=draw(I32),
+        sys_flag=draw(I32),
+        born_timestamp=draw(I64),
+        flag=draw(I32),
+        properties=draw(st.none() | TEXT),
+        reconsume_times=draw(st.none() | I32),
+        unit_mode=draw(st.booleans()),
+        max_reconsume_times=draw(st.none() | I32),
+        batch=draw(st.booleans()),
+    )
+
+
+@settings(deadline=None)
+@given(send_headers(), st.sampled_from(list(SerializeType)))
+def test_any_send_header_survives_every_serialization(
+    header: SendMessageRequestHeaderV2, serialize_type: int
+) -> None:
+    request = RemotingCommand.request(310, header.to_fields(), serialize_type=serialize_type)
+    (decoded,) = FrameDecoder().feed(request.encode())
+    assert SendMessageRequestHeaderV2.from_fields(decoded.ext_fields) == header
+    assert SendMessageRequestHeader.from_fields(header.to_v1().to_fields()).to_v2() == header

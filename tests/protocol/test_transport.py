@@ -498,3 +498,44 @@ async def test_pipelined_requests_are_answered_in_order(make_server: ServerFacto
 def test_protocol_error_is_not_a_transport_error() -> None:
     # A bad frame is the peer's fault; callers catch the two separately.
     assert not issubclass(ProtocolError, ConnectionClosedError)
+
+
+async def test_drain_waits_while_paused_and_fails_when_closed(
+    make_server: ServerFactory, clients: list[Connection]
+) -> None:
+    server, port = await make_server()
+    assert server.ports == [port]
+    conn = await open_client(port, clients)
+    await asyncio.wait_for(conn.drain(), 10)  # not paused: returns at once
+    conn.pause_writing()  # what the transport calls above its high-water mark
+    waiter = asyncio.ensure_future(conn.drain())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    conn.resume_writing()
+    await asyncio.wait_for(waiter, 10)
+    conn.pause_writing()
+    waiter = asyncio.ensure_future(conn.drain())
+    await asyncio.sleep(0)
+    conn.abort()
+    with pytest.raises(ConnectionClosedError):
+        await asyncio.wait_for(waiter, 10)
+    late: list[Connection] = []
+    conn.add_close_callback(late.append)  # already closed: called at once
+    assert late == [conn]
+
+
+async def test_frame_split_across_writes(make_server: ServerFactory) -> None:
+    _, port = await make_server()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        data = RemotingCommand(ECHO, opaque=5, body=b"z" * 100_000).encode()
+        writer.write(data[:6])
+        await writer.drain()
+        writer.write(data[6:50_000])
+        await writer.drain()
+        writer.write(data[50_000:])
+        _, response = await asyncio.wait_for(read_frame(reader), 10)
+        assert response.opaque == 5 and response.body == b"z" * 100_000
+    finally:
+        writer.close()
+        await writer.wait_closed()
