@@ -111,8 +111,9 @@ class Connection(asyncio.Protocol):
                     self._on_request(cmd)
         finally:
             self._out = None
-        if out and self._transport is not None:
-            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+        transport = self._transport
+        if out and transport is not None and not transport.is_closing():
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -217,8 +218,15 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str | None = None) -> None:
         if self.close_reason is None:
             self.close_reason = reason or "closed locally"
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            out = self._out
+            if out:
+                # Responses batched earlier in this read were owed before the close: send
+                # them first (the transport flushes its buffer before closing).
+                transport.write(b"".join(out))
+                out.clear()
+            transport.close()
 
     def abort(self) -> None:
         if self._transport is not None:

@@ -539,3 +539,23 @@ async def test_frame_split_across_writes(make_server: ServerFactory) -> None:
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+async def test_graceful_close_by_a_handler_delivers_answers_owed_before_it(
+    make_server: ServerFactory,
+) -> None:
+    def close(conn: Connection, cmd: RemotingCommand) -> None:
+        conn.close("handler asked")
+
+    _, port = await make_server({**HANDLERS, STALL: close})
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        # One write, so the server reads all three together and batches its answers.
+        writer.write(raw_request(ECHO, 1) + raw_request(STALL, 2) + raw_request(ECHO, 3))
+        await writer.drain()
+        _, first = await asyncio.wait_for(read_frame(reader), 10)
+        assert first.opaque == 1
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # nothing for 3: the connection closed
+    finally:
+        writer.close()
+        await writer.wait_closed()
