@@ -780,3 +780,36 @@ def decode_batch(data: bytes) -> list[BatchEntry]:
         entries.append(BatchEntry(flag, data[body_pos : body_pos + body_len], props))
         pos = props_pos + props_len
     return entries
+
+
+# -- store support ----------------------------------------------------------------------------
+
+
+def record_head_struct(born_host_len: int, store_host_len: int) -> struct.Struct:
+    """The precompiled struct of a stored record's fixed head (TOTALSIZE through BODYLENGTH)
+    for hosts packed as 8 (IPv4) or 20 (IPv6) bytes, for stores that pack records straight
+    into a mapping with ``pack_into``."""
+    head = _RECORD_HEADS.get((born_host_len, store_host_len))
+    if head is None:
+        raise ProtocolError("hosts must be packed as 8 (IPv4) or 20 (IPv6) bytes")
+    return head
+
+
+_HASH_DIGITS = b"0123456789abcdefghijklmnopqrstu"
+_HASH_LOW = bytes(_HASH_DIGITS[b % 31] for b in range(128)) + b"0" * 128
+_HASH_HIGH = bytes(_HASH_DIGITS[b // 31] for b in range(128)) + b"0" * 128
+
+
+def java_hash_fast(text: str) -> int:
+    """:func:`java_hash` without a per-character Python loop, for many distinct strings (index
+    keys, whose uniqueness defeats ``java_hash``'s cache). For ASCII, ``sum(c * 31**k)`` is
+    the base-31 number whose digits are the characters; writing each ``c`` as ``31*q + r``
+    splits it into two digit strings (``r`` digits, ``q`` digits shifted one place) that
+    ``int(..., 31)`` evaluates in C."""
+    data = text.encode()
+    if len(data) != len(text):
+        return java_hash(text)
+    if not data:
+        return 0
+    h = (int(data.translate(_HASH_LOW), 31) + int(data.translate(_HASH_HIGH) + b"0", 31)) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
