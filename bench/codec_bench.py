@@ -65,12 +65,12 @@ def _send_request(serialize_type: int) -> bytes:
     return request.encode()
 
 
-def send_round_trips(serialize_type: int) -> Callable[[int], None]:
+def send_round_trips(serialize_type: int) -> Callable[[int], int]:
     frame = _send_request(serialize_type)
     decoder = FrameDecoder()
     from_fields = SendMessageRequestHeaderV2.from_fields
 
-    def run(n: int) -> None:
+    def run(n: int) -> int:
         for i in range(n):
             (request,) = decoder.feed(frame)
             header = from_fields(request.ext_fields)
@@ -82,6 +82,7 @@ def send_round_trips(serialize_type: int) -> Callable[[int], None]:
                 trace_on="true",
             )
             request.response(ext_fields=response_header.to_fields()).encode()
+        return n
 
     return run
 
@@ -101,13 +102,13 @@ def _record() -> bytes:
     )
 
 
-def record_encodes() -> Callable[[int], None]:
+def record_encodes() -> Callable[[int], int]:
     topic = b"BenchmarkTest"
     props = encode_properties(PROPERTIES).encode()
     born = pack_host("10.0.0.5", 52_000)
     store = pack_host("10.0.0.1", 10911)
 
-    def run(n: int) -> None:
+    def run(n: int) -> int:
         for i in range(n):
             encode_record(
                 topic=topic,
@@ -121,34 +122,38 @@ def record_encodes() -> Callable[[int], None]:
                 store_timestamp=1_700_000_000_001,
                 store_host=store,
             )
+        return n
 
     return run
 
 
-def record_decodes() -> Callable[[int], None]:
+def record_decodes() -> Callable[[int], int]:
     record = _record()
 
-    def run(n: int) -> None:
+    def run(n: int) -> int:
         for _ in range(n):
             decode_record(record)
+        return n
 
     return run
 
 
-def pull_body_decodes() -> Callable[[int], None]:
+def pull_body_decodes() -> Callable[[int], int]:
     body = _record() * PULL_BATCH
 
-    def run(n: int) -> None:
-        for _ in range(n // PULL_BATCH):
+    def run(n: int) -> int:
+        batches = max(1, n // PULL_BATCH)
+        for _ in range(batches):
             decode_records(body)
+        return batches * PULL_BATCH
 
     return run
 
 
-def measure(run: Callable[[int], None], runs: int, seconds: float) -> float:
+def measure(run: Callable[[int], int], runs: int, seconds: float) -> float:
     """Median operations per second over ``runs`` runs of about ``seconds`` each."""
     n = 1000
-    while True:  # calibrate a batch size that takes about a tenth of a run
+    while True:  # calibrate a count that takes about a tenth of a run
         start = time.perf_counter()
         run(n)
         elapsed = time.perf_counter() - start
@@ -159,12 +164,12 @@ def measure(run: Callable[[int], None], runs: int, seconds: float) -> float:
     rates = []
     for _ in range(runs):
         start = time.perf_counter()
-        run(per_run)
-        rates.append(per_run / (time.perf_counter() - start))
+        done = run(per_run)
+        rates.append(done / (time.perf_counter() - start))
     return statistics.median(rates)
 
 
-FIGURES: list[tuple[str, Callable[[], Callable[[int], None]], float, str]] = [
+FIGURES: list[tuple[str, Callable[[], Callable[[int], int]], float, str]] = [
     ("send round trips (JSON)", lambda: send_round_trips(SerializeType.JSON), 60_000, "round trips/s"),
     ("send round trips (msgpack)", lambda: send_round_trips(SerializeType.MSGPACK), 120_000, "round trips/s"),
     ("record encodes", record_encodes, 500_000, "records/s"),
