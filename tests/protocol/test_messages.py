@@ -34,10 +34,12 @@ from protocol.message import (
     encode_properties,
     encode_record,
     java_hash,
+    java_hash_fast,
     new_unique_id,
     pack_host,
     peek_record_size,
     read_record_header,
+    record_head_struct,
     record_store_timestamp_pos,
     split_address,
     tags_code,
@@ -469,6 +471,38 @@ JAVA_HASHES = [
 def test_java_hash_matches_java(utf8_hex: str, expected: int) -> None:
     text = bytes.fromhex(utf8_hex).decode()
     assert java_hash(text) == expected
+
+
+# Longer than int()'s 4300-digit limit, and all of ASCII (Java 17 again).
+JAVA_LONG_HASHES = [
+    ("k" * 5000, 1792839040),
+    ("".join(chr(32 + (i * 7) % 95) for i in range(10007)), 1592933821),
+    ("".join(chr(i) for i in range(128)), -2057338816),
+]
+
+
+@pytest.mark.parametrize(("utf8_hex", "expected"), JAVA_HASHES)
+def test_java_hash_fast_matches_java(utf8_hex: str, expected: int) -> None:
+    assert java_hash_fast(bytes.fromhex(utf8_hex).decode()) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), JAVA_LONG_HASHES, ids=["k*5000", "pattern*10007", "ascii"])
+def test_java_hashes_of_long_strings(text: str, expected: int) -> None:
+    assert java_hash_fast(text) == expected
+    assert java_hash(text) == expected
+
+
+@given(st.text(max_size=60) | st.text(st.characters(max_codepoint=127), min_size=4000, max_size=9000))
+def test_java_hash_fast_agrees_with_java_hash(text: str) -> None:
+    assert java_hash_fast(text) == java_hash(text)
+
+
+def test_record_head_struct_sizes() -> None:
+    assert record_head_struct(8, 8).size == 88
+    assert record_head_struct(20, 8).size == record_head_struct(8, 20).size == 100
+    assert record_head_struct(20, 20).size == 112
+    with pytest.raises(ProtocolError, match="8 \\(IPv4\\) or 20 \\(IPv6\\)"):
+        record_head_struct(16, 8)
 
 
 def test_tags_code() -> None:
