@@ -1,1 +1,31 @@
-"""The message store: commit log, consume queues, index, flush, checkpoint, recovery, retention."""
+"""The message store: commit log, consume queues, index, flush, checkpoint, recovery, retention.
+
+The broker talks to :class:`MessageStore` only; see ``docs/store.md`` for the design.
+"""
+
+from .config import BrokerRole, FlushDiskType, StoreConfig
+from .mapped_file import StoreError
+from .messages import (
+    GetResult,
+    GetStatus,
+    PutResult,
+    PutStatus,
+    QueryResult,
+    StoreMessage,
+)
+from .store import MessageStore, StoreStats
+
+__all__ = [
+    "BrokerRole",
+    "FlushDiskType",
+    "GetResult",
+    "GetStatus",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "QueryResult",
+    "StoreConfig",
+    "StoreError",
+    "StoreMessage",
+    "StoreStats",
+]

@@ -1,0 +1,265 @@
+"""Consume queues: per topic and queue id, a log of 20-byte entries ``(commit-log offset i64,
+record size i32, tags code i64)``, one per message, that consumers address by entry number
+(the queue offset). Files hold ``mappedFileSizeConsumeQueue`` bytes (300,000 entries) and live
+in ``consumequeue/{topic}/{queueId}/``, named by their first byte's logical position.
+
+A queue whose first file starts past entry 0 (its older files were deleted, or it is rebuilt
+from a commit log that starts later) fills the unused head of that file with BLANK entries
+``(0, 0x7FFFFFFF, 0)``; the queue's minimum offset is past them.
+
+For delayed messages (``SCHEDULE_TOPIC_XXXX``) the tags-code slot holds the delivery time.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from .mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+UNIT = 20
+BLANK_SIZE = 0x7FFFFFFF
+ENTRY = struct.Struct(">qiq")
+_BLANK_ENTRY = ENTRY.pack(0, BLANK_SIZE, 0)
+
+
+class ConsumeQueue:
+    """One topic-queue's consume queue. ``max_offset`` is one past the last entry."""
+
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "queue",
+        "file_size",
+        "min_logic_offset",
+        "max_offset",
+        "max_physic_end",
+    )
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.queue = MappedFileQueue(root / topic / str(queue_id), file_size)
+        #: Byte position of the first valid entry.
+        self.min_logic_offset = 0
+        self.max_offset = 0
+        #: End (offset + size) of the commit-log record of the last entry: dispatching a record
+        #: that ends at or before it again is a no-op.
+        self.max_physic_end = 0
+
+    # -- positions ---------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // UNIT
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        """The entry at queue offset ``offset``, if its file exists and it is written."""
+        pos = offset * UNIT
+        mapped = self.queue.find(pos)
+        if mapped is None or pos - mapped.start + UNIT > mapped.wrote:
+            return None
+        offset_py, size, tags = ENTRY.unpack_from(mapped.view, pos - mapped.start)
+        return offset_py, size, tags
+
+    def index_view(self, offset: int) -> memoryview | None:
+        """Entries from ``offset`` to the written end of the file holding it (never across a
+        file boundary); None below the minimum or where the file is gone."""
+        pos = offset * UNIT
+        if pos < self.min_logic_offset:
+            return None
+        mapped = self.queue.find(pos)
+        if mapped is None:
+            return None
+        start = pos - mapped.start
+        if start >= mapped.wrote:
+            return None
+        return mapped.view[start : mapped.wrote]
+
+    def entries(self, offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """Up to ``max_count`` entries from ``offset`` on, across files; [] outside the queue."""
+        result: list[tuple[int, int, int]] = []
+        if offset < self.min_offset:
+            return result
+        while len(result) < max_count and offset < self.max_offset:
+            view = self.index_view(offset)
+            if view is None:
+                break
+            take = min(max_count - len(result), len(view) // UNIT)
+            result.extend(ENTRY.iter_unpack(view[: take * UNIT]))
+            offset += take
+        return result
+
+    def roll_next(self, offset: int) -> int:
+        per_file = self.file_size // UNIT
+        return offset + per_file - offset % per_file
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def _writable_file(self, expect: int) -> MappedFile:
+        """The file the entry at byte position ``expect`` goes to, created if needed."""
+        queue = self.queue
+        mapped = queue.last
+        if mapped is None:
+            mapped = queue.create(expect - expect % self.file_size)
+            if expect != mapped.start:
+                # A queue that starts past its first file's beginning: blank the head.
+                head = expect - mapped.start
+                mapped.view[:head] = _BLANK_ENTRY * (head // UNIT)
+                mapped.wrote = head
+            self.min_logic_offset = expect
+            queue.flushed_where = mapped.start
+        elif mapped.full:
+            mapped = queue.create(mapped.end)
+        return mapped
+
+    def put(self, offset_py: int, size: int, tags_code: int, queue_offset: int) -> None:
+        """Write the entry for the record at ``offset_py`` at ``queue_offset``."""
+        if offset_py + size <= self.max_physic_end:
+            return  # already dispatched
+        expect = queue_offset * UNIT
+        mapped = self._writable_file(expect)
+        current = mapped.start + mapped.wrote
+        if expect < current:
+            return  # built before (a re-dispatch during recovery)
+        while expect > current:
+            log.warning(
+                "consume queue %s/%d: entry %d arrives at %d; blanking the gap",
+                self.topic,
+                self.queue_id,
+                queue_offset,
+                current // UNIT,
+            )
+            mapped.view[mapped.wrote : mapped.wrote + UNIT] = _BLANK_ENTRY
+            mapped.wrote += UNIT
+            mapped = self._writable_file(mapped.start + mapped.wrote)
+            current = mapped.start + mapped.wrote
+        ENTRY.pack_into(mapped.view, mapped.wrote, offset_py, size, tags_code)
+        mapped.wrote += UNIT
+        self.max_physic_end = offset_py + size
+        self.max_offset = queue_offset + 1
+
+    def put_batch(
+        self, offsets: list[int], sizes: list[int], tags_codes: list[int], queue_offset: int
+    ) -> None:
+        """Entries for consecutive queue offsets from ``queue_offset``."""
+        mapped = self.queue.last
+        count = len(offsets)
+        if (
+            mapped is None
+            or queue_offset != self.max_offset
+            or mapped.wrote + count * UNIT > mapped.size
+            or offsets[0] + sizes[0] <= self.max_physic_end
+            or mapped.start + mapped.wrote != queue_offset * UNIT
+        ):
+            for i in range(count):
+                self.put(offsets[i], sizes[i], tags_codes[i], queue_offset + i)
+            return
+        view = mapped.view
+        pos = mapped.wrote
+        pack = ENTRY.pack_into
+        for i in range(count):
+            pack(view, pos, offsets[i], sizes[i], tags_codes[i])
+            pos += UNIT
+        mapped.wrote = pos
+        self.max_physic_end = offsets[-1] + sizes[-1]
+        self.max_offset = queue_offset + count
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        queue = self.queue
+        queue.load()
+        if not queue.files:
+            return
+        self.min_logic_offset = queue.files[0].start
+        last = queue.files[-1]
+        # Entries are written in order, so the written part is a prefix: find its end.
+        view = last.view
+        low, high = 0, last.size // UNIT
+        while low < high:
+            mid = (low + high) // 2
+            if ENTRY.unpack_from(view, mid * UNIT)[1] != 0:
+                low = mid + 1
+            else:
+                high = mid
+        last.wrote = low * UNIT
+        # A crash can tear the last entries; they must follow each other in the commit log.
+        while last.wrote >= 2 * UNIT:
+            prev_py, prev_size, _ = ENTRY.unpack_from(view, last.wrote - 2 * UNIT)
+            offset_py, size, _ = ENTRY.unpack_from(view, last.wrote - UNIT)
+            if prev_size == BLANK_SIZE or (
+                size > 0 and size != BLANK_SIZE and offset_py >= prev_py + prev_size
+            ):
+                break
+            last.wrote -= UNIT
+        if last.wrote < last.size:
+            last.zero_from(last.wrote)
+        queue.flushed_where = queue.max_offset
+        self._refresh_tail()
+
+    def _refresh_tail(self) -> None:
+        self.max_offset = self.queue.max_offset // UNIT
+        last = self.max_offset - 1
+        found = self.entry(last) if last >= self.min_offset else None
+        self.max_physic_end = found[0] + found[1] if found and found[1] != BLANK_SIZE else 0
+
+    def _first_where(self, predicate: Callable[[int, int], bool]) -> int:
+        """First queue offset in [min, max) whose entry satisfies ``predicate(offset_py, size)``
+        (which must hold for a suffix of the queue); ``max_offset`` if none does."""
+        low, high = self.min_offset, self.max_offset
+        while low < high:
+            mid = (low + high) // 2
+            found = self.entry(mid)
+            if found is None or predicate(found[0], found[1]):
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def truncate_from_physical(self, offset_py: int) -> list[MappedFile]:
+        """Drop the entries of records ending past ``offset_py`` (and any zero entries among
+        them); returns emptied files for the caller to destroy."""
+
+        def after(entry_py: int, size: int) -> bool:
+            return size == 0 or (size != BLANK_SIZE and entry_py + size > offset_py)
+
+        cut = self._first_where(after)
+        if cut >= self.max_offset:
+            return []
+        removed = self.queue.truncate(cut * UNIT)
+        if not self.queue.files:
+            self.min_logic_offset = cut * UNIT
+        self._refresh_tail()
+        return removed
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def delete_expired(self, commit_log_min: int) -> list[MappedFile]:
+        """Drop whole files (never the last) whose entries all point below ``commit_log_min``,
+        then move the minimum offset past the entries that do; returns the dropped files."""
+        queue = self.queue
+        removed = []
+        while len(queue.files) > 1:
+            first = queue.files[0]
+            last_py, size, _ = ENTRY.unpack_from(first.view, first.size - UNIT)
+            if size == BLANK_SIZE or last_py >= commit_log_min:
+                break
+            removed.append(queue.files.pop(0))
+        self.correct_min_offset(commit_log_min)
+        return removed
+
+    def correct_min_offset(self, commit_log_min: int) -> None:
+        """The minimum is the first entry whose record is still in the commit log."""
+        if self.queue.files:
+            self.min_logic_offset = max(self.min_logic_offset, self.queue.files[0].start)
+        found = self._first_where(lambda py, size: size != BLANK_SIZE and py >= commit_log_min)
+        self.min_logic_offset = found * UNIT
+
+    def close(self) -> None:
+        self.queue.close()

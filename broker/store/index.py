@@ -1,0 +1,464 @@
+"""The message index: find messages by key (``topic#KEYS`` item, ``topic#UNIQ_KEY``) within a
+time range, for QUERY_MESSAGE.
+
+Index files (``index/{yyyyMMddHHmmssSSS}``, named at creation) are hash tables with chaining:
+a 40-byte header (begin/end store timestamp, begin/end commit-log offset, used slots, entry
+count starting at 1), ``maxHashSlotNum`` 4-byte slots holding the newest entry number of their
+bucket, then ``maxIndexNum`` 20-byte entries ``(key hash i32, commit-log offset i64, seconds
+since the file's begin timestamp i32, previous entry of the bucket i32)``.
+
+Each key writes its entry first and then points the slot at it; the header is written after
+each dispatched batch. Recovery rolls entries back newest-first (restoring each slot to the
+entry's predecessor, which is exactly the slot's earlier value) down to the point it
+re-dispatches from, including entries a crash left beyond the header's count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import struct
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from protocol.message import KEY_SEPARATOR, java_hash_fast
+
+from .mapped_file import StoreError, sync_directory
+
+log = logging.getLogger(__name__)
+
+HEADER_SIZE = 40
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+ENTRY_SIZE = 20
+_ZERO_ENTRY = bytes(ENTRY_SIZE)
+_TX_ROLLBACK = 0xC
+_INT_MAX = 0x7FFFFFFF
+
+
+def key_hash(key: str) -> int:
+    """Java's ``Math.abs(key.hashCode())``, with ``Integer.MIN_VALUE`` mapped to 0."""
+    h = java_hash_fast(key)
+    if h >= 0:
+        return h
+    return 0 if h == -0x80000000 else -h
+
+
+class _Keyed(Protocol):
+    @property
+    def keys(self) -> str | None: ...
+    @property
+    def uniq_key(self) -> str | None: ...
+    @property
+    def sys_flag(self) -> int: ...
+
+
+def _file_name(now_ms: int) -> str:
+    seconds, millis = divmod(now_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+class IndexFile:
+    """One index file, mapped in full."""
+
+    __slots__ = (
+        "path",
+        "slot_num",
+        "index_num",
+        "fd",
+        "mm",
+        "view",
+        "begin_timestamp",
+        "end_timestamp",
+        "begin_phy_offset",
+        "end_phy_offset",
+        "hash_slot_count",
+        "index_count",
+        "dirty",
+        "closed",
+    )
+
+    def __init__(self, path: Path, slot_num: int, index_num: int, *, create: bool = False) -> None:
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        size = HEADER_SIZE + slot_num * 4 + index_num * ENTRY_SIZE
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if not create and actual != size:
+                if actual > size:
+                    raise StoreError(
+                        f"index file {path} has {actual} bytes, not {size}: maxHashSlotNum or maxIndexNum changed"
+                    )
+                os.ftruncate(fd, size)
+            elif create:
+                os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.view = memoryview(self.mm)
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = _HEADER.unpack_from(self.view, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
+        self.dirty = create
+        self.closed = False
+
+    @property
+    def full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    @property
+    def empty(self) -> bool:
+        return self.index_count <= 1
+
+    def _entry_pos(self, number: int) -> int:
+        return HEADER_SIZE + self.slot_num * 4 + number * ENTRY_SIZE
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one key; False when the file is full. The header is written by :meth:`write_header`."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        h = java_hash_fast(key)
+        if h < 0:  # Java: Math.abs, and 0 for Integer.MIN_VALUE
+            h = 0 if h == -0x80000000 else -h
+        slot_pos = HEADER_SIZE + (h % self.slot_num) * 4
+        view = self.view
+        (prev,) = _SLOT.unpack_from(view, slot_pos)
+        if prev <= 0 or prev > count:
+            prev = 0
+            self.hash_slot_count += 1
+        begin = self.begin_timestamp
+        if begin <= 0:
+            diff = 0
+            if count <= 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = store_timestamp
+        elif store_timestamp <= begin:
+            diff = 0
+        else:
+            diff = min((store_timestamp - begin) // 1000, _INT_MAX)
+        _ENTRY.pack_into(
+            view, HEADER_SIZE + self.slot_num * 4 + count * ENTRY_SIZE, h, phy_offset, diff, prev
+        )
+        _SLOT.pack_into(view, slot_pos, count)
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self.dirty = True
+        return True
+
+    def put_many(self, items: Sequence[tuple[str, int, int]], start: int) -> int:
+        """:meth:`put_key` for ``items[start:]`` (key, commit-log offset, store time) until the
+        file is full; returns how many went in."""
+        count = self.index_count
+        room = self.index_num - count
+        if room <= 0:
+            return 0
+        todo = items[start : start + room]
+        view = self.view
+        slot_num = self.slot_num
+        entries = HEADER_SIZE + slot_num * 4
+        unpack_slot = _SLOT.unpack_from
+        pack_slot = _SLOT.pack_into
+        pack_entry = _ENTRY.pack_into
+        used_slots = 0
+        begin = self.begin_timestamp
+        phy_offset = store_timestamp = 0
+        for key, phy_offset, store_timestamp in todo:
+            h = java_hash_fast(key)
+            if h < 0:  # Java: Math.abs, and 0 for Integer.MIN_VALUE
+                h = 0 if h == -0x80000000 else -h
+            slot_pos = HEADER_SIZE + (h % slot_num) * 4
+            (prev,) = unpack_slot(view, slot_pos)
+            if prev <= 0 or prev > count:
+                prev = 0
+                used_slots += 1
+            if begin <= 0:
+                diff = 0
+                if count <= 1:
+                    self.begin_phy_offset = phy_offset
+                    self.begin_timestamp = begin = store_timestamp
+            elif store_timestamp <= begin:
+                diff = 0
+            else:
+                diff = (store_timestamp - begin) // 1000
+                if diff > _INT_MAX:
+                    diff = _INT_MAX
+            pack_entry(view, entries + count * ENTRY_SIZE, h, phy_offset, diff, prev)
+            pack_slot(view, slot_pos, count)
+            count += 1
+        if todo:
+            self.hash_slot_count += used_slots
+            self.index_count = count
+            self.end_phy_offset = phy_offset
+            self.end_timestamp = store_timestamp
+            self.dirty = True
+        return len(todo)
+
+    def write_header(self) -> None:
+        _HEADER.pack_into(
+            self.view,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    def time_matches(self, begin: int, end: int) -> bool:
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    def select(self, key: str, max_num: int, begin: int, end: int, found: list[int]) -> None:
+        """Append to ``found`` the commit-log offsets of entries with this key's hash stored
+        within [begin, end], newest first, until ``found`` holds ``max_num``."""
+        count = self.index_count
+        if count <= 1:
+            return
+        h = key_hash(key)
+        view = self.view
+        (number,) = _SLOT.unpack_from(view, HEADER_SIZE + (h % self.slot_num) * 4)
+        if number <= 0 or number > count:
+            return
+        base = self.begin_timestamp
+        while len(found) < max_num:
+            hash_read, phy, diff, prev = _ENTRY.unpack_from(view, self._entry_pos(number))
+            if diff < 0:
+                break
+            stamp = base + diff * 1000
+            if hash_read == h and begin <= stamp <= end:
+                found.append(phy)
+            if prev <= 0 or prev > count or prev == number or stamp < begin:
+                break
+            number = prev
+
+    def roll_back(self, phy_offset: int) -> int:
+        """Remove the entries of records at or past ``phy_offset`` (newest first, including any
+        written past the header's count); returns how many were removed."""
+        view = self.view
+        count = self.index_count
+        while count < self.index_num:
+            pos = self._entry_pos(count)
+            if view[pos : pos + ENTRY_SIZE] == _ZERO_ENTRY:
+                break
+            count += 1
+        removed = 0
+        while count > 1:
+            number = count - 1
+            pos = self._entry_pos(number)
+            h, phy, _diff, prev = _ENTRY.unpack_from(view, pos)
+            if phy < phy_offset and view[pos : pos + ENTRY_SIZE] != _ZERO_ENTRY:
+                break
+            slot_pos = HEADER_SIZE + (max(h, 0) % self.slot_num) * 4
+            (slot,) = _SLOT.unpack_from(view, slot_pos)
+            if slot == number:
+                _SLOT.pack_into(view, slot_pos, prev if 0 < prev < number else 0)
+                if prev <= 0:
+                    self.hash_slot_count = max(0, self.hash_slot_count - 1)
+            view[pos : pos + ENTRY_SIZE] = _ZERO_ENTRY
+            count -= 1
+            removed += 1
+        self.index_count = count
+        if count <= 1:
+            self.begin_timestamp = self.end_timestamp = 0
+            self.begin_phy_offset = self.end_phy_offset = 0
+            self.hash_slot_count = 0
+        else:
+            _h, phy, diff, _prev = _ENTRY.unpack_from(view, self._entry_pos(count - 1))
+            self.end_phy_offset = phy
+            self.end_timestamp = max(self.begin_timestamp + diff * 1000, self.begin_timestamp)
+        self.write_header()
+        self.dirty = True
+        return removed
+
+    def sync(self) -> None:
+        """Blocking: force the file to disk."""
+        if not self.closed:
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.view.release()
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+class Index:
+    """The index files of a store, oldest first; the last one takes new keys."""
+
+    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        self.directory = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            e.name
+            for e in os.scandir(self.directory)
+            if e.is_file() and e.name.isdigit() and len(e.name) == 17
+        )
+        for name in names:
+            self.files.append(IndexFile(self.directory / name, self.slot_num, self.index_num))
+
+    def _writable(self, now_ms: int) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.full:
+            return last
+        if last is not None:
+            last.write_header()
+        stamp = now_ms
+        while True:
+            path = self.directory / _file_name(stamp)
+            if not path.exists():
+                break
+            stamp += 1
+        created = IndexFile(path, self.slot_num, self.index_num, create=True)
+        self.files.append(created)
+        with contextlib.suppress(OSError):
+            sync_directory(self.directory)
+        return created
+
+    def build(
+        self,
+        topic: str,
+        phy_offset: int,
+        store_timestamp: int,
+        sys_flag: int,
+        keys: str | None,
+        uniq_key: str | None,
+    ) -> IndexFile | None:
+        """Index one message's keys (not rolled-back transaction messages, nor messages already
+        indexed); returns the file written, whose header the caller writes once per batch."""
+        if (not keys and not uniq_key) or sys_flag & _TX_ROLLBACK == _TX_ROLLBACK:
+            return None
+        index = self._writable(store_timestamp)
+        if index.index_count > 1 and phy_offset <= index.end_phy_offset:
+            return None
+        if uniq_key:
+            index = self._put(index, f"{topic}#{uniq_key}", phy_offset, store_timestamp)
+        if keys:
+            for key in keys.split(KEY_SEPARATOR):
+                if key:
+                    index = self._put(index, f"{topic}#{key}", phy_offset, store_timestamp)
+        return index
+
+    def build_batch(
+        self, topic: str, msgs: Sequence[_Keyed], offsets: Sequence[int], stamps: Sequence[int]
+    ) -> bool:
+        """:meth:`build` for each message of a batch, writing the header once; True if any
+        key was indexed."""
+        items: list[tuple[str, int, int]] = []
+        index = self._writable(stamps[0])
+        end_phy = index.end_phy_offset if index.index_count > 1 else -1
+        for i, msg in enumerate(msgs):
+            keys = msg.keys
+            uniq_key = msg.uniq_key
+            if (not keys and not uniq_key) or msg.sys_flag & _TX_ROLLBACK == _TX_ROLLBACK:
+                continue
+            phy_offset = offsets[i]
+            if phy_offset <= end_phy:
+                continue
+            if uniq_key:
+                items.append((f"{topic}#{uniq_key}", phy_offset, stamps[i]))
+            if keys:
+                for key in keys.split(KEY_SEPARATOR):
+                    if key:
+                        items.append((f"{topic}#{key}", phy_offset, stamps[i]))
+        done = 0
+        while done < len(items):
+            done += index.put_many(items, done)
+            if done < len(items):
+                index = self._writable(items[done][2])
+        if items:
+            index.write_header()
+        return bool(items)
+
+    def _put(self, index: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
+        if not index.put_key(key, phy_offset, store_timestamp):
+            index = self._writable(store_timestamp)
+            index.put_key(key, phy_offset, store_timestamp)
+        return index
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
+        """Commit-log offsets (newest first) of messages indexed under ``topic#key`` and stored
+        within [begin, end], plus the last file's end timestamp and end offset."""
+        found: list[int] = []
+        last_ts = last_phy = 0
+        full_key = f"{topic}#{key}"
+        for i in range(len(self.files) - 1, -1, -1):
+            index = self.files[i]
+            if i == len(self.files) - 1:
+                last_ts, last_phy = index.end_timestamp, index.end_phy_offset
+            if index.time_matches(begin, end):
+                index.select(full_key, max_num, begin, end, found)
+            if index.begin_timestamp < begin or len(found) >= max_num:
+                break
+        return found, last_ts, last_phy
+
+    def roll_back(self, phy_offset: int) -> None:
+        """Forget everything indexed for records at or past ``phy_offset`` (recovery)."""
+        while self.files:
+            last = self.files[-1]
+            last.roll_back(phy_offset)
+            if not last.empty or len(self.files) == 1:
+                break
+            self.files.pop().destroy()
+            # The file before may also hold entries past the point.
+        for index in self.files:
+            index.write_header()
+
+    def delete_expired(self, commit_log_min: int) -> list[IndexFile]:
+        """Files (never the last) whose entries all point below ``commit_log_min``."""
+        removed = []
+        while len(self.files) > 1 and self.files[0].end_phy_offset < commit_log_min:
+            removed.append(self.files.pop(0))
+        return removed
+
+    def dirty_files(self) -> list[IndexFile]:
+        """Files changed since the last call (their headers written, ready to be synced)."""
+        dirty = []
+        for index in self.files:
+            if index.dirty:
+                index.write_header()
+                index.dirty = False
+                dirty.append(index)
+        return dirty
+
+    @property
+    def last_timestamp(self) -> int:
+        """End timestamp of the newest entry; 0 without entries."""
+        return self.files[-1].end_timestamp if self.files else 0
+
+    def close(self) -> None:
+        for index in self.files:
+            index.write_header()
+            index.close()

@@ -1,0 +1,281 @@
+"""Mapped files: fixed-size files named by their 20-digit start offset, mapped read/write, and
+the queue of them that backs one log (the commit log, or one consume queue).
+
+Everything here runs on the event-loop thread except the methods documented as blocking
+(:meth:`MappedFile.sync`, :func:`allocate`, :meth:`MappedFile.destroy`), which the store hands to
+worker threads.
+
+Zero-copy reads hand out slices of a file's memoryview. Such a slice keeps the mapping alive on
+its own: closing a file releases our view and *tries* to unmap; if slices are still out there
+the unmap is left to the garbage collector (the slices hold the mmap object), so deleting or
+closing a file never breaks a reader and never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+from pathlib import Path
+
+from protocol.errors import MQError
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = 4096
+_NAME_DIGITS = 20
+_ALLOC_SUFFIX = ".alloc"
+
+
+class StoreError(MQError):
+    """The store cannot open, recover or use its files."""
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:0{_NAME_DIGITS}d}"
+
+
+class MappedFile:
+    """One file of a log, mapped in full. ``wrote`` is the write position inside the file."""
+
+    __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "dir_synced", "closed")
+
+    def __init__(self, path: Path, start: int, size: int, fd: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.fd = fd
+        self.mm = mm
+        self.view = memoryview(mm)
+        self.wrote = 0
+        #: Whether the directory entry of this file is known to be on disk.
+        self.dir_synced = False
+        self.closed = False
+
+    @classmethod
+    def open(cls, path: Path, start: int, size: int, *, create: bool = False) -> MappedFile:
+        """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros."""
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual > size:
+                raise StoreError(f"{path} has {actual} bytes, more than the configured file size {size}")
+            if actual < size:
+                if not create:
+                    log.warning("%s has %d bytes of %d; the rest reads as zeros", path, actual, size)
+                os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, start, size, fd, mm)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def write_offset(self) -> int:
+        return self.start + self.wrote
+
+    @property
+    def full(self) -> bool:
+        return self.wrote >= self.size
+
+    def sync(self) -> None:
+        """Blocking: force this file's written pages (also those written through the mapping,
+        which share the page cache) and, once, its directory entry to disk."""
+        if self.closed:
+            return
+        os.fdatasync(self.fd)
+        if not self.dir_synced:
+            sync_directory(self.path.parent)
+            self.dir_synced = True
+
+    def zero_from(self, pos: int) -> None:
+        """Make ``[pos, size)`` read as zeros: cut the file there and grow it back (a hole), so
+        stale bytes past a recovered end can never be mistaken for data later."""
+        os.ftruncate(self.fd, pos)
+        os.ftruncate(self.fd, self.size)
+
+    def close(self) -> None:
+        """Release our view and unmap, unless readers still hold slices (then the mapping goes
+        when the last slice does)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.view.release()
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file (blocking: unlinking a large file frees its extents)."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __repr__(self) -> str:
+        return f"<MappedFile {self.path.name} wrote={self.wrote}>"
+
+
+def sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def allocate(directory: Path, start: int, size: int) -> MappedFile:
+    """Blocking: create the file for ``start`` under a temporary name, reserve its blocks, map it.
+    :meth:`MappedFileQueue.adopt` renames it into place on the loop."""
+    path = directory / (file_name(start) + _ALLOC_SUFFIX)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        with contextlib.suppress(OSError):  # a filesystem without fallocate: stay sparse
+            os.posix_fallocate(fd, 0, size)
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return MappedFile(path, start, size, fd, mm)
+
+
+class MappedFileQueue:
+    """The files of one log, contiguous: file *i* starts at ``first.start + i * file_size``.
+
+    ``flushed_where`` is the log offset up to which bytes are known to be on disk.
+    """
+
+    __slots__ = ("directory", "file_size", "files", "flushed_where")
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+
+    def load(self) -> None:
+        """Map the existing files (each marked fully written; recovery sets the real ends)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = []
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(_ALLOC_SUFFIX):
+                # A preallocated file never adopted before a crash holds no data.
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            elif len(entry.name) == _NAME_DIGITS and entry.name.isdigit() and entry.is_file():
+                names.append(entry.name)
+        names.sort()
+        for name in names:
+            start = int(name)
+            if self.files and start != self.files[-1].end:
+                raise StoreError(
+                    f"{self.directory}: file {name} does not follow {self.files[-1].path.name} "
+                    f"(file size {self.file_size}); files are missing or the size changed"
+                )
+            if start % self.file_size:
+                raise StoreError(f"{self.directory}/{name} is not on a {self.file_size}-byte boundary")
+            mapped = MappedFile.open(self.directory / name, start, self.file_size)
+            mapped.wrote = self.file_size
+            mapped.dir_synced = True
+            self.files.append(mapped)
+
+    # -- positions ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start + last.wrote
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, if it still exists."""
+        files = self.files
+        if not files:
+            return None
+        index = (offset - files[0].start) // self.file_size
+        if 0 <= index < len(files):
+            return files[index]
+        return None
+
+    def roll_next(self, offset: int) -> int:
+        """Start of the file after the one holding ``offset``."""
+        return offset + self.file_size - offset % self.file_size
+
+    # -- growth ------------------------------------------------------------------------------
+
+    def create(self, start: int) -> MappedFile:
+        """Create (sparse) and append the file starting at ``start``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mapped = MappedFile.open(self.directory / file_name(start), start, self.file_size, create=True)
+        self.files.append(mapped)
+        return mapped
+
+    def adopt(self, mapped: MappedFile) -> None:
+        """Append a file made by :func:`allocate`, renaming it into place."""
+        final = self.directory / file_name(mapped.start)
+        os.rename(mapped.path, final)
+        mapped.path = final
+        self.files.append(mapped)
+
+    # -- shrinking ---------------------------------------------------------------------------
+
+    def truncate(self, offset: int) -> list[MappedFile]:
+        """Make ``offset`` the end of the log: the file holding it is zeroed from there and files
+        after it are removed from the queue (returned, for the caller to destroy)."""
+        removed = []
+        while self.files and self.files[-1].start > offset:
+            removed.append(self.files.pop())
+        last = self.files[-1] if self.files else None
+        if last is not None:
+            pos = offset - last.start
+            if pos < last.size:
+                last.zero_from(pos)
+            last.wrote = min(pos, last.size)
+        self.flushed_where = min(self.flushed_where, offset)
+        return removed
+
+    def close(self) -> None:
+        for mapped in self.files:
+            mapped.close()
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush_plan(self, least_pages: int) -> tuple[int, list[MappedFile]] | None:
+        """What a flush should cover now: ``(target offset, files)``, or None when the dirty
+        range is below ``least_pages`` pages (a full file is always worth flushing)."""
+        target = self.max_offset
+        flushed = self.flushed_where
+        if target <= flushed:
+            return None
+        files = self.files
+        if not files:
+            return None
+        first = max(0, (flushed - files[0].start) // self.file_size)
+        dirty = files[first:]
+        if (
+            least_pages > 0
+            and target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE < least_pages
+            and not (len(dirty) > 1 or dirty[0].full)
+        ):
+            return None
+        return target, dirty

@@ -1,0 +1,793 @@
+"""The message store: the broker's one entry point to commit log, consume queues and index.
+
+Everything synchronous runs on the event-loop thread: a put appends the records, writes their
+consume-queue and index entries and tells the arrival listeners, all before it returns; reads
+(``get_messages`` and the lookups) answer from the mapped files. Background work (flushing,
+preallocating the next commit-log file, deleting files) runs as asyncio tasks that hand every
+blocking call to one of two worker threads: one for commit-log ``fdatasync`` (latency matters
+under SYNC_FLUSH), one for everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from protocol.errors import ProtocolError
+from protocol.message import (
+    KEY_SEPARATOR,
+    MessageExt,
+    PropertyKey,
+    decode_properties,
+    decode_record,
+    read_record_header,
+    tags_code,
+)
+
+from .checkpoint import Checkpoint, DirectoryLock, abort_file_exists, create_abort_file, remove_abort_file
+from .commit_log import CommitLog, ScannedRecord
+from .config import BrokerRole, FlushDiskType, StoreConfig
+from .consume_queue import BLANK_SIZE, UNIT, ConsumeQueue
+from .flush import CommitLogFlusher, LogicsFlusher, sync_all
+from .index import Index
+from .mapped_file import MappedFile, MappedFileQueue, StoreError
+from .messages import GetResult, GetStatus, PutResult, PutStatus, QueryResult, StoreMessage
+from .recovery import RecoveryReport, recover
+from .retention import Retention, disk_used_ratio
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_TX_MASK = 0xC
+_TX_PREPARED = 0x4
+_TX_ROLLBACK = 0xC
+_INT32_MIN = -0x80000000
+_INT32_MAX = 0x7FFFFFFF
+_ENTRIES = struct.Struct(">qiq").iter_unpack
+#: getMessage scans at most max(16000 bytes of entries, max_count entries).
+_MIN_SCAN_ENTRIES = 16000 // UNIT
+_TOMBSTONE_PREFIX = ".deleted-"
+
+ArrivalListener = Callable[[str, int, int, int], None]
+
+
+class _Destroyable(Protocol):
+    def destroy(self) -> None: ...
+
+
+@dataclass(slots=True)
+class StoreStats:
+    """Counters for the broker's runtime info."""
+
+    put_message_times_total: int = 0
+    put_message_size_total: int = 0
+    put_message_failures: int = 0
+    put_calls: int = 0
+    put_latency_total_ns: int = 0
+    put_latency_max_ns: int = 0
+    get_message_times_found: int = 0
+    get_message_times_miss: int = 0
+    get_message_transferred: int = 0
+
+    @property
+    def put_latency_avg_ms(self) -> float:
+        return self.put_latency_total_ns / self.put_calls / 1e6 if self.put_calls else 0.0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    """Commit log + consume queues + index in ``storePathRootDir``."""
+
+    def __init__(self, config: StoreConfig, *, store_host: bytes) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.commit_log = CommitLog(
+            config.commit_log_dir, config.mapped_file_size_commit_log, store_host, config.max_message_size
+        )
+        self.index: Index | None = (
+            Index(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+            if config.message_index_enable
+            else None
+        )
+        self.stats = StoreStats()
+        #: Set by retention when the disk passes ``diskSpaceWarningLevelRatio``.
+        self.disk_full = False
+        self.recovery: RecoveryReport | None = None
+        self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._listeners: list[ArrivalListener] = []
+        self._running = False
+        self._slave = config.broker_role is BrokerRole.SLAVE
+        self._correct_offsets = not self._slave or config.offset_check_in_slave
+        self._hot_bytes = config.hot_data_bytes
+        self._delay_levels = config.delay_levels
+        self._msg_id_prefix = store_host.hex().upper()
+        self._cq_file_size = config.consume_queue_file_size
+        self._logics_timestamp = 0
+        self._index_timestamp = 0
+        self._checkpoint: Checkpoint | None = None
+        self._lock: DirectoryLock | None = None
+        self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._io_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._commit_log_flusher: CommitLogFlusher | None = None
+        self._logics_flusher: LogicsFlusher | None = None
+        self._retention = Retention(self)
+        self._pending_io: set[concurrent.futures.Future[None]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        if self._checkpoint is None:
+            raise StoreError("the message store has not been started")
+        return self._checkpoint
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    async def start(self) -> None:
+        """Load and recover the files (normal or abnormal restart), then start flushing,
+        preallocation and retention."""
+        if self._running:
+            return
+        root = self.config.root_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock = DirectoryLock(root)
+        try:
+            self._checkpoint = Checkpoint(root / "checkpoint")
+            abnormal = abort_file_exists(root)
+            self.recovery = await asyncio.to_thread(self._recover, abnormal)
+            await asyncio.to_thread(create_abort_file, root)
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            self._lock = None
+            raise
+        self._flush_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-flush")
+        self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-io")
+        config = self.config
+        self._commit_log_flusher = CommitLogFlusher(
+            self.commit_log.queue,
+            lambda: self.commit_log.last_store_timestamp,
+            self.checkpoint,
+            self._flush_executor,
+            sync=config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            interval_ms=config.flush_interval_commit_log,
+            least_pages=config.flush_commit_log_least_pages,
+            thorough_interval_ms=config.flush_commit_log_thorough_interval,
+            timeout_ms=config.sync_flush_timeout,
+        )
+        self._logics_flusher = LogicsFlusher(
+            self._consume_queue_files,
+            self.index.dirty_files if self.index is not None else list,
+            lambda: (self._logics_timestamp, self._index_timestamp),
+            self.checkpoint,
+            self._io_executor,
+            interval_ms=config.flush_interval_consume_queue,
+            least_pages=config.flush_consume_queue_least_pages,
+            thorough_interval_ms=config.flush_consume_queue_thorough_interval,
+        )
+        self._commit_log_flusher.start()
+        self._logics_flusher.start()
+        self.commit_log.start_preallocation(self._io_executor)
+        self._retention.start()
+        self._running = True
+
+    def _recover(self, abnormal: bool) -> RecoveryReport:
+        """Blocking: recover, then make the result durable and checkpoint it."""
+        report = recover(self, abnormal)
+        commit_log = self.commit_log
+        files = list(commit_log.queue.files)
+        for cq in self.consume_queues():
+            files.extend(cq.queue.files)
+            cq.queue.flushed_where = cq.queue.max_offset
+        sync_all(files)
+        if self.index is not None:
+            sync_all(self.index.dirty_files())
+        last = report.log_end
+        stamp = 0
+        if last > commit_log.min_offset:
+            stamp = self._last_record_timestamp(last)
+        checkpoint = self.checkpoint
+        if stamp > 0:
+            commit_log.last_store_timestamp = stamp
+            checkpoint.physic_timestamp = max(checkpoint.physic_timestamp, stamp)
+            checkpoint.logics_timestamp = max(checkpoint.logics_timestamp, stamp)
+            checkpoint.index_timestamp = max(checkpoint.index_timestamp, stamp)
+        self._logics_timestamp = checkpoint.logics_timestamp
+        self._index_timestamp = checkpoint.index_timestamp
+        checkpoint.flush()
+        return report
+
+    def _last_record_timestamp(self, end: int) -> int:
+        """Store timestamp of the record ending at ``end`` (walking its file from the start)."""
+        queue = self.commit_log.queue
+        mapped = queue.find(end - 1)
+        if mapped is None:
+            return 0
+        pos = 0
+        last = -1
+        while mapped.start + pos < end:
+            size = self.commit_log.check_record(mapped, pos, False)
+            if size <= 0:
+                break
+            last = pos
+            pos += size
+        return self.commit_log.store_timestamp_at(mapped.start + last) if last >= 0 else 0
+
+    async def shutdown(self) -> None:
+        """Stop the tasks, flush everything, checkpoint, remove the abort file, close."""
+        if not self._running:
+            return
+        self._running = False
+        await self._retention.stop()
+        self.commit_log.stop_preallocation()
+        if self._commit_log_flusher is not None:
+            await self._commit_log_flusher.stop()
+        if self._logics_flusher is not None:
+            await self._logics_flusher.stop()
+        await self.drain_io()
+        checkpoint = self.checkpoint
+        stamp = self.commit_log.last_store_timestamp
+        if self.commit_log.queue.flushed_where >= self.commit_log.max_offset and stamp > 0:
+            checkpoint.physic_timestamp = max(checkpoint.physic_timestamp, stamp)
+        await asyncio.to_thread(checkpoint.flush)
+        for executor in (self._flush_executor, self._io_executor):
+            if executor is not None:
+                executor.shutdown(wait=True)
+        self._close_files()
+        remove_abort_file(self.config.root_dir)
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _close_files(self) -> None:
+        self.commit_log.close()
+        for cq in self.consume_queues():
+            cq.close()
+        self._queues.clear()
+        if self.index is not None:
+            self.index.close()
+            self.index.files.clear()
+        if self._checkpoint is not None:
+            self._checkpoint.close()
+
+    async def drain_io(self) -> None:
+        """Wait until files handed to the background for deletion are gone."""
+        while self._pending_io:
+            pending = list(self._pending_io)
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in pending), return_exceptions=True)
+            self._pending_io.difference_update(pending)
+
+    def discard(self, item: _Destroyable) -> None:
+        """Close and delete a file already removed from its queue, in the background when the
+        store runs (unlinking and unmapping a large file can take a while)."""
+        executor = self._io_executor
+        if executor is None or not self._running:
+            item.destroy()
+            return
+        future = executor.submit(item.destroy)
+        self._pending_io.add(future)
+        future.add_done_callback(self._pending_io.discard)
+
+    # -- consume queues --------------------------------------------------------------------------
+
+    def load_consume_queues(self) -> None:
+        """Blocking (recovery): open every consume queue found on disk."""
+        root = self.config.consume_queue_dir
+        root.mkdir(parents=True, exist_ok=True)
+        for topic_entry in os.scandir(root):
+            if not topic_entry.is_dir():
+                continue
+            if topic_entry.name.startswith(_TOMBSTONE_PREFIX):
+                shutil.rmtree(topic_entry.path, ignore_errors=True)
+                continue
+            for queue_entry in os.scandir(topic_entry.path):
+                if not (queue_entry.is_dir() and queue_entry.name.isdigit()):
+                    continue
+                cq = ConsumeQueue(root, topic_entry.name, int(queue_entry.name), self._cq_file_size)
+                cq.load()
+                if cq.queue.files:
+                    self._queues.setdefault(cq.topic, {})[cq.queue_id] = cq
+
+    def consume_queues(self) -> Iterator[ConsumeQueue]:
+        for queues in list(self._queues.values()):
+            yield from list(queues.values())
+
+    def _consume_queue_files(self) -> list[MappedFileQueue]:
+        return [cq.queue for cq in self.consume_queues()]
+
+    def _create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id, self._cq_file_size)
+        self._queues.setdefault(topic, {})[queue_id] = cq
+        return cq
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        queues = self._queues.get(topic)
+        return queues.get(queue_id) if queues is not None else None
+
+    # -- put -------------------------------------------------------------------------------------
+
+    def put_message(self, msg: StoreMessage) -> PutResult:
+        """Append one message and dispatch it; never waits for the disk (see :meth:`wait_flushed`)."""
+        return self._put((msg,))
+
+    def put_messages(self, msgs: Sequence[StoreMessage]) -> PutResult:
+        """Append a batch for one topic-queue as contiguous records with consecutive queue offsets."""
+        if not msgs:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        topic = msgs[0].topic
+        queue_id = msgs[0].queue_id
+        for msg in msgs:
+            if msg.topic != topic or msg.queue_id != queue_id:
+                self.stats.put_message_failures += 1
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        return self._put(msgs)
+
+    def _put(self, msgs: Sequence[StoreMessage]) -> PutResult:
+        stats = self.stats
+        if not self._running or self._slave or self.disk_full:
+            stats.put_message_failures += 1
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        started = time.perf_counter_ns()
+        first = msgs[0]
+        topic = first.topic
+        queue_id = first.queue_id
+        queues = self._queues.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        queue_offset = cq.max_offset if cq is not None else 0
+        appended = self.commit_log.append(msgs, queue_offset, time.time_ns() // 1_000_000)
+        if isinstance(appended, PutStatus):
+            stats.put_message_failures += 1
+            return PutResult(appended)
+        offsets = appended.offsets
+        sizes = appended.sizes
+        stamps = appended.store_timestamps
+        count = len(msgs)
+        index = self.index
+        listeners = self._listeners
+        result_queue_offset = queue_offset
+        if count == 1:
+            tx = first.sys_flag & _TX_MASK
+            if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                if cq is None:
+                    cq = self._create_consume_queue(topic, queue_id)
+                cq.put(offsets[0], sizes[0], first.tags_code, queue_offset)
+                self._logics_timestamp = stamps[0]
+                if listeners:
+                    self._notify(topic, queue_id, ((queue_offset + 1, first.tags_code),))
+            else:
+                result_queue_offset = 0
+            if index is not None and (first.keys or first.uniq_key):
+                written = index.build(
+                    topic, offsets[0], stamps[0], first.sys_flag, first.keys, first.uniq_key
+                )
+                if written is not None:
+                    written.write_header()
+                    self._index_timestamp = stamps[0]
+        else:
+            self._dispatch_batch(msgs, cq, queue_offset, offsets, sizes, stamps)
+        ids = [f"{self._msg_id_prefix}{o:016X}" for o in offsets]
+        latency = time.perf_counter_ns() - started
+        stats.put_message_times_total += count
+        stats.put_message_size_total += appended.wrote_bytes
+        stats.put_calls += 1
+        stats.put_latency_total_ns += latency
+        if latency > stats.put_latency_max_ns:
+            stats.put_latency_max_ns = latency
+        return PutResult(
+            PutStatus.PUT_OK,
+            appended.wrote_offset,
+            appended.wrote_bytes,
+            result_queue_offset,
+            count,
+            ids,
+            stamps[0],
+        )
+
+    def _dispatch_batch(
+        self,
+        msgs: Sequence[StoreMessage],
+        cq: ConsumeQueue | None,
+        queue_offset: int,
+        offsets: list[int],
+        sizes: list[int],
+        stamps: list[int],
+    ) -> None:
+        first = msgs[0]
+        topic = first.topic
+        queue_id = first.queue_id
+        dispatchable = [(m.sys_flag & _TX_MASK) not in (_TX_PREPARED, _TX_ROLLBACK) for m in msgs]
+        arrivals: dict[int, int] = {}
+        if any(dispatchable):
+            if cq is None:
+                cq = self._create_consume_queue(topic, queue_id)
+            if all(dispatchable):
+                codes = [m.tags_code for m in msgs]
+                cq.put_batch(offsets, sizes, codes, queue_offset)
+                for i, code in enumerate(codes):
+                    arrivals[code] = queue_offset + i + 1
+            else:
+                qoff = queue_offset
+                for i, msg in enumerate(msgs):
+                    if dispatchable[i]:
+                        cq.put(offsets[i], sizes[i], msg.tags_code, qoff)
+                        qoff += 1
+                        arrivals[msg.tags_code] = qoff
+            self._logics_timestamp = stamps[-1]
+        index = self.index
+        if index is not None and index.build_batch(topic, msgs, offsets, stamps):
+            self._index_timestamp = stamps[-1]
+        if arrivals and self._listeners:
+            self._notify(topic, queue_id, sorted((nxt, code) for code, nxt in arrivals.items()))
+
+    def _notify(self, topic: str, queue_id: int, arrivals: Sequence[tuple[int, int]]) -> None:
+        for next_offset, code in arrivals:
+            for listener in self._listeners:
+                try:
+                    listener(topic, queue_id, next_offset, code)
+                except Exception:
+                    log.exception("arrival listener %r failed", listener)
+
+    def dispatch_recovered(self, record: ScannedRecord) -> None:
+        """Recovery: rebuild a verified record's consume-queue and index entries."""
+        tx = record.sys_flag & _TX_MASK
+        properties = decode_properties(record.properties)
+        if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+            cq = self.consume_queue(record.topic, record.queue_id)
+            if cq is None:
+                cq = self._create_consume_queue(record.topic, record.queue_id)
+            cq.put(
+                record.offset, record.size, self._recovered_tags_code(record, properties), record.queue_offset
+            )
+            self._logics_timestamp = record.store_timestamp
+        if self.index is not None:
+            written = self.index.build(
+                record.topic,
+                record.offset,
+                record.store_timestamp,
+                record.sys_flag,
+                properties.get(PropertyKey.KEYS),
+                properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            )
+            if written is not None:
+                written.write_header()
+                self._index_timestamp = record.store_timestamp
+        self.commit_log.last_store_timestamp = record.store_timestamp
+
+    def _recovered_tags_code(self, record: ScannedRecord, properties: dict[str, str]) -> int:
+        """The tags code the broker gave at put time: the tag's hash, or for a delayed message
+        its delivery time (store time + the delay of its level, clamped to the last level)."""
+        if record.topic == SCHEDULE_TOPIC:
+            level_text = properties.get(PropertyKey.DELAY_TIME_LEVEL)
+            if level_text and level_text.lstrip("-").isdigit():
+                level = min(int(level_text), len(self._delay_levels))
+                if level > 0:
+                    return record.store_timestamp + self._delay_levels[level - 1]
+        return tags_code(properties.get(PropertyKey.TAGS))
+
+    def add_arrival_listener(self, fn: ArrivalListener) -> None:
+        """``fn(topic, queue_id, next_queue_offset, tags_code)`` after each dispatch (for long
+        polling); a batch calls it once per distinct tags code, with the highest offset."""
+        self._listeners.append(fn)
+
+    async def wait_flushed(self, result: PutResult) -> PutStatus:
+        """Under SYNC_FLUSH: PUT_OK once the result's bytes are on disk, FLUSH_DISK_TIMEOUT after
+        ``syncFlushTimeout``. Under ASYNC_FLUSH (or for a failed put): the result's status."""
+        flusher = self._commit_log_flusher
+        if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
+            return result.status
+        return await flusher.wait(result.wrote_offset + result.wrote_bytes)
+
+    # -- get -------------------------------------------------------------------------------------
+
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        """Up to ``max_count`` records of a queue from ``offset`` whose tags code is in
+        ``tag_codes`` (None: all), capped per call by count and bytes (hot or cold data)."""
+        if not self._running:
+            raise StoreError("the message store is not running")
+        queues = self._queues.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        commit_log = self.commit_log
+        max_phy = commit_log.queue.max_offset
+        correct = self._correct_offsets
+        if cq is None:
+            min_offset = max_offset = 0
+        else:
+            min_offset = cq.min_logic_offset // UNIT
+            max_offset = cq.max_offset
+        if max_offset == 0:
+            return self._miss(GetStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset, min_offset, max_offset)
+        if offset < min_offset:
+            return self._miss(
+                GetStatus.OFFSET_TOO_SMALL, min_offset if correct else offset, min_offset, max_offset
+            )
+        if offset == max_offset:
+            return self._miss(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            nxt = (min_offset if min_offset == 0 else max_offset) if correct else offset
+            return self._miss(GetStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
+        assert cq is not None
+        view = cq.index_view(offset)
+        if view is None:
+            nxt = cq.roll_next(offset) if correct else offset
+            return self._miss(GetStatus.OFFSET_FOUND_NULL, nxt, min_offset, max_offset)
+
+        config = self.config
+        hot = self._hot_bytes
+        if max_count <= 0:
+            max_count = 1
+        mem_bytes = config.max_transfer_bytes_on_message_in_memory
+        mem_count = config.max_transfer_count_on_message_in_memory
+        disk_bytes = config.max_transfer_bytes_on_message_in_disk
+        disk_count = config.max_transfer_count_on_message_in_disk
+        files = commit_log.queue.files
+        nfiles = len(files)
+        first_start = files[0].start if files else 0
+        file_size = commit_log.file_size
+        scan = min(len(view) // UNIT, max(_MIN_SCAN_ENTRIES, max_count))
+        buffers: list[bytes | memoryview] = []
+        status = GetStatus.NO_MATCHED_MESSAGE
+        total = 0
+        count = 0
+        skip_below = -1
+        max_phy_pulling = 0
+        consumed = scan
+        for i, (offset_py, size_py, code) in enumerate(_ENTRIES(view[: scan * UNIT])):
+            max_phy_pulling = offset_py
+            if offset_py < skip_below:
+                continue
+            if count:
+                if count >= max_count:
+                    consumed = i
+                    break
+                if max_phy - offset_py > hot:
+                    if total + size_py > disk_bytes or count >= disk_count:
+                        consumed = i
+                        break
+                elif total + size_py > mem_bytes or count >= mem_count:
+                    consumed = i
+                    break
+            if (
+                tag_codes is not None
+                and code not in tag_codes
+                # Java compares (int) tagsCode: wrap codes wider than 32 bits.
+                and (
+                    _INT32_MIN <= code <= _INT32_MAX
+                    or ((code - _INT32_MIN) & 0xFFFFFFFF) + _INT32_MIN not in tag_codes
+                )
+            ):
+                if not count:
+                    status = GetStatus.NO_MATCHED_MESSAGE
+                continue
+            index = (offset_py - first_start) // file_size
+            if 0 <= index < nfiles and size_py != BLANK_SIZE:
+                mapped = files[index]
+                pos = offset_py - mapped.start
+                if pos + size_py <= mapped.wrote:
+                    buffers.append(mapped.view[pos : pos + size_py])
+                    total += size_py
+                    count += 1
+                    status = GetStatus.FOUND
+                    skip_below = -1
+                    continue
+            # The record's commit-log file is gone: skip what else pointed into it.
+            if not count:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            skip_below = commit_log.roll_next(offset_py)
+        stats = self.stats
+        if count:
+            stats.get_message_times_found += 1
+            stats.get_message_transferred += count
+        else:
+            stats.get_message_times_miss += 1
+        return GetResult(
+            status,
+            offset + consumed,
+            min_offset,
+            max_offset,
+            buffers,
+            count,
+            total,
+            max_phy - max_phy_pulling > hot,
+        )
+
+    def _miss(self, status: GetStatus, next_offset: int, min_offset: int, max_offset: int) -> GetResult:
+        self.stats.get_message_times_miss += 1
+        return GetResult(status, next_offset, min_offset, max_offset)
+
+    # -- offsets and times -----------------------------------------------------------------------
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last entry; 0 for unknown queues."""
+        cq = self.consume_queue(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``; the max
+        offset if every message is older (binary search over the queue)."""
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        low, high = cq.min_offset, cq.max_offset
+        while low < high:
+            mid = (low + high) // 2
+            if self._entry_store_time(cq, mid) >= timestamp_ms:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _entry_store_time(self, cq: ConsumeQueue, offset: int) -> int:
+        entry = cq.entry(offset)
+        if entry is None or entry[1] == BLANK_SIZE:
+            return -1
+        return self.commit_log.store_timestamp_at(entry[0])
+
+    def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first message; -1 if none."""
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None or cq.min_offset >= cq.max_offset:
+            return -1
+        return self._entry_store_time(cq, cq.min_offset)
+
+    def get_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset``; -1 if there is none."""
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return -1
+        return self._entry_store_time(cq, offset)
+
+    @property
+    def commit_log_min_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def commit_log_max_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def read_record(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        """The stored record at ``commit_log_offset`` (a copy); None if gone or not a record."""
+        view = self.commit_log.record_at(commit_log_offset, size)
+        return bytes(view) if view is not None else None
+
+    def look_message(self, commit_log_offset: int) -> MessageExt | None:
+        view = self.commit_log.record_at(commit_log_offset)
+        if view is None:
+            return None
+        try:
+            return decode_record(view)[0]
+        except ProtocolError:
+            return None
+
+    def read_consume_queue(
+        self, topic: str, queue_id: int, offset: int, max_count: int
+    ) -> list[tuple[int, int, int]]:
+        """``(commit-log offset, size, tags code)`` entries from ``offset``; [] outside [min, max)."""
+        cq = self.consume_queue(topic, queue_id)
+        return cq.entries(offset, max_count) if cq is not None else []
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryResult:
+        """Records of ``topic`` whose UNIQ_KEY or one of whose KEYS is ``key``, stored within
+        [begin_ms, end_ms] (index times have one-second resolution), newest first."""
+        result = QueryResult()
+        if self.index is None or max_num <= 0:
+            return result
+        offsets, last_ts, last_phy = self.index.query(topic, key, max_num + 16, begin_ms, end_ms)
+        result.index_last_update_timestamp = last_ts
+        result.index_last_update_phyoffset = last_phy
+        for offset in offsets:
+            view = self.commit_log.record_at(offset)
+            if view is None:
+                continue
+            try:
+                header = read_record_header(view)
+            except ProtocolError:
+                continue
+            if header.topic != topic:
+                continue
+            properties = decode_properties(header.properties)
+            keys = properties.get(PropertyKey.KEYS, "")
+            if properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != key and key not in keys.split(
+                KEY_SEPARATOR
+            ):
+                continue
+            result.records.append(bytes(view))
+            if len(result.records) >= max_num:
+                break
+        return result
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return list(self._queues)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(self._queues.get(topic, {}))
+
+    def delete_topic(self, topic: str) -> None:
+        """Drop the topic's consume queues (its records stay in the commit log until retention)."""
+        queues = self._queues.pop(topic, None)
+        if not queues:
+            return
+        directory = self.config.consume_queue_dir / topic
+        tombstone = directory.with_name(f"{_TOMBSTONE_PREFIX}{topic}-{time.time_ns()}")
+        try:
+            os.rename(directory, tombstone)
+        except OSError:
+            tombstone = directory
+        files = [mapped for cq in queues.values() for mapped in cq.queue.files]
+        self.discard(_Tree(tombstone, files))
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def delete_expired_files(self, *, force: bool = False) -> int:
+        """Delete commit-log files older than ``fileReservedTime`` now, whatever the hour (with
+        ``force``: every file but the last, expired or not), then the consume-queue and index
+        files that pointed into them; returns the number of commit-log files deleted."""
+        return self._retention.delete_commit_log_files(_now_ms(), immediately=force)
+
+    async def clean_once(self, now_ms: int | None = None) -> int:
+        """One periodic retention round now (hour, disk ratio and reserve time apply)."""
+        return await self._retention.run_once(now_ms)
+
+    # -- runtime info ------------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        """Store figures under RocketMQ's runtime-info names."""
+        stats = self.stats
+        ratio = disk_used_ratio(str(self.config.commit_log_dir))
+        return {
+            "putMessageTimesTotal": str(stats.put_message_times_total),
+            "putMessageSizeTotal": str(stats.put_message_size_total),
+            "putMessageFailedTimes": str(stats.put_message_failures),
+            "putMessageAverageLatencyMs": f"{stats.put_latency_avg_ms:.3f}",
+            "putMessageMaxLatencyMs": f"{stats.put_latency_max_ns / 1e6:.3f}",
+            "getMessageTimesTotalFound": str(stats.get_message_times_found),
+            "getMessageTimesTotalMiss": str(stats.get_message_times_miss),
+            "getMessageTransferedMsgCount": str(stats.get_message_transferred),
+            "commitLogMinOffset": str(self.commit_log_min_offset),
+            "commitLogMaxOffset": str(self.commit_log_max_offset),
+            "commitLogDiskRatio": f"{ratio:.4f}",
+            "dispatchBehindBytes": "0",
+            "pageCacheLockTimeMills": "0",
+        }
+
+
+class _Tree:
+    """A directory of mapped files to close and remove (in the background)."""
+
+    def __init__(self, path: Path, files: list[MappedFile]) -> None:
+        self.path = path
+        self.files = files
+
+    def destroy(self) -> None:
+        for mapped in self.files:
+            mapped.close()
+        shutil.rmtree(self.path, ignore_errors=True)
