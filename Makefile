@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m namesrv --store-dir $(DATA)/namesrv
+	$(PY) -m broker.local_cluster --data $(DATA)
 
 test: lint typecheck pytest
 

@@ -458,13 +458,17 @@ class FrameDecoder:
     """Incremental frame decoder: feed any chunking of the byte stream, get whole commands.
 
     After a :class:`ProtocolError` the stream position is lost; the connection must close.
+    When good frames precede a bad one in the same chunk, :meth:`feed` returns the good ones
+    and records the failure in :attr:`error` (raised again by the next feed), so a peer's
+    earlier requests still get their answers before the connection closes.
     """
 
-    __slots__ = ("_buffer", "max_frame_size")
+    __slots__ = ("_buffer", "error", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buffer = bytearray()
         self.max_frame_size = max_frame_size
+        self.error: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
@@ -472,6 +476,8 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if self.error is not None:
+            raise self.error
         buffer = self._buffer
         if not buffer and type(data) is bytes and len(data) >= 8:
             # Exactly one whole frame per read is the common case; anything else (or anything
@@ -492,29 +498,37 @@ class FrameDecoder:
         commands = []
         max_frame = self.max_frame_size
         decoders = _HEADER_DECODERS
-        while size - pos >= 8:
-            total, word = _FRAME_HEAD.unpack_from(view, pos)
-            if total < 4 or total > max_frame:
-                raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
-            end = pos + 4 + total
-            if end > size:
-                break
-            header_len = word & _MAX_HEADER_LENGTH
-            if header_len > total - 4:
-                raise ProtocolError(
-                    f"header length {header_len} exceeds the frame's {total - 4} remaining bytes"
-                )
-            decoder = decoders.get(word >> 24)
-            if decoder is None:
-                raise ProtocolError(f"unknown serialize type {word >> 24}")
-            header_end = pos + 8 + header_len
-            commands.append(decoder(bytes(view[pos + 8 : header_end]), bytes(view[header_end:end])))
-            pos = end
-        if size - pos >= 4:
-            # Reject an oversized frame as soon as its length is known, not after buffering it.
-            (total,) = _I32.unpack_from(view, pos)
-            if total < 4 or total > max_frame:
-                raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
+        try:
+            while size - pos >= 8:
+                total, word = _FRAME_HEAD.unpack_from(view, pos)
+                if total < 4 or total > max_frame:
+                    raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
+                # Judge the frame by its first 8 bytes, before waiting for the rest of it.
+                header_len = word & _MAX_HEADER_LENGTH
+                if header_len > total - 4:
+                    raise ProtocolError(
+                        f"header length {header_len} exceeds the frame's {total - 4} remaining bytes"
+                    )
+                decoder = decoders.get(word >> 24)
+                if decoder is None:
+                    raise ProtocolError(f"unknown serialize type {word >> 24}")
+                end = pos + 4 + total
+                if end > size:
+                    break
+                header_end = pos + 8 + header_len
+                commands.append(decoder(bytes(view[pos + 8 : header_end]), bytes(view[header_end:end])))
+                pos = end
+            if size - pos >= 4:
+                # Reject an oversized frame as soon as its length is known, not after buffering it.
+                (total,) = _I32.unpack_from(view, pos)
+                if total < 4 or total > max_frame:
+                    raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
+        except ProtocolError as exc:
+            if not commands:
+                raise
+            # Hand over the good frames that came before the bad one; the next feed fails.
+            self.error = exc
+            return commands
         if buffer:
             del buffer[:pos]
         elif pos < size:

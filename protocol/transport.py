@@ -114,6 +114,10 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
             transport.write(out[0] if len(out) == 1 else b"".join(out))
+        error = self._decoder.error
+        if error is not None:
+            log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, error)
+            self.close(f"protocol error: {error}")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -489,3 +489,21 @@ def test_decode_frame_errors() -> None:
         decode_frame(b"\0\0\0")
     with pytest.raises(ProtocolError, match="unknown serialize type 5"):
         decode_frame(struct.pack(">I", 5 << 24))
+
+
+def test_bad_header_length_is_refused_before_the_frame_is_complete() -> None:
+    # Only the first 8 bytes of a 100-byte frame have arrived: that is enough to judge it.
+    with pytest.raises(ProtocolError, match="header length 200 exceeds the frame's 96 remaining bytes"):
+        FrameDecoder().feed(struct.pack(">iI", 100, 200))
+    with pytest.raises(ProtocolError, match="unknown serialize type 9"):
+        FrameDecoder().feed(struct.pack(">iI", 100, (9 << 24) | 10))
+
+
+def test_good_frames_before_a_bad_one_are_delivered_then_the_error_sticks() -> None:
+    good = RemotingCommand.request(105, {"topic": "T"}).encode()
+    decoder = FrameDecoder()
+    commands = decoder.feed(good + good + struct.pack(">iI", 8, (7 << 24) | 4) + b"xxxx")
+    assert [c.ext_fields["topic"] for c in commands] == ["T", "T"]
+    assert decoder.error is not None and "unknown serialize type 7" in str(decoder.error)
+    with pytest.raises(ProtocolError, match="unknown serialize type 7"):
+        decoder.feed(good)

@@ -559,3 +559,22 @@ async def test_graceful_close_by_a_handler_delivers_answers_owed_before_it(
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+async def test_requests_before_a_bad_frame_in_the_same_read_are_answered(
+    make_server: ServerFactory, clients: list[Connection]
+) -> None:
+    server, port = await make_server()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = RemotingCommand.request(ECHO, {"n": "1"})
+    request.opaque = 77
+    try:
+        writer.write(request.encode() + struct.pack(">iI", 8, (7 << 24) | 4) + b"xxxx")
+        await writer.drain()
+        data = await asyncio.wait_for(reader.read(), 10)  # read to EOF: the server closes after answering
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    (answer,) = FrameDecoder().feed(data)
+    assert answer.is_response and answer.opaque == 77 and answer.ext_fields["n"] == "1"
+    assert not server.connections

@@ -1,0 +1,103 @@
+"""``mqbroker``: run a broker.
+
+    mqbroker [-c broker.conf] [-n "ns1:9876;ns2:9876"] [-p] [--listen-port N] [--store-dir DIR]
+
+The config file uses RocketMQ's key names for both broker and store settings; the options
+override it. ``-p`` prints the effective configuration and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from broker.store import StoreConfig
+from protocol.loop import run
+from protocol.settings import ConfigError
+
+from .config import BrokerConfig
+from .server import Broker
+
+log = logging.getLogger("mqbroker")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="mqbroker", description="Run a RocketMQ-compatible broker.")
+    parser.add_argument(
+        "-c", "--config", metavar="FILE", help="broker config file (RocketMQ key=value format)"
+    )
+    parser.add_argument(
+        "-n", "--namesrv-addr", metavar="ADDRS", help="name servers, ';'-separated (namesrvAddr)"
+    )
+    parser.add_argument(
+        "-p", "--print-config", action="store_true", help="print the effective config and exit"
+    )
+    parser.add_argument("-l", "--listen-port", type=int, metavar="PORT", help="listenPort (default 10911)")
+    parser.add_argument("-d", "--store-dir", metavar="DIR", help="storePathRootDir (default ~/store)")
+    parser.add_argument("--broker-ip", metavar="IP", help="brokerIP1: the address clients and records use")
+    parser.add_argument("--broker-name", metavar="NAME", help="brokerName")
+    parser.add_argument("--cluster", metavar="NAME", help="brokerClusterName")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser.parse_args(argv)
+
+
+def load_config(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
+    overrides: dict[str, Any] = {
+        "namesrvAddr": args.namesrv_addr,
+        "listenPort": args.listen_port,
+        "storePathRootDir": args.store_dir,
+        "brokerIP1": args.broker_ip,
+        "brokerName": args.broker_name,
+        "brokerClusterName": args.cluster,
+    }
+    broker_config = BrokerConfig.load(args.config, overrides)
+    store_config = StoreConfig.load(args.config, {"storePathRootDir": broker_config.store_path_root_dir})
+    return broker_config, store_config
+
+
+async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    broker = Broker(broker_config, store_config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        await broker.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        broker_config, store_config = load_config(args)
+    except ConfigError as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        sys.stdout.write(broker_config.to_properties())
+        sys.stdout.write(store_config.to_properties())
+        return 0
+    unknown = set(broker_config.unknown_keys) & set(store_config.unknown_keys)
+    if unknown:
+        log.warning("ignoring unknown config keys: %s", ", ".join(sorted(unknown)))
+    try:
+        run(serve(broker_config, store_config))
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

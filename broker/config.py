@@ -1,0 +1,112 @@
+"""Broker settings under RocketMQ's own key names (``broker.conf``).
+
+Store settings (commit log, flush, index, retention) belong to :class:`broker.store.StoreConfig`;
+the broker reads both from the same file, so an operator's existing ``broker.conf`` works as is.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from protocol.codes import PERM_READ_WRITE
+from protocol.settings import ConfigError, Settings
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def local_ipv4() -> str:
+    """The address other hosts would reach us at (RocketMQ's default ``brokerIP1``)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 10s ..."`` → delays in ms; level N is index N-1."""
+    delays = []
+    for item in text.split():
+        match = re.fullmatch(r"(\d+)([smhd])", item)
+        if not match:
+            raise ConfigError(f"messageDelayLevel item {item!r} is not <number><s|m|h|d>")
+        delays.append(int(match.group(1)) * _UNITS[match.group(2)])
+    if not delays:
+        raise ConfigError("messageDelayLevel defines no level")
+    return delays
+
+
+class BrokerConfig(Settings):
+    """Broker-level settings (store settings live in ``StoreConfig``)."""
+
+    broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName")
+    broker_name: str = Field(default_factory=lambda: socket.gethostname(), alias="brokerName")
+    broker_id: int = Field(0, alias="brokerId")
+    namesrv_addr: str | None = Field(None, alias="namesrvAddr")
+    listen_port: int = Field(10911, alias="listenPort")
+    broker_ip1: str = Field(default_factory=local_ipv4, alias="brokerIP1")
+    store_path_root_dir: str = Field(str(Path.home() / "store"), alias="storePathRootDir")
+    broker_permission: int = Field(PERM_READ_WRITE, alias="brokerPermission")
+    auto_create_topic_enable: bool = Field(True, alias="autoCreateTopicEnable")
+    auto_create_subscription_group: bool = Field(True, alias="autoCreateSubscriptionGroup")
+    default_topic_queue_nums: int = Field(8, alias="defaultTopicQueueNums")
+    cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
+    broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")
+    message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
+    long_polling_enable: bool = Field(True, alias="longPollingEnable")
+    short_polling_time_mills: int = Field(1000, alias="shortPollingTimeMills")
+    notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
+    transaction_time_out: int = Field(6000, alias="transactionTimeOut")
+    transaction_check_max: int = Field(15, alias="transactionCheckMax")
+    transaction_check_interval: int = Field(60_000, alias="transactionCheckInterval")
+    register_name_server_period: int = Field(30_000, alias="registerNameServerPeriod")
+    flush_consumer_offset_interval: int = Field(5000, alias="flushConsumerOffsetInterval")
+    flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval")
+    channel_expired_timeout: int = Field(120_000, alias="channelExpiredTimeout")
+    client_housekeeping_interval: int = Field(10_000, alias="clientHousekeepingInterval")
+    lock_max_live_time: int = Field(60_000, alias="rebalanceLockMaxLiveTime")
+    region_id: str = Field("DefaultRegion", alias="regionId")
+    trace_on: bool = Field(True, alias="traceOn")
+    default_query_max_num: int = Field(32, alias="defaultQueryMaxNum")
+    reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
+    metrics_prom_exporter_port: int = Field(5557, alias="metricsPromExporterPort")
+    metrics_prom_exporter_enable: bool = Field(True, alias="metricsPromExporterEnable")
+
+    @field_validator("message_delay_level")
+    @classmethod
+    def _valid_levels(cls, value: str) -> str:
+        parse_delay_levels(value)
+        return value
+
+    @field_validator("namesrv_addr")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port + 1}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def delay_levels(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def config_dir(self) -> Path:
+        return Path(self.store_path_root_dir) / "config"

@@ -1,0 +1,138 @@
+"""Delayed delivery: messages with a delay level wait in ``SCHEDULE_TOPIC_XXXX`` (queue
+``level - 1``, consume-queue tags slot = delivery time) and are re-stored to their real topic
+and queue when due. One task per level; progress is persisted to ``config/delayOffset.json``.
+
+Each level's queue is FIFO with one delay, so entries become due in order: a level's task
+sleeps until its head entry is due, and waits for an arrival when the queue is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from protocol.body import DelayOffsetTable
+from protocol.message import PropertyKey
+
+from .config_files import ConfigFile, Saver
+from .topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+BATCH = 32
+RETRY_AFTER_FAILURE = 10.0
+
+
+class DelayService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.delays = broker.delay_levels
+        self.offsets: dict[int, int] = {}
+        self.file = ConfigFile(broker.config.config_dir / "delayOffset.json")
+        self._saver = Saver(self.file, self.encode)
+        self._wakeups = [asyncio.Event() for _ in self.delays]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.delivered = 0
+
+    def load(self) -> None:
+        raw = self.file.load()
+        if raw is not None:
+            self.offsets = DelayOffsetTable.model_validate(raw).offset_table
+        store = self.broker.store
+        for level in range(1, len(self.delays) + 1):
+            low = store.get_min_offset(SCHEDULE_TOPIC, level - 1)
+            high = store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+            self.offsets[level] = min(max(self.offsets.get(level, 0), low), high)
+
+    def encode(self) -> bytes:
+        return DelayOffsetTable(offset_table=self.offsets).encode()
+
+    def start(self) -> None:
+        for level in range(1, len(self.delays) + 1):
+            self._tasks.append(asyncio.ensure_future(self._run_level(level)))
+        self._tasks.append(asyncio.ensure_future(self._persist_periodically()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self._saver.flush()
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        if topic == SCHEDULE_TOPIC and 0 <= queue_id < len(self._wakeups):
+            self._wakeups[queue_id].set()
+
+    async def _persist_periodically(self) -> None:
+        interval = self.broker.config.flush_delay_offset_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self._saver.request()
+
+    async def _run_level(self, level: int) -> None:
+        store = self.broker.store
+        queue_id = level - 1
+        delay_ms = self.delays[level - 1]
+        wakeup = self._wakeups[queue_id]
+        while True:
+            offset = self.offsets.get(level, 0)
+            low = store.get_min_offset(SCHEDULE_TOPIC, queue_id)
+            if offset < low:
+                offset = self.offsets[level] = low
+            wakeup.clear()
+            entries = store.read_consume_queue(SCHEDULE_TOPIC, queue_id, offset, BATCH)
+            if not entries:
+                await wakeup.wait()
+                continue
+            for commit_log_offset, _size, deliver_at in entries:
+                now = time.time_ns() // 1_000_000
+                if deliver_at > now + delay_ms:  # a clock step backwards: deliver now
+                    deliver_at = now
+                if deliver_at > now:
+                    await asyncio.sleep((deliver_at - now) / 1000)
+                if not self._deliver(commit_log_offset):
+                    await asyncio.sleep(RETRY_AFTER_FAILURE)
+                    break
+                offset += 1
+                self.offsets[level] = offset
+
+    def _deliver(self, commit_log_offset: int) -> bool:
+        """Re-store one due message to its real topic; False to retry later."""
+        broker = self.broker
+        msg = broker.store.look_message(commit_log_offset)
+        if msg is None:
+            log.warning("delayed message at %d is gone; skipping it", commit_log_offset)
+            return True
+        props = dict(msg.properties)
+        props.pop(PropertyKey.DELAY_TIME_LEVEL, None)
+        topic = props.get(PropertyKey.REAL_TOPIC)
+        real_qid = props.get(PropertyKey.REAL_QUEUE_ID, "")
+        if not topic or not real_qid.isdigit() or topic == TRANS_HALF_TOPIC:
+            log.error("delayed message at %d has no usable real topic/queue; dropped", commit_log_offset)
+            return True
+        result = broker.put(
+            broker.build_message(
+                topic,
+                int(real_qid),
+                msg.body,
+                props,
+                flag=msg.flag,
+                sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host_bytes,
+                reconsume_times=msg.reconsume_times,
+            )
+        )
+        if not result.ok:
+            log.warning("delivering delayed message to %s failed: %s", topic, result.status.name)
+            return False
+        self.delivered += 1
+        return True

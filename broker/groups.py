@@ -1,0 +1,84 @@
+"""Subscription group configs (retry queues, max retries, consume switches) and
+``config/subscriptionGroup.json``; groups are created on first sight when
+``autoCreateSubscriptionGroup`` is on."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from protocol.body import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+
+from .config import BrokerConfig
+from .config_files import ConfigFile
+
+log = logging.getLogger(__name__)
+
+#: Groups the broker uses internally; always available.
+SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_RMQ_SYS_TRANS",
+)
+
+
+class GroupTable:
+    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.file = ConfigFile(config.config_dir / "subscriptionGroup.json")
+        self.groups: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = DataVersion(timestamp=time.time_ns() // 1_000_000)
+        self.on_change = on_change
+
+    def load(self) -> None:
+        raw = self.file.load()
+        if raw is not None:
+            wrapper = SubscriptionGroupWrapper.model_validate(raw)
+            self.groups.update(wrapper.subscription_group_table)
+            self.data_version = wrapper.data_version
+        for name in SYSTEM_GROUPS:
+            self.groups.setdefault(name, SubscriptionGroupConfig(group_name=name))
+
+    def encode(self) -> bytes:
+        return SubscriptionGroupWrapper(
+            subscription_group_table=dict(self.groups), data_version=self.data_version
+        ).encode()
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.groups.get(group)
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, auto-created when the broker allows it."""
+        found = self.groups.get(group)
+        if found is None and self.config.auto_create_subscription_group:
+            found = self.put(SubscriptionGroupConfig(group_name=group))
+        return found
+
+    def put(self, group: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        self.groups[group.group_name] = group
+        self._changed()
+        log.info("subscription group %s updated", group.group_name)
+        return group
+
+    def delete(self, group: str) -> bool:
+        if self.groups.pop(group, None) is None:
+            return False
+        self._changed()
+        log.info("subscription group %s deleted", group)
+        return True
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(
+            timestamp=time.time_ns() // 1_000_000, counter=self.data_version.counter + 1
+        )
+        if self.on_change is not None:
+            self.on_change()

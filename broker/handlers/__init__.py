@@ -1,0 +1,1 @@
+"""Request handlers, one module per request family; each exposes ``handlers(broker)``."""

@@ -1,0 +1,134 @@
+"""Registration with every name server: at start-up, every ``registerNameServerPeriod``
+(30 s, clamped to 10-60 s), promptly after any topic change, and an unregister at shutdown.
+
+Each name server gets one long-lived connection: name servers drop a broker whose
+connection closes, so it stays open between registrations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from typing import TYPE_CHECKING
+
+from protocol.body import RegisterBrokerBody
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import MQError
+from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from protocol.message import split_address
+from protocol.transport import Connection, connect
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+REGISTER_TIMEOUT = 6.0
+
+
+class NameServerRegistration:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._conns: dict[str, Connection] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._soon: asyncio.Event | None = None
+        self.registrations = 0
+
+    @property
+    def addresses(self) -> list[str]:
+        return self.broker.config.namesrv_addrs
+
+    async def start(self) -> None:
+        self._soon = asyncio.Event()
+        if not self.addresses:
+            log.warning("no name server configured (namesrvAddr); clients will not find this broker")
+            return
+        await self.register_all()
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.unregister_all()
+        for conn in self._conns.values():
+            conn.close("broker shutting down")
+        self._conns.clear()
+
+    def register_soon(self) -> None:
+        """Re-register as soon as possible (topic config changed)."""
+        if self._soon is not None:
+            self._soon.set()
+
+    async def _loop(self) -> None:
+        period = min(60.0, max(10.0, self.broker.config.register_name_server_period / 1000))
+        assert self._soon is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._soon.wait(), period)
+            self._soon.clear()
+            await self.register_all()
+
+    async def _connection(self, address: str) -> Connection:
+        conn = self._conns.get(address)
+        if conn is None or conn.closed:
+            host, port = split_address(address)
+            conn = await connect(host, port, name="broker->namesrv")
+            self._conns[address] = conn
+        return conn
+
+    def _registration(self) -> RemotingCommand:
+        broker = self.broker
+        cfg = broker.config
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=broker.topics.wrapper()).encode()
+        header = RegisterBrokerRequestHeader(
+            broker_name=cfg.broker_name,
+            broker_addr=cfg.broker_addr,
+            cluster_name=cfg.broker_cluster_name,
+            ha_server_addr=cfg.ha_server_addr,
+            broker_id=cfg.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_fields(), body)
+
+    async def register_all(self) -> None:
+        await asyncio.gather(*(self._register(address) for address in self.addresses))
+
+    async def _register(self, address: str) -> None:
+        try:
+            conn = await self._connection(address)
+            response = await conn.request(self._registration(), REGISTER_TIMEOUT)
+        except MQError as exc:
+            log.warning("registering with name server %s failed: %s", address, exc)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused the registration: %s", address, response.remark)
+            return
+        self.registrations += 1
+        log.debug("registered with name server %s", address)
+
+    async def unregister_all(self) -> None:
+        cfg = self.broker.config
+        header = UnregisterBrokerRequestHeader(
+            broker_name=cfg.broker_name,
+            broker_addr=cfg.broker_addr,
+            cluster_name=cfg.broker_cluster_name,
+            broker_id=cfg.broker_id,
+        )
+
+        async def unregister(address: str) -> None:
+            conn = self._conns.get(address)
+            if conn is None or conn.closed:
+                return
+            with contextlib.suppress(MQError):
+                await conn.request(
+                    RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_fields()), 3.0
+                )
+
+        await asyncio.gather(*(unregister(address) for address in self.addresses))

@@ -1,0 +1,58 @@
+"""Running counters the broker keeps for runtime info and metrics: messages and bytes put per
+topic, messages got per group and topic, send-backs, put latency; TPS comes from snapshots."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Upper bounds (ms) of the put-latency histogram buckets; the last bucket is unbounded.
+PUT_LATENCY_BUCKETS_MS = (1, 2, 5, 10, 50, 100, 500, 1000)
+
+
+@dataclass
+class BrokerStats:
+    put_messages: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    put_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    put_failures: int = 0
+    got_messages: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    got_bytes: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    send_backs: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    put_latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(PUT_LATENCY_BUCKETS_MS) + 1))
+    put_latency_sum_ms: float = 0.0
+    put_latency_count: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    def on_put(self, topic: str, result: Any) -> None:
+        if result.ok:
+            self.put_messages[topic] += result.msg_count
+            self.put_bytes[topic] += result.wrote_bytes
+        else:
+            self.put_failures += 1
+
+    def on_put_latency(self, seconds: float) -> None:
+        ms = seconds * 1000
+        self.put_latency_sum_ms += ms
+        self.put_latency_count += 1
+        for i, bound in enumerate(PUT_LATENCY_BUCKETS_MS):
+            if ms <= bound:
+                self.put_latency_buckets[i] += 1
+                return
+        self.put_latency_buckets[-1] += 1
+
+    def on_get(self, group: str, topic: str, count: int, size: int) -> None:
+        self.got_messages[(group, topic)] += count
+        self.got_bytes[(group, topic)] += size
+
+    def on_send_back(self, group: str, topic: str) -> None:
+        self.send_backs[(group, topic)] += 1
+
+    @property
+    def total_put(self) -> int:
+        return sum(self.put_messages.values())
+
+    @property
+    def total_got(self) -> int:
+        return sum(self.got_messages.values())

@@ -1,0 +1,207 @@
+"""The broker's topic table: system topics, auto-creation, validation, ``topics.json``.
+
+Every change bumps the data version; the broker persists the table and re-registers with the
+name servers through the ``on_change`` callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+
+from protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from protocol.codes import PERM_READ_WRITE, Perm, TopicSysFlag
+
+from .config import BrokerConfig
+from .config_files import ConfigFile
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+#: Topics clients may never send to directly.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+MAX_TOPIC_LENGTH = 127
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def validate_topic_name(topic: str) -> str | None:
+    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
+    if not topic:
+        return "the topic name is empty"
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return f"the topic name is longer than {MAX_TOPIC_LENGTH} characters"
+    if not _VALID_TOPIC.match(topic):
+        return f"the topic name {topic!r} contains characters other than ^[%|a-zA-Z0-9_-]+$"
+    return None
+
+
+class TopicTable:
+    """Topic configs by name, persisted to ``config/topics.json``."""
+
+    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.file = ConfigFile(config.config_dir / "topics.json")
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
+        self.on_change = on_change
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def load(self) -> None:
+        raw = self.file.load()
+        if raw is not None:
+            wrapper = TopicConfigSerializeWrapper.model_validate(raw)
+            self.topics.update(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+        self._ensure_system_topics()
+
+    def _ensure_system_topics(self) -> None:
+        cfg = self.config
+        system = [
+            TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=BENCHMARK_TOPIC, read_queue_nums=1024, write_queue_nums=1024),
+            TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=18, write_queue_nums=18),
+            TopicConfig(topic_name=TRANS_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(topic_name=TRANS_OP_HALF_TOPIC, read_queue_nums=1, write_queue_nums=1),
+            TopicConfig(
+                topic_name=f"{cfg.broker_cluster_name}_REPLY_TOPIC", read_queue_nums=1, write_queue_nums=1
+            ),
+        ]
+        if cfg.auto_create_topic_enable:
+            system.append(
+                TopicConfig(
+                    topic_name=AUTO_CREATE_TOPIC,
+                    read_queue_nums=cfg.default_topic_queue_nums,
+                    write_queue_nums=cfg.default_topic_queue_nums,
+                    perm=int(Perm.INHERIT | Perm.READ | Perm.WRITE),
+                )
+            )
+        if cfg.cluster_topic_enable:
+            system.append(TopicConfig(topic_name=cfg.broker_cluster_name, perm=PERM_READ_WRITE))
+        if cfg.broker_topic_enable:
+            system.append(
+                TopicConfig(
+                    topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ_WRITE
+                )
+            )
+        for topic in system:
+            self.topics.setdefault(topic.topic_name, topic)
+        if not cfg.auto_create_topic_enable:
+            self.topics.pop(AUTO_CREATE_TOPIC, None)
+
+    def encode(self) -> bytes:
+        return self.wrapper().encode()
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(
+            topic_config_table=dict(self.topics), data_version=self.data_version
+        )
+
+    # -- queries --------------------------------------------------------------------------
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self.topics
+
+    # -- changes --------------------------------------------------------------------------
+
+    def put(self, topic: TopicConfig) -> TopicConfig:
+        """Create or replace a topic config."""
+        self.topics[topic.topic_name] = topic
+        self._changed()
+        log.info(
+            "topic %s: read=%d write=%d perm=%d",
+            topic.topic_name,
+            topic.read_queue_nums,
+            topic.write_queue_nums,
+            topic.perm,
+        )
+        return topic
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self._changed()
+        log.info("topic %s deleted", topic)
+        return True
+
+    def create_on_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, unit_mode: bool = False
+    ) -> TopicConfig | None:
+        """Auto-create ``topic`` from its template the way a producer's first send does:
+        the template must exist and carry PERM_INHERIT."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        template = self.topics.get(default_topic)
+        if template is None or not template.perm & Perm.INHERIT:
+            return None
+        if default_topic == AUTO_CREATE_TOPIC and not self.config.auto_create_topic_enable:
+            return None
+        queues = max(1, min(client_queue_nums, template.write_queue_nums))
+        return self.put(
+            TopicConfig(
+                topic_name=topic,
+                read_queue_nums=queues,
+                write_queue_nums=queues,
+                perm=template.perm & ~Perm.INHERIT,
+                topic_filter_type=template.topic_filter_type,
+                topic_sys_flag=TopicSysFlag.UNIT if unit_mode else 0,
+            )
+        )
+
+    def ensure(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0) -> TopicConfig:
+        """The topic's config, created with these settings if missing (retry and DLQ topics)."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        return self.put(
+            TopicConfig(
+                topic_name=topic,
+                read_queue_nums=queue_nums,
+                write_queue_nums=queue_nums,
+                perm=perm,
+                topic_sys_flag=topic_sys_flag,
+            )
+        )
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+        if self.on_change is not None:
+            self.on_change()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
