@@ -133,7 +133,8 @@ class CommitLog:
         prefix = self._topics.get(topic)
         if prefix is None:
             raw = topic.encode()
-            if not raw or len(raw) > MAX_TOPIC_LENGTH or b"\0" in raw:
+            # The topic also names a consume-queue directory: no separators, no dot names.
+            if not raw or len(raw) > MAX_TOPIC_LENGTH or b"\0" in raw or b"/" in raw or raw[0] == 0x2E:
                 return None
             prefix = bytes((len(raw),)) + raw
             if len(self._topics) < 100_000:

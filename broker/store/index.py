@@ -80,6 +80,7 @@ class IndexFile:
         "hash_slot_count",
         "index_count",
         "dirty",
+        "dir_synced",
         "closed",
     )
 
@@ -116,6 +117,7 @@ class IndexFile:
         if self.index_count <= 0:
             self.index_count = 1
         self.dirty = create
+        self.dir_synced = not create
         self.closed = False
 
     @property
@@ -254,7 +256,7 @@ class IndexFile:
         """Remove the entries of records at or past ``phy_offset`` (newest first, including any
         written past the header's count); returns how many were removed."""
         view = self.view
-        count = self.index_count
+        count = counted = self.index_count
         while count < self.index_num:
             pos = self._entry_pos(count)
             if view[pos : pos + ENTRY_SIZE] == _ZERO_ENTRY:
@@ -271,7 +273,7 @@ class IndexFile:
             (slot,) = _SLOT.unpack_from(view, slot_pos)
             if slot == number:
                 _SLOT.pack_into(view, slot_pos, prev if 0 < prev < number else 0)
-                if prev <= 0:
+                if prev <= 0 and number < counted:  # entries past the header were never counted
                     self.hash_slot_count = max(0, self.hash_slot_count - 1)
             view[pos : pos + ENTRY_SIZE] = _ZERO_ENTRY
             count -= 1
@@ -290,9 +292,18 @@ class IndexFile:
         return removed
 
     def sync(self) -> None:
-        """Blocking: force the file to disk."""
-        if not self.closed:
+        """Blocking: force the file (and, the first time, its directory entry) to disk."""
+        if self.closed:
+            return
+        try:
             os.fdatasync(self.fd)
+        except OSError:
+            if self.closed:
+                return
+            raise
+        if not self.dir_synced:
+            sync_directory(self.path.parent)
+            self.dir_synced = True
 
     def close(self) -> None:
         if self.closed:
@@ -343,8 +354,6 @@ class Index:
             stamp += 1
         created = IndexFile(path, self.slot_num, self.index_num, create=True)
         self.files.append(created)
-        with contextlib.suppress(OSError):
-            sync_directory(self.directory)
         return created
 
     def build(

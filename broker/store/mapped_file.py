@@ -88,7 +88,12 @@ class MappedFile:
         which share the page cache) and, once, its directory entry to disk."""
         if self.closed:
             return
-        os.fdatasync(self.fd)
+        try:
+            os.fdatasync(self.fd)
+        except OSError:
+            if self.closed:  # deleted while we were at it: nothing left to keep
+                return
+            raise
         if not self.dir_synced:
             sync_directory(self.path.parent)
             self.dir_synced = True
@@ -175,8 +180,15 @@ class MappedFileQueue:
             elif len(entry.name) == _NAME_DIGITS and entry.name.isdigit() and entry.is_file():
                 names.append(entry.name)
         names.sort()
-        for name in names:
+        for i, name in enumerate(names):
             start = int(name)
+            actual = os.stat(self.directory / name).st_size
+            if actual != self.file_size and (i < len(names) - 1 or actual > self.file_size):
+                # Only the newest file can be short (cut by a crash); anything else means the
+                # configured file size is not the one these files were written with.
+                raise StoreError(
+                    f"{self.directory}/{name} has {actual} bytes; the configured file size is {self.file_size}"
+                )
             if self.files and start != self.files[-1].end:
                 raise StoreError(
                     f"{self.directory}: file {name} does not follow {self.files[-1].path.name} "

@@ -1,7 +1,6 @@
 """Retention: deleting old commit-log files, then what pointed into them.
 
-Every ``cleanResourceInterval`` (10 s) commit-log files (never the last, never one not yet
-flushed) whose last write is older than ``fileReservedTime`` hours are deleted, at most ten per
+Every ``cleanResourceInterval`` (10 s) commit-log files (never the last) whose last write is older than ``fileReservedTime`` hours are deleted, at most ten per
 round, when the hour is one of ``deleteWhen``, or when the disk holding the commit log is more
 than ``diskMaxUsedSpaceRatio`` percent full. Above ``diskSpaceCleanForciblyRatio`` files go even
 before they expire; above ``diskSpaceWarningLevelRatio`` the store also refuses new messages
@@ -110,8 +109,6 @@ class Retention:
         deleted = 0
         while len(queue.files) > 1 and (limit is None or deleted < limit):
             first = queue.files[0]
-            if first.end > queue.flushed_where:
-                break
             if not immediately:
                 try:
                     modified_ms = os.stat(first.path).st_mtime_ns // 1_000_000

@@ -327,6 +327,7 @@ class MessageStore:
     def put_messages(self, msgs: Sequence[StoreMessage]) -> PutResult:
         """Append a batch for one topic-queue as contiguous records with consecutive queue offsets."""
         if not msgs:
+            self.stats.put_message_failures += 1
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         topic = msgs[0].topic
         queue_id = msgs[0].queue_id

@@ -1,0 +1,177 @@
+"""Flushing: SYNC_FLUSH group commit and its timeout, ASYNC_FLUSH thresholds, consume-queue and
+checkpoint flushes, and that no fsync or preallocation ever runs on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from broker.store import FlushDiskType, PutStatus
+
+from .support import make_message, running, small_config
+
+
+@dataclass
+class DiskCall:
+    name: str
+    path: str
+    thread: threading.Thread
+    at: float
+
+
+@dataclass
+class Disk:
+    """Records fsync-like calls (with the file they hit) and can make them slow or stall."""
+
+    calls: list[DiskCall] = field(default_factory=list)
+    delay: float = 0.0
+    stall: threading.Event | None = None
+
+    def wrap(self, name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def call(fd: int, *args: object) -> object:
+            try:
+                path = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                path = "?"
+            self.calls.append(DiskCall(name, path, threading.current_thread(), time.monotonic()))
+            if "commitlog" in path:
+                if self.stall is not None:
+                    self.stall.wait(10)
+                if self.delay:
+                    time.sleep(self.delay)
+            return real(fd, *args)
+
+        return call
+
+    def on(self, part: str) -> list[DiskCall]:
+        return [c for c in self.calls if part in c.path]
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
+    recorder = Disk()
+    for name in ("fdatasync", "fsync", "posix_fallocate"):
+        monkeypatch.setattr(os, name, recorder.wrap(name, getattr(os, name)))
+    yield recorder
+    if recorder.stall is not None:
+        recorder.stall.set()
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+async def test_sync_flush_acknowledges_after_fsync(tmp_path: Path, disk: Disk) -> None:
+    async with running(small_config(tmp_path, flushDiskType="SYNC_FLUSH")) as store:
+        for n in range(20):
+            result = store.put_message(make_message(n=n))
+            before = time.monotonic()
+            assert await store.wait_flushed(result) is PutStatus.PUT_OK
+            end = result.wrote_offset + result.wrote_bytes
+            assert store.commit_log.queue.flushed_where >= end
+            synced = [c for c in disk.on("commitlog/0000") if c.name == "fdatasync" and c.at >= before]
+            assert synced, "acknowledged without an fdatasync of the commit log after the put"
+
+
+async def test_group_commit_shares_fsyncs(tmp_path: Path, disk: Disk) -> None:
+    disk.delay = 0.003  # a disk that takes 3 ms per fsync
+    config = small_config(tmp_path, flushDiskType=FlushDiskType.SYNC_FLUSH, mappedFileSizeCommitLog=1 << 20)
+    async with running(config) as store:
+        statuses: list[PutStatus] = []
+
+        async def writer(w: int) -> None:
+            for n in range(10):
+                result = store.put_message(make_message("TopicA", w % 4, w * 100 + n))
+                statuses.append(await store.wait_flushed(result))
+
+        await asyncio.gather(*(writer(w) for w in range(64)))
+        assert statuses == [PutStatus.PUT_OK] * 640
+        rounds = [c for c in disk.on("commitlog/0000") if c.name == "fdatasync"]
+        assert 0 < len(rounds) <= 640 // 8, len(rounds)
+
+
+async def test_sync_flush_timeout(tmp_path: Path, disk: Disk) -> None:
+    disk.stall = threading.Event()
+    config = small_config(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=200)
+    async with running(config) as store:
+        result = store.put_message(make_message(n=1))
+        started = time.monotonic()
+        assert await store.wait_flushed(result) is PutStatus.FLUSH_DISK_TIMEOUT
+        assert time.monotonic() - started >= 0.19
+        assert store.read_record(result.wrote_offset) is not None  # stored, just not durable yet
+        disk.stall.set()
+        later = store.put_message(make_message(n=2))
+        assert await store.wait_flushed(later) is PutStatus.PUT_OK
+
+
+async def test_async_flush_thresholds(tmp_path: Path, disk: Disk) -> None:
+    config = small_config(
+        tmp_path,
+        mappedFileSizeCommitLog=1 << 20,
+        flushIntervalCommitLog=20,
+        flushCommitLogThoroughInterval=400,
+    )
+    async with running(config) as store:
+        started = time.monotonic()
+        small = store.put_message(make_message(n=0, size=100))
+        assert await store.wait_flushed(small) is PutStatus.PUT_OK  # ASYNC: nothing to wait for
+        queue = store.commit_log.queue
+        # Under 4 dirty pages: only the thorough flush (every 400 ms) takes it.
+        await wait_until(lambda: queue.flushed_where >= small.wrote_offset + small.wrote_bytes)
+        assert time.monotonic() - started >= 0.35
+        mark = time.monotonic()
+        for n in range(1, 40):
+            store.put_message(make_message(n=n, size=500))
+        await wait_until(lambda: queue.flushed_where == store.commit_log_max_offset)
+        assert time.monotonic() - mark < 0.3  # 4 pages dirty: the next 20 ms round flushes
+
+
+async def test_consume_queues_index_and_checkpoint_are_flushed(tmp_path: Path, disk: Disk) -> None:
+    config = small_config(tmp_path, flushIntervalConsumeQueue=20, flushConsumeQueueThoroughInterval=0)
+    async with running(config) as store:
+        results = [store.put_message(make_message(n=n, keys="k")) for n in range(5)]
+        stamp = results[-1].store_timestamp
+        await wait_until(lambda: store.checkpoint.logics_timestamp >= stamp)
+        await wait_until(lambda: store.checkpoint.index_timestamp >= stamp)
+        assert disk.on("consumequeue/TopicA/0/0000")
+        assert disk.on("/index/")
+        assert disk.on("/checkpoint")
+    physic, logics, index = struct.unpack(">qqq", (tmp_path / "checkpoint").read_bytes()[:24])
+    assert physic >= stamp and logics >= stamp and index >= stamp
+    assert (tmp_path / "checkpoint").stat().st_size == 4096
+    assert not (tmp_path / "abort").exists()
+
+
+@pytest.mark.parametrize("mode", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+async def test_no_disk_sync_on_the_event_loop(tmp_path: Path, disk: Disk, mode: str) -> None:
+    loop_thread = threading.current_thread()
+    config = small_config(
+        tmp_path, flushDiskType=mode, flushIntervalCommitLog=10, flushIntervalConsumeQueue=10, maxIndexNum=30
+    )
+    async with running(config) as store:
+        waits = []
+        for n in range(300):
+            result = store.put_message(make_message(n=n, size=700, keys="k"))
+            waits.append(store.wait_flushed(result))
+        assert set(await asyncio.gather(*waits)) == {PutStatus.PUT_OK}
+        await asyncio.sleep(0.1)
+        store.delete_expired_files(force=True)
+        store.delete_topic("TopicA")
+    async with running(config) as store:
+        assert store.put_message(make_message(n=1)).ok
+    names = {c.name for c in disk.calls}
+    assert {"fdatasync", "fsync", "posix_fallocate"} <= names
+    on_loop = [c for c in disk.calls if c.thread is loop_thread]
+    assert on_loop == []
