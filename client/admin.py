@@ -1,0 +1,424 @@
+"""The administration API (what ``mqadmin`` is built on): topics, routes, cluster info,
+subscription groups, consume progress and lag, topic statistics, message queries by id and
+by key, offset resets by time, client connections, broker runtime info and configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, Self
+
+from protocol.body import (
+    ClusterInfo,
+    ConsumerConnection,
+    ConsumeStats,
+    KVTable,
+    MessageQueue,
+    ProducerConnection,
+    ResetOffsetBody,
+    SubscriptionGroupConfig,
+    TopicList,
+    TopicOffset,
+    TopicRouteData,
+    TopicStatsTable,
+)
+from protocol.codes import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode
+from protocol.errors import BrokerError, MQError, QueryNotFoundError, TopicNotExistError
+from protocol.message import MessageExt, decode_offset_msg_id, decode_records
+from protocol.settings import read_properties
+
+from .client_instance import (
+    ClientInstance,
+    ClientOptions,
+    acquire_instance,
+    default_instance_name,
+    release_instance,
+)
+from .errors import ClientError, ClientStateError, NoRouteError
+from .rebalance import queue_offset, search_offset
+from .routing import subscribe_queues
+from .subscription import check_topic
+
+QUERY_TIMEOUT = 10.0
+
+
+class Admin:
+    """Cluster administration over the name servers and brokers.
+
+    ::
+
+        async with Admin(namesrv="127.0.0.1:9876") as admin:
+            await admin.create_topic("Orders", queue_nums=8)
+            lag = await admin.consumer_lag("billing", "Orders")
+    """
+
+    def __init__(
+        self,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        instance_name: str | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
+        self.namesrv = namesrv
+        self.instance_name = instance_name or f"admin-{default_instance_name()}"
+        self.options = options or ClientOptions()
+        self._instance: ClientInstance | None = None
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            raise ClientStateError("the admin client was already started")
+        self._instance = acquire_instance(self.namesrv, self.instance_name, self.options)
+
+    async def shutdown(self) -> None:
+        if self._instance is not None:
+            instance, self._instance = self._instance, None
+            await release_instance(instance)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError("the admin client is not started; use 'async with Admin(...)'")
+        return self._instance
+
+    # -- cluster and routes ---------------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        return ClusterInfo.decode(response.body)
+
+    async def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of every broker (of ``cluster`` only, when given)."""
+        info = await self.cluster_info()
+        names: Iterable[str]
+        if cluster is not None:
+            if cluster not in info.cluster_addr_table:
+                raise ClientError(f"cluster {cluster!r} is unknown; known: {sorted(info.cluster_addr_table)}")
+            names = info.cluster_addr_table[cluster]
+        else:
+            names = info.broker_addr_table
+        addrs = []
+        for name in sorted(names):
+            data = info.broker_addr_table.get(name)
+            if data is not None and MASTER_ID in data.broker_addrs:
+                addrs.append(data.broker_addrs[MASTER_ID])
+        if not addrs:
+            raise NoRouteError("no master broker is registered with the name servers")
+        return addrs
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        return await self.instance.update_route(topic)
+
+    async def topic_list(self) -> list[str]:
+        response = await self.instance.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        return sorted(TopicList.decode(response.body).topic_list)
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, sorted."""
+        return sorted(subscribe_queues(topic, await self.topic_route(topic)))
+
+    async def _route_masters(self, topic: str) -> dict[str, str]:
+        route = await self.topic_route(topic)
+        return {
+            data.broker_name: data.broker_addrs[MASTER_ID]
+            for data in route.broker_datas
+            if MASTER_ID in data.broker_addrs
+        }
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        perm: int = PERM_READ_WRITE,
+        order: bool = False,
+        wait: float = 10.0,
+    ) -> None:
+        """Create (or update) ``topic`` with ``queue_nums`` read and write queues on every
+        master (of ``cluster``, or only ``broker_addr``), then wait up to ``wait`` seconds
+        until the name servers route it."""
+        check_topic(topic)
+        if queue_nums < 1:
+            raise ValueError("queue_nums must be at least 1")
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        fields = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": queue_nums,
+            "writeQueueNums": queue_nums,
+            "perm": perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": order,
+        }
+        for addr in addrs:
+            await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        if wait > 0:
+            await self._wait_for_route(topic, len(addrs), queue_nums, wait)
+
+    async def _wait_for_route(self, topic: str, brokers: int, queue_nums: int, wait: float) -> None:
+        # Brokers re-register right after a topic change; the name server then routes it.
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                route = await self.instance.fetch_route(topic)
+                datas = [q for q in route.queue_datas if q.write_queue_nums == queue_nums]
+                if len(datas) >= brokers:
+                    self.instance.adopt_route(topic, route)
+                    return
+            except TopicNotExistError:
+                pass
+            if time.monotonic() >= deadline:
+                raise ClientError(f"topic {topic!r} was created but no name server routes it after {wait:g}s")
+            await asyncio.sleep(0.05)
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete ``topic`` from the brokers (of ``cluster``) and from every name server."""
+        for addr in await self.master_addrs(cluster):
+            await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        fields: dict[str, Any] = {"topic": topic}
+        if cluster is not None:
+            fields["clusterName"] = cluster
+        for addr in self.instance.namesrv_addrs:
+            await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
+        self.instance.routes.pop(topic, None)
+
+    async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """Min/max offset and last update time of every queue of ``topic``."""
+        table: dict[MessageQueue, TopicOffset] = {}
+        for addr in (await self._route_masters(topic)).values():
+            response = await self.instance.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            table.update(TopicStatsTable.decode(response.body).offset_table)
+        return dict(sorted(table.items()))
+
+    # -- subscription groups --------------------------------------------------------------
+
+    async def update_subscription_group(
+        self, config: SubscriptionGroupConfig, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> None:
+        """Create or update a consumer group's settings (``retry_max_times``, ...) on every
+        master (of ``cluster``, or only ``broker_addr``)."""
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        for addr in addrs:
+            await self.instance.call(
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, config.encode()
+            )
+
+    async def delete_subscription_group(
+        self, group: str, *, cluster: str | None = None, remove_offsets: bool = False
+    ) -> None:
+        for addr in await self.master_addrs(cluster):
+            await self.instance.call(
+                addr,
+                RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                {"groupName": group, "removeOffset": remove_offsets},
+            )
+
+    # -- consumption ----------------------------------------------------------------------
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """Broker offset, consumer offset and last consumed time per queue, all brokers merged."""
+        addrs = await self._group_brokers(group, topic)
+        merged = ConsumeStats()
+        found = False
+        for addr in addrs:
+            fields: dict[str, Any] = {"consumerGroup": group}
+            if topic is not None:
+                fields["topic"] = topic
+            try:
+                response = await self.instance.call(addr, RequestCode.GET_CONSUME_STATS, fields)
+            except BrokerError as exc:
+                if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                    continue
+                raise
+            stats = ConsumeStats.decode(response.body)
+            merged.offset_table.update(stats.offset_table)
+            merged.consume_tps += stats.consume_tps
+            found = True
+        if not found:
+            raise ClientError(f"no broker knows consumer group {group!r}")
+        merged.offset_table = dict(sorted(merged.offset_table.items()))
+        return merged
+
+    async def consumer_lag(self, group: str, topic: str | None = None) -> int:
+        """Messages stored but not yet consumed by ``group`` (on ``topic``, or all its topics)."""
+        return (await self.consume_stats(group, topic)).diff_total()
+
+    async def _group_brokers(self, group: str, topic: str | None) -> list[str]:
+        if topic is not None:
+            return sorted((await self._route_masters(topic)).values())
+        return await self.master_addrs()
+
+    async def consumer_connections(self, group: str) -> ConsumerConnection:
+        """The connected members of ``group``, their subscriptions and consume settings."""
+        last: MQError | None = None
+        for addr in await self.master_addrs():
+            try:
+                response = await self.instance.call(
+                    addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+                )
+            except BrokerError as exc:
+                last = exc
+                continue
+            return ConsumerConnection.decode(response.body)
+        raise ClientError(f"consumer group {group!r} is not online") from last
+
+    async def producer_connections(self, group: str) -> ProducerConnection:
+        """The connected producers of ``group``, over every master."""
+        merged = ProducerConnection()
+        for addr in await self.master_addrs():
+            response = await self.instance.call(
+                addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}
+            )
+            merged.connection_set.extend(ProducerConnection.decode(response.body).connection_set)
+        return merged
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp: float, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets on ``topic`` to the first message stored at or after
+        ``timestamp`` (seconds since the epoch; -1 for the end); online members adopt them.
+        Without ``force`` an offset only moves backwards."""
+        millis = -1 if timestamp < 0 else int(timestamp * 1000)
+        fields = {"topic": topic, "group": group, "timestamp": millis, "isForce": force}
+        offsets: dict[MessageQueue, int] = {}
+        for addr in (await self._route_masters(topic)).values():
+            response = await self.instance.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            if response.body:
+                offsets.update(ResetOffsetBody.decode(response.body).offset_table)
+        return dict(sorted(offsets.items()))
+
+    async def committed_offset(self, group: str, queue: MessageQueue) -> int:
+        """``group``'s committed offset of ``queue``; -1 when it has none."""
+        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+        try:
+            response = await self.instance.call(
+                addr,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id},
+            )
+        except QueryNotFoundError:
+            return -1
+        return int(response.ext_fields["offset"])
+
+    async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Set ``group``'s committed offset of ``queue``."""
+        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+        await self.instance.call(
+            addr,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id, "commitOffset": offset},
+        )
+
+    # -- queue offsets --------------------------------------------------------------------
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        """The offset the next message of ``queue`` will get."""
+        return await queue_offset(self.instance, queue, RequestCode.GET_MAX_OFFSET)
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        return await queue_offset(self.instance, queue, RequestCode.GET_MIN_OFFSET)
+
+    async def search_offset(self, queue: MessageQueue, timestamp: float) -> int:
+        """The offset of the message stored closest to ``timestamp`` (seconds since the epoch)."""
+        return await search_offset(self.instance, queue, int(timestamp * 1000))
+
+    async def earliest_store_time(self, queue: MessageQueue) -> float:
+        """Store time (seconds since the epoch) of the oldest message of ``queue``; -1 if empty."""
+        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+        response = await self.instance.call(
+            addr, RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": queue.topic, "queueId": queue.queue_id}
+        )
+        millis = int(response.ext_fields["timestamp"])
+        return millis / 1000 if millis >= 0 else -1.0
+
+    # -- messages -------------------------------------------------------------------------
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset msgId (the broker's id, ``SendResult.offset_msg_id``) names."""
+        addr, offset = decode_offset_msg_id(offset_msg_id)
+        response = await self.instance.call(
+            addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}, timeout=QUERY_TIMEOUT
+        )
+        messages = decode_records(response.body)
+        if not messages:
+            raise QueryNotFoundError(f"no message at {offset_msg_id}")
+        return messages[0]
+
+    async def _query(
+        self, topic: str, key: str, *, unique: bool, max_num: int, begin: float, end: float | None
+    ) -> list[MessageExt]:
+        fields = {
+            "topic": topic,
+            "key": key,
+            "maxNum": max_num,
+            "beginTimestamp": int(begin * 1000),
+            "endTimestamp": int((time.time() + 1 if end is None else end) * 1000),
+            "_UNIQUE_KEY_QUERY": unique,
+        }
+        masters = await self._route_masters(topic)
+
+        async def ask(addr: str) -> list[MessageExt]:
+            try:
+                response = await self.instance.call(
+                    addr, RequestCode.QUERY_MESSAGE, fields, timeout=QUERY_TIMEOUT
+                )
+            except QueryNotFoundError:
+                return []
+            return decode_records(response.body)
+
+        found: list[MessageExt] = []
+        for name, messages in zip(masters, await asyncio.gather(*(ask(a) for a in masters.values()))):
+            for msg in messages:
+                msg.broker_name = name
+            found.extend(messages)
+        if unique:
+            found = [m for m in found if m.properties.get("UNIQ_KEY") == key]
+        else:
+            found = [m for m in found if key in m.keys]
+        found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
+        return found[:max_num] if not unique else found
+
+    async def query_messages_by_key(
+        self, topic: str, key: str, *, max_num: int = 32, begin: float = 0, end: float | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` with ``key`` among their keys, stored between ``begin`` and
+        ``end`` (seconds since the epoch; default: all)."""
+        return await self._query(topic, key, unique=False, max_num=max_num, begin=begin, end=end)
+
+    async def query_message_by_id(self, topic: str, msg_id: str) -> MessageExt:
+        """A message of ``topic`` by its client unique id (``SendResult.msg_id``) or by the
+        broker's offset msgId (``SendResult.offset_msg_id``)."""
+        found = await self._query(topic, msg_id, unique=True, max_num=32, begin=0, end=None)
+        if found:
+            return found[-1]
+        with contextlib.suppress(MQError, ValueError):
+            msg = await self.view_message(msg_id)
+            if msg.topic == topic or msg.properties.get("REAL_TOPIC") == topic:
+                return msg
+        raise QueryNotFoundError(f"no message {msg_id} in topic {topic!r}")
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        return dict(KVTable.decode(response.body).table)
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CONFIG, {})
+        return read_properties(response.body.decode())

@@ -1,0 +1,584 @@
+"""The client instance: everything producers and consumers with one client id share.
+
+One instance per client id (``ip@instance``) and event loop owns the connections to name
+servers and brokers, the topic-route cache and the broker address table, and the periodic
+work: route refresh (30 s), heartbeats to every broker (30 s, and at once on every new broker
+connection), consumer-offset persistence (5 s) and rebalance (20 s, and at once when a broker
+sends NOTIFY_CONSUMER_IDS_CHANGED). It also answers the requests brokers send to clients:
+transaction check-backs and consumer offset resets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import random
+import socket
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from protocol.body import (
+    ConsumerData,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    ResetOffsetBody,
+    TopicRouteData,
+)
+from protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.errors import ConnectionClosedError, MQError, NoRouteError, RemotingError, error_for_code
+from protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
+from protocol.message import MessageExt, UniqueIdGenerator, decode_record, split_address
+from protocol.transport import Connection, Handler, connect
+
+from .errors import ClientError
+from .routing import broker_addresses
+
+log = logging.getLogger(__name__)
+
+_JSON = int(SerializeType.JSON)
+_MSGPACK = int(SerializeType.MSGPACK)
+_SUCCESS = int(ResponseCode.SUCCESS)
+#: Servers that answer with this language are ours and read msgpack headers (cheaper).
+_OWN_SERVER_LANGUAGE = "PYTHON"
+
+Serialization = Literal["auto", "json", "msgpack"]
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Settings of a client instance; the defaults are RocketMQ's."""
+
+    #: Timeout of administrative requests (routes, heartbeats, consumer lists, locks...).
+    request_timeout: float = 3.0
+    route_refresh_interval: float = 30.0
+    heartbeat_interval: float = 30.0
+    persist_offset_interval: float = 5.0
+    rebalance_interval: float = 20.0
+    #: Header serialization: ``auto`` speaks JSON until a server shows it is one of ours,
+    #: then msgpack; ``json`` always (any RocketMQ server); ``msgpack`` always (ours only).
+    serialization: Serialization = "auto"
+    #: The address put in the client id; found from the routing table when None.
+    client_ip: str | None = None
+
+
+class ProducerMember(Protocol):
+    """What the instance needs from a producer registered with it."""
+
+    group: str
+
+    def published_topics(self) -> Iterable[str]: ...
+
+    def route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+
+    def check_transaction(
+        self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None: ...
+
+
+class ConsumerMember(Protocol):
+    """What the instance needs from a consumer registered with it."""
+
+    group: str
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def subscribed_topics(self) -> Iterable[str]: ...
+
+    def route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+
+    async def do_rebalance(self) -> bool:
+        """Rebalance every subscribed topic; True asks for another round soon."""
+        ...
+
+    async def persist_offsets(self) -> None: ...
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+
+def local_ip() -> str:
+    """The address other hosts would see this one by (loopback when offline)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def parse_namesrv(namesrv: str | Iterable[str] | None) -> list[str]:
+    """``"a:9876;b:9876"`` (or a list) into addresses; ``NAMESRV_ADDR`` when None."""
+    if namesrv is None:
+        namesrv = os.environ.get("NAMESRV_ADDR", "")
+    items = namesrv.split(";") if isinstance(namesrv, str) else list(namesrv)
+    addrs = [item.strip() for item in items if item and item.strip()]
+    if not addrs:
+        raise ClientError("no name server address: pass namesrv='host:9876' or set NAMESRV_ADDR")
+    for addr in addrs:
+        try:
+            split_address(addr)
+        except ValueError:
+            raise ClientError(f"name server address {addr!r} is not host:port") from None
+    return addrs
+
+
+def default_instance_name() -> str:
+    """``pid#nanotime``, as Java names clustering consumers and producers: unique per object."""
+    return f"{os.getpid()}#{time.monotonic_ns()}"
+
+
+class ClientInstance:
+    def __init__(self, client_id: str, namesrv_addrs: list[str], options: ClientOptions) -> None:
+        self.client_id = client_id
+        self.namesrv_addrs = namesrv_addrs
+        self.options = options
+        self.unique_ids = UniqueIdGenerator()
+        self.routes: dict[str, TopicRouteData] = {}
+        #: broker name -> {broker id -> address}
+        self.brokers: dict[str, dict[int, str]] = {}
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self._namesrv_index = random.randrange(len(namesrv_addrs))
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        self._serialize: dict[str, int] = {}
+        self._route_locks: dict[str, asyncio.Lock] = {}
+        self._heartbeat_lock = asyncio.Lock()
+        self._rebalance_wakeup = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._users = 0
+        self.running = False
+        self._handlers: dict[int, Handler] = {
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
+            RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
+        }
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self.running = True
+        opts = self.options
+        self._tasks = [
+            asyncio.ensure_future(self._every(opts.route_refresh_interval, self.refresh_routes)),
+            asyncio.ensure_future(self._every(opts.heartbeat_interval, self.send_heartbeat)),
+            asyncio.ensure_future(self._every(opts.persist_offset_interval, self._persist_offsets)),
+            asyncio.ensure_future(self._rebalance_loop()),
+        ]
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        for task in [*self._tasks, *self._background]:
+            task.cancel()
+        for task in [*self._tasks, *self._background]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        self._background.clear()
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close("client shutting down")
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2)
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run ``coro`` in the background, cancelled at shutdown; failures are logged."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("background task of %s failed", self.client_id, exc_info=exc)
+
+    async def _every(self, interval: float, job: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic job %s of %s failed", getattr(job, "__name__", job), self.client_id)
+
+    # -- members --------------------------------------------------------------------------
+
+    def register_producer(self, member: ProducerMember) -> None:
+        if member.group in self.producers:
+            raise ClientError(
+                f"producer group {member.group!r} is already registered in client {self.client_id}; "
+                "give each producer of a group its own instance_name"
+            )
+        self.producers[member.group] = member
+
+    def register_consumer(self, member: ConsumerMember) -> None:
+        if member.group in self.consumers:
+            raise ClientError(
+                f"consumer group {member.group!r} is already registered in client {self.client_id}; "
+                "give each consumer of a group its own instance_name"
+            )
+        self.consumers[member.group] = member
+
+    async def unregister_producer(self, group: str) -> None:
+        if self.producers.pop(group, None) is not None:
+            await self._unregister({"clientID": self.client_id, "producerGroup": group})
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister({"clientID": self.client_id, "consumerGroup": group})
+
+    async def _unregister(self, fields: dict[str, Any]) -> None:
+        addrs = {addr for ids in self.brokers.values() for addr in ids.values()}
+        results = await asyncio.gather(
+            *(
+                self.call(addr, RequestCode.UNREGISTER_CLIENT, fields)
+                for addr in addrs
+                if addr in self._conns
+            ),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("unregistering %s: %s", fields, result)
+
+    # -- connections ----------------------------------------------------------------------
+
+    async def connection(self, addr: str) -> Connection:
+        """The open connection to ``addr``, connecting (and, for a broker, announcing this
+        client with a heartbeat) when there is none."""
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._connecting.get(addr)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        if not self.running:
+            raise ConnectionClosedError(f"client {self.client_id} is shut down")
+        future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._connecting[addr] = future
+        try:
+            host, port = split_address(addr)
+            conn = await connect(host, port, handlers=self._handlers, name=f"client {self.client_id}")
+            self._conns[addr] = conn
+            conn.add_close_callback(functools.partial(self._connection_closed, addr))
+            if addr not in self.namesrv_addrs and (self.producers or self.consumers):
+                # A (re)started broker knows nothing of this client: tell it at once, before
+                # any pull that relies on the registered subscription.
+                with contextlib.suppress(MQError):
+                    await self._heartbeat_to(addr, conn, self._heartbeat_body())
+            future.set_result(conn)
+            return conn
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here; concurrent waiters get it too
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+
+    def _connection_closed(self, addr: str, conn: Connection) -> None:
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+
+    def _request_command(self, addr: str, code: int, fields: dict[str, Any], body: bytes) -> RemotingCommand:
+        return RemotingCommand.request(code, fields, body, serialize_type=self._serialize.get(addr, _JSON))
+
+    def _learn_server(self, addr: str, response: RemotingCommand) -> None:
+        mode = self.options.serialization
+        if mode == "json":
+            self._serialize[addr] = _JSON
+        elif mode == "msgpack" or response.language == _OWN_SERVER_LANGUAGE:
+            self._serialize[addr] = _MSGPACK
+        else:
+            self._serialize[addr] = _JSON
+
+    async def invoke(
+        self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+    ) -> RemotingCommand:
+        """Send a request to ``addr``; its response, whatever the code."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            conn = await self.connection(addr)
+        cmd = self._request_command(addr, code, fields, body)
+        response = await conn.request(cmd, self.options.request_timeout if timeout is None else timeout)
+        if addr not in self._serialize:
+            self._learn_server(addr, response)
+        return response
+
+    async def call(
+        self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+    ) -> RemotingCommand:
+        """Like :meth:`invoke`, raising the response code's :class:`BrokerError` unless it is SUCCESS."""
+        response = await self.invoke(addr, code, fields, body, timeout=timeout)
+        if response.code != _SUCCESS:
+            raise error_for_code(response.code, response.remark)
+        return response
+
+    async def oneway(self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"") -> None:
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            conn = await self.connection(addr)
+        conn.send_oneway(self._request_command(addr, code, fields, body))
+
+    # -- name servers and routes ----------------------------------------------------------
+
+    async def call_namesrv(
+        self, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+    ) -> RemotingCommand:
+        """Ask the current name server, moving to the next one when it cannot be reached."""
+        addrs = self.namesrv_addrs
+        last: Exception | None = None
+        for attempt in range(len(addrs)):
+            addr = addrs[(self._namesrv_index + attempt) % len(addrs)]
+            try:
+                response = await self.call(addr, code, fields, body, timeout=timeout)
+            except RemotingError as exc:
+                last = exc
+                continue
+            self._namesrv_index = (self._namesrv_index + attempt) % len(addrs)
+            return response
+        assert last is not None
+        raise last
+
+    async def fetch_route(self, topic: str) -> TopicRouteData:
+        """The route of ``topic`` from a name server (not cached); TopicNotExistError when none."""
+        response = await self.call_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return TopicRouteData.decode(response.body)
+
+    async def update_route(self, topic: str) -> TopicRouteData:
+        """Fetch and adopt the route of ``topic``; members hear about a changed route."""
+        lock = self._route_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            route = await self.fetch_route(topic)
+            self.adopt_route(topic, route)
+            return route
+
+    def adopt_route(self, topic: str, route: TopicRouteData) -> None:
+        old = self.routes.get(topic)
+        self.routes[topic] = route
+        for name, addrs in broker_addresses(route).items():
+            self.brokers[name] = addrs
+        if old != route:
+            for producer in list(self.producers.values()):
+                producer.route_changed(topic, route)
+            for consumer in list(self.consumers.values()):
+                consumer.route_changed(topic, route)
+
+    def topics_in_use(self) -> set[str]:
+        topics: set[str] = set()
+        for producer in self.producers.values():
+            topics.update(producer.published_topics())
+        for consumer in self.consumers.values():
+            topics.update(consumer.subscribed_topics())
+        return topics
+
+    async def refresh_routes(self) -> None:
+        """Refresh every route in use; forget brokers no route mentions any more."""
+        for topic in sorted(self.topics_in_use()):
+            try:
+                await self.update_route(topic)
+            except MQError as exc:
+                log.debug("route refresh of %s: %s", topic, exc)
+        known = {name for route in self.routes.values() for name in broker_addresses(route)}
+        for name in list(self.brokers):
+            if name not in known:
+                del self.brokers[name]
+
+    async def find_broker_addr(
+        self,
+        broker_name: str,
+        *,
+        topic: str | None = None,
+        broker_id: int = MASTER_ID,
+        only_this: bool = True,
+    ) -> str:
+        """A broker's address (the master by default), refreshing ``topic``'s route once when
+        the broker is unknown."""
+        for attempt in range(2):
+            addrs = self.brokers.get(broker_name)
+            if addrs:
+                addr = addrs.get(broker_id)
+                if addr is None and not only_this:
+                    addr = next(iter(addrs.values()))
+                if addr is not None:
+                    return addr
+            if attempt == 0 and topic is not None:
+                with contextlib.suppress(MQError):
+                    await self.update_route(topic)
+        raise NoRouteError(f"the broker {broker_name!r} is not known (no master address in any route)")
+
+    async def find_any_broker_addr(self, topic: str) -> str:
+        """A broker hosting ``topic`` (its master when it has one), picked at random."""
+        route = self.routes.get(topic)
+        if route is None:
+            route = await self.update_route(topic)
+        datas = route.broker_datas
+        if not datas:
+            raise NoRouteError(f"the route of {topic!r} lists no broker")
+        data = random.choice(datas)
+        addr = data.broker_addrs.get(MASTER_ID) or next(iter(data.broker_addrs.values()), None)
+        if addr is None:
+            raise NoRouteError(f"the broker {data.broker_name!r} of {topic!r} has no address")
+        return addr
+
+    async def find_consumer_ids(self, topic: str, group: str) -> list[str]:
+        """The client ids of ``group``'s members, as a broker of ``topic`` knows them."""
+        addr = await self.find_any_broker_addr(topic)
+        response = await self.call(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        return GetConsumerListByGroupResponseBody.decode(response.body).consumer_id_list
+
+    # -- heartbeats -----------------------------------------------------------------------
+
+    def _heartbeat_body(self) -> bytes:
+        data = HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=[ProducerData(group_name=group) for group in self.producers],
+            consumer_data_set=[consumer.consumer_data() for consumer in self.consumers.values()],
+        )
+        return data.encode()
+
+    async def _heartbeat_to(self, addr: str, conn: Connection, body: bytes) -> None:
+        cmd = self._request_command(addr, RequestCode.HEART_BEAT, {}, body)
+        response = await conn.request(cmd, self.options.request_timeout)
+        if addr not in self._serialize:
+            self._learn_server(addr, response)
+        if response.code != _SUCCESS:
+            raise error_for_code(response.code, response.remark)
+
+    async def send_heartbeat(self) -> None:
+        """Announce every producer and consumer group of this client to every broker (only
+        masters when there is no consumer). Skipped while another heartbeat is running."""
+        if self._heartbeat_lock.locked() or not (self.producers or self.consumers):
+            return
+        async with self._heartbeat_lock:
+            body = self._heartbeat_body()
+            with_slaves = bool(self.consumers)
+            addrs = [
+                addr
+                for ids in list(self.brokers.values())
+                for broker_id, addr in ids.items()
+                if with_slaves or broker_id == MASTER_ID
+            ]
+            results = await asyncio.gather(
+                *(self._heartbeat(addr, body) for addr in addrs), return_exceptions=True
+            )
+            for addr, result in zip(addrs, results):
+                if isinstance(result, BaseException):
+                    log.warning("heartbeat to %s failed: %s", addr, result)
+
+    async def _heartbeat(self, addr: str, body: bytes) -> None:
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            # connection() sends the heartbeat itself on a new connection
+            await self.connection(addr)
+            return
+        await self._heartbeat_to(addr, conn, body)
+
+    # -- consumers ------------------------------------------------------------------------
+
+    def rebalance_soon(self) -> None:
+        self._rebalance_wakeup.set()
+
+    async def _rebalance_loop(self) -> None:
+        delay = self.options.rebalance_interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), delay)
+            self._rebalance_wakeup.clear()
+            again = False
+            for consumer in list(self.consumers.values()):
+                try:
+                    again |= await consumer.do_rebalance()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("rebalance of %s failed", consumer.group)
+            # A queue whose orderly lock another member still held is retried soon, not in 20 s.
+            delay = 1.0 if again else self.options.rebalance_interval
+
+    async def _persist_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            await consumer.persist_offsets()
+
+    # -- requests from brokers ------------------------------------------------------------
+
+    def _on_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        log.debug("%s: consumer ids of %s changed", self.client_id, cmd.ext_fields.get("consumerGroup"))
+        self.rebalance_soon()
+        return None
+
+    def _on_check_transaction_state(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        header = CheckTransactionStateRequestHeader.from_fields(cmd.ext_fields)
+        message, _ = decode_record(cmd.body, decompress=True)
+        group = message.properties.get("PGROUP")
+        producer = self.producers.get(group) if group else None
+        if producer is None:
+            log.warning("transaction check for unknown producer group %r", group)
+            return None
+        producer.check_transaction(conn.address, header, message)
+        return None
+
+    def _on_reset_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        header = ResetOffsetRequestHeader.from_fields(cmd.ext_fields)
+        consumer = self.consumers.get(header.group)
+        if consumer is not None and cmd.body:
+            consumer.reset_offsets(header.topic, ResetOffsetBody.decode(cmd.body).offset_table)
+        return None
+
+
+# -- registry ---------------------------------------------------------------------------------
+
+_instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def client_id_for(instance_name: str, options: ClientOptions) -> str:
+    return f"{options.client_ip or local_ip()}@{instance_name}"
+
+
+def acquire_instance(
+    namesrv: str | Iterable[str] | None, instance_name: str, options: ClientOptions | None = None
+) -> ClientInstance:
+    """The running instance for this client id on this loop, created on first use."""
+    options = options or ClientOptions()
+    addrs = parse_namesrv(namesrv)
+    client_id = client_id_for(instance_name, options)
+    on_loop = _instances.setdefault(asyncio.get_running_loop(), {})
+    instance = on_loop.get(client_id)
+    if instance is None or not instance.running:
+        instance = ClientInstance(client_id, addrs, options)
+        on_loop[client_id] = instance
+        instance.start()
+    elif instance.namesrv_addrs != addrs:
+        raise ClientError(
+            f"client {client_id} already runs against name servers {instance.namesrv_addrs}, not {addrs}"
+        )
+    instance._users += 1
+    return instance
+
+
+async def release_instance(instance: ClientInstance) -> None:
+    """Drop one user; the last one shuts the instance down."""
+    instance._users -= 1
+    if instance._users <= 0:
+        on_loop = _instances.get(asyncio.get_running_loop(), {})
+        if on_loop.get(instance.client_id) is instance:
+            del on_loop[instance.client_id]
+        await instance.shutdown()

@@ -1,0 +1,548 @@
+"""The lite pull consumer: the application polls for messages when it wants them.
+
+Queues come either from ``subscribe`` (rebalanced within the group, like a push consumer) or
+from ``assign`` (exactly the queues given, no group coordination). Each owned queue has a
+background pull task filling a shared buffer; :meth:`LitePullConsumer.poll` takes one pulled
+batch from it. Consumed offsets are committed automatically every 5 s (``auto_commit``) or by
+:meth:`LitePullConsumer.commit`; ``seek`` moves a queue's position, ``pause``/``resume`` stop
+and restart pulling it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from protocol.body import (
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    TopicRouteData,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import BrokerError, MQError
+from protocol.message import MessageExt
+
+from .allocation import AllocateStrategy, resolve_strategy
+from .client_instance import (
+    ClientInstance,
+    ClientOptions,
+    acquire_instance,
+    default_instance_name,
+    release_instance,
+)
+from .errors import ClientError, ClientStateError
+from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
+from .process_queue import ProcessQueue
+from .pull import LITE_PULL, SUSPEND, pull
+from .push_consumer import MiB, to_millis
+from .rebalance import Rebalance, queue_offset
+from .routing import subscribe_queues
+from .subscription import SUBSCRIBE_ALL, build_subscription, check_group, check_topic, parse_tags, tag_filter
+from .types import ConsumeFrom, PullStatus
+
+log = logging.getLogger(__name__)
+
+BROKER_SUSPEND_MAX = 20.0
+PULL_TIMEOUT = 30.0
+DELAY_ON_ERROR = 1.0
+DELAY_ON_FLOW_CONTROL = 0.05
+DELAY_ON_BROKER_FLOW_CONTROL = 0.02
+DELAY_WHEN_PAUSED = 1.0
+MIN_AUTO_COMMIT_INTERVAL = 1.0
+
+
+@dataclass(slots=True)
+class _Batch:
+    queue: MessageQueue
+    pq: ProcessQueue
+    messages: list[MessageExt]
+
+
+@dataclass(slots=True)
+class _QueueState:
+    """One owned queue: where to pull next and how far the application has consumed."""
+
+    pq: ProcessQueue
+    pull_offset: int = -1
+    consume_offset: int = -1
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class LitePullConsumer:
+    """Poll-driven consumption.
+
+    ::
+
+        async with LitePullConsumer("etl", namesrv="127.0.0.1:9876") as lite:
+            lite.subscribe("Orders")            # or: lite.assign(await lite.queues("Orders"))
+            while True:
+                for msg in await lite.poll(timeout=1.0):
+                    ...
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        consume_timestamp: float | datetime | None = None,
+        allocation: str | AllocateStrategy = "averagely",
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
+        pull_batch_size: int = 10,
+        poll_timeout: float = 5.0,
+        queue_threshold: int = 1000,
+        queue_size_threshold: int = 100 * MiB,
+        max_span: int = 2000,
+        threshold_for_all: int = 10000,
+        instance_name: str | None = None,
+        offset_dir: str | Path | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
+        check_group(group)
+        if not 1 <= pull_batch_size <= 1024:
+            raise ValueError(f"pull_batch_size must be within [1, 1024], got {pull_batch_size}")
+        self.group = group
+        self.namesrv = namesrv
+        self.model = MessageModel(model)
+        self.consume_from = ConsumeFrom(consume_from)
+        self.auto_commit = auto_commit
+        self.auto_commit_interval = max(MIN_AUTO_COMMIT_INTERVAL, auto_commit_interval)
+        self.pull_batch_size = pull_batch_size
+        self.poll_timeout = poll_timeout
+        self.queue_threshold = queue_threshold
+        self.queue_size_threshold = queue_size_threshold
+        self.max_span = max_span
+        self.threshold_for_all = threshold_for_all
+        self.options = options or ClientOptions()
+        default_name = "DEFAULT" if self.model == MessageModel.BROADCASTING else default_instance_name()
+        self.instance_name = instance_name or default_name
+        self.offset_dir = Path(offset_dir) if offset_dir is not None else default_offset_dir()
+        self.orderly = False
+        self.drops_idle_queues = False
+        stamp = to_millis(consume_timestamp) if consume_timestamp is not None else None
+        self.rebalance = Rebalance(self, resolve_strategy(allocation), self.consume_from, stamp)
+        self._mode: str | None = None  # "subscribe" or "assign"
+        self._assign_expressions: dict[str, str] = {}
+        self._assigned: list[MessageQueue] = []
+        self._tags: dict[str, frozenset[str] | None] = {}
+        self._states: dict[MessageQueue, _QueueState] = {}
+        self._paused: set[MessageQueue] = set()
+        self._buffer: asyncio.Queue[_Batch] = asyncio.Queue()
+        self._instance: ClientInstance | None = None
+        self._offset_store: OffsetStore | None = None
+        self._state = "created"
+        self._next_auto_commit = 0.0
+
+    # -- configuration --------------------------------------------------------------------
+
+    def _set_mode(self, mode: str) -> None:
+        if self._mode is not None and self._mode != mode:
+            raise ClientStateError("subscribe() and assign() are mutually exclusive on one consumer")
+        if self._state in ("stopping", "stopped"):
+            raise ClientStateError(f"consumer {self.group!r} has been shut down")
+        self._mode = mode
+
+    def subscribe(self, topic: str, expression: str = SUBSCRIBE_ALL) -> None:
+        """Consume ``topic`` (messages whose tag matches ``expression``), sharing its queues
+        with the rest of the group."""
+        check_topic(topic)
+        self._set_mode("subscribe")
+        self.rebalance.subscriptions[topic] = build_subscription(topic, expression)
+        self._tags[topic] = tag_filter(parse_tags(expression))
+        if self._state == "running":
+            self.instance.spawn(self._subscription_changed(topic))
+
+    def unsubscribe(self, topic: str) -> None:
+        self.rebalance.subscriptions.pop(topic, None)
+        self._tags.pop(topic, None)
+        if self._state == "running":
+            self.instance.spawn(self._subscription_changed(topic))
+
+    async def _subscription_changed(self, topic: str) -> None:
+        if topic in self.rebalance.subscriptions:
+            with contextlib.suppress(MQError):
+                await self.instance.update_route(topic)
+        await self.instance.send_heartbeat()
+        self.instance.rebalance_soon()
+
+    def assign(self, queues: Iterable[MessageQueue], expression: str = SUBSCRIBE_ALL) -> None:
+        """Consume exactly ``queues`` (no rebalance), keeping messages whose tag matches
+        ``expression``. Replaces an earlier assignment."""
+        queues = sorted(set(queues))
+        if not queues:
+            raise ClientError("assign() needs at least one queue")
+        self._set_mode("assign")
+        for queue in queues:
+            check_topic(queue.topic)
+            self._assign_expressions[queue.topic] = expression
+            self._tags[queue.topic] = tag_filter(parse_tags(expression))
+        self._assigned = queues
+        if self._state == "running":
+            self.instance.spawn(self._apply_assignment())
+
+    async def _apply_assignment(self) -> None:
+        wanted = set(self._assigned)
+        for queue in [q for q in self._states if q not in wanted]:
+            await self._drop_queue(queue, persist=True)
+        for queue in self._assigned:
+            if queue not in self._states:
+                await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+                offset = await self.rebalance.start_offset(queue)
+                self.rebalance.process_queues[queue] = pq = ProcessQueue()
+                self.queue_added(queue, pq, offset)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None or self._state not in ("running", "stopping"):
+            raise ClientStateError(
+                f"consumer {self.group!r} is not running; use 'async with LitePullConsumer(...)' or 'await start()'"
+            )
+        return self._instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        assert self._offset_store is not None
+        return self._offset_store
+
+    async def start(self) -> None:
+        if self._state != "created":
+            raise ClientStateError(f"consumer {self.group!r} was already started")
+        instance = acquire_instance(self.namesrv, self.instance_name, self.options)
+        try:
+            if self.model == MessageModel.BROADCASTING:
+                self._offset_store = LocalFileOffsetStore(self.offset_dir, instance.client_id, self.group)
+            else:
+                self._offset_store = RemoteOffsetStore(instance, self.group)
+            await self._offset_store.load()
+            instance.register_consumer(self)
+        except BaseException:
+            await release_instance(instance)
+            raise
+        self._instance = instance
+        self._state = "running"
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        for topic in list(self.rebalance.subscriptions):
+            try:
+                await instance.update_route(topic)
+            except MQError as exc:
+                log.warning("consumer %s: no route for %s yet: %s", self.group, topic, exc)
+        await instance.send_heartbeat()
+        if self._mode == "subscribe":
+            if await self.rebalance.run():
+                instance.rebalance_soon()
+        elif self._mode == "assign":
+            await self._apply_assignment()
+
+    async def shutdown(self) -> None:
+        """Stop pulling, commit (with auto-commit) and persist progress, leave the group."""
+        if self._state != "running":
+            return
+        if self.auto_commit:
+            self._commit_memory()
+        self._state = "stopping"
+        instance = self.instance
+        tasks = [state.task for state in self._states.values() if state.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        queues = list(self._states)
+        for state in self._states.values():
+            state.pq.dropped = True
+        await self.offset_store.persist_all(queues, wait=True)
+        await instance.unregister_consumer(self.group)
+        self._state = "stopped"
+        await release_instance(instance)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    # -- polling --------------------------------------------------------------------------
+
+    async def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        """The next pulled batch (up to ``pull_batch_size`` messages), or ``[]`` when none
+        arrives within ``timeout`` seconds (default ``poll_timeout``)."""
+        if self._state != "running":
+            raise ClientStateError(f"consumer {self.group!r} is not running")
+        timeout = self.poll_timeout if timeout is None else timeout
+        if timeout < 0:
+            raise ValueError("timeout must not be negative")
+        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._commit_memory()
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        buffer = self._buffer
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    batch = buffer.get_nowait() if not buffer.empty() else await buffer.get()
+                    if not batch.pq.dropped:
+                        break
+        except TimeoutError:
+            return []
+        offset = batch.pq.remove(batch.messages)
+        state = self._states.get(batch.queue)
+        if state is not None and state.pq is batch.pq and offset >= 0:
+            state.consume_offset = offset
+        return batch.messages
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def _commit_memory(self) -> None:
+        store = self.offset_store
+        for queue, state in self._states.items():
+            if state.consume_offset >= 0 and not state.pq.dropped:
+                store.update(queue, state.consume_offset, increase_only=False)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Commit what :meth:`poll` has returned so far (or exactly ``offsets``: queue -> next
+        offset to consume) and write it to the brokers (the local file when broadcasting)."""
+        store = self.offset_store if self._state == "running" else None
+        if store is None:
+            raise ClientStateError(f"consumer {self.group!r} is not running")
+        if offsets is None:
+            self._commit_memory()
+            queues = list(self._states)
+        else:
+            for queue, offset in offsets.items():
+                store.update(queue, offset, increase_only=False)
+            queues = list(offsets)
+        await store.persist_all(set(queues) | set(self._states), wait=True)
+
+    async def committed(self, queue: MessageQueue) -> int:
+        """The offset stored for ``queue`` (on its broker, or in the local file); -1 if none."""
+        if self._state != "running":
+            raise ClientStateError(f"consumer {self.group!r} is not running")
+        return await self.offset_store.read_store(queue)
+
+    def _require_assigned(self, queue: MessageQueue) -> _QueueState:
+        state = self._states.get(queue)
+        if state is None:
+            raise ClientError(f"{queue} is not assigned to this consumer (assigned: {self.assignment})")
+        return state
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        """Consume ``queue`` from ``offset`` next: messages pulled but not yet polled are
+        discarded. An offset outside the queue is corrected by the broker to the nearest end."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        state = self._require_assigned(queue)
+        if state.task is not None:
+            state.task.cancel()
+        state.pq.dropped = True
+        pq = ProcessQueue()
+        if self.rebalance.process_queues.get(queue) is not None:
+            self.rebalance.process_queues[queue] = pq
+        new = _QueueState(pq, pull_offset=offset, consume_offset=offset)
+        self._states[queue] = new
+        new.task = self._spawn_pull(queue, new)
+
+    async def seek_to_begin(self, queue: MessageQueue) -> None:
+        self.seek(queue, await queue_offset(self.instance, queue, RequestCode.GET_MIN_OFFSET))
+
+    async def seek_to_end(self, queue: MessageQueue) -> None:
+        self.seek(queue, await queue_offset(self.instance, queue, RequestCode.GET_MAX_OFFSET))
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        """Stop pulling these queues until :meth:`resume` (already pulled messages still poll)."""
+        for queue in queues:
+            self._paused.add(queue)
+            state = self._states.get(queue)
+            if state is not None and state.task is not None and self._state == "running":
+                # A pull held by the broker would still deliver: restart the task idle.
+                state.task.cancel()
+                state.task = self._spawn_pull(queue, state)
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        for queue in queues:
+            if queue not in self._paused:
+                continue
+            self._paused.discard(queue)
+            state = self._states.get(queue)
+            if state is not None and state.task is not None and self._state == "running":
+                state.task.cancel()  # wake it now rather than at its next idle check
+                state.task = self._spawn_pull(queue, state)
+
+    @property
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer currently pulls, sorted."""
+        return sorted(self._states)
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (to pass to :meth:`assign`)."""
+        route = await self.instance.update_route(topic)
+        return sorted(subscribe_queues(topic, route))
+
+    # -- client instance and rebalance callbacks ------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type=ConsumeType.CONSUME_ACTIVELY,
+            message_model=self.model,
+            consume_from_where=self.consume_from.wire,
+            subscription_data_set=list(self.rebalance.subscriptions.values()),
+        )
+
+    def subscribed_topics(self) -> Iterable[str]:
+        return list(self.rebalance.subscriptions) + [q.topic for q in self._assigned]
+
+    def route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.rebalance.subscriptions:
+            self.rebalance.topic_queues[topic] = subscribe_queues(topic, route)
+
+    async def do_rebalance(self) -> bool:
+        if self._state != "running" or self._mode != "subscribe":
+            return False
+        return await self.rebalance.run()
+
+    async def persist_offsets(self) -> None:
+        if self._state == "running":
+            await self.offset_store.persist_all(list(self._states))
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        for queue, offset in offsets.items():
+            if queue in self._states:
+                self.seek(queue, offset)
+
+    def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        old = self._states.get(queue)
+        if old is not None and old.task is not None:
+            old.task.cancel()
+        state = _QueueState(pq, pull_offset=offset, consume_offset=offset)
+        self._states[queue] = state
+        state.task = self._spawn_pull(queue, state)
+
+    async def queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
+        await self._drop_queue(queue, persist=True)
+        return True
+
+    async def _drop_queue(self, queue: MessageQueue, *, persist: bool) -> None:
+        state = self._states.pop(queue, None)
+        self.rebalance.process_queues.pop(queue, None)
+        if state is None:
+            return
+        state.pq.dropped = True
+        if state.task is not None:
+            state.task.cancel()
+        store = self.offset_store
+        if self.auto_commit and state.consume_offset >= 0:
+            store.update(queue, state.consume_offset, increase_only=False)
+        if persist:
+            await store.persist(queue)
+        store.remove(queue)
+
+    async def assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None:
+        await self.instance.send_heartbeat()
+
+    # -- pulling --------------------------------------------------------------------------
+
+    def _spawn_pull(self, queue: MessageQueue, state: _QueueState) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(self._pull_loop(queue, state))
+        task.add_done_callback(self._pull_done)
+        return task
+
+    def _pull_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("lite pull task of %s failed", self.group, exc_info=exc)
+
+    async def _pull_loop(self, queue: MessageQueue, state: _QueueState) -> None:
+        instance = self.instance
+        pq = state.pq
+        topic = queue.topic
+        buffer = self._buffer
+        while not pq.dropped and self._state == "running":
+            if queue in self._paused:
+                await asyncio.sleep(DELAY_WHEN_PAUSED)
+                continue
+            if (
+                buffer.qsize() * self.pull_batch_size > self.threshold_for_all
+                or pq.count > self.queue_threshold
+                or pq.size > self.queue_size_threshold
+                or pq.max_span > self.max_span
+            ):
+                await asyncio.sleep(DELAY_ON_FLOW_CONTROL)
+                continue
+            if state.pull_offset < 0:
+                offset = await self.rebalance.start_offset(queue)
+                if offset < 0:
+                    await asyncio.sleep(DELAY_ON_ERROR)
+                    continue
+                state.pull_offset = offset
+                if state.consume_offset < 0:
+                    state.consume_offset = offset
+            if self._mode == "subscribe":
+                sub = self.rebalance.subscriptions.get(topic)
+                if sub is None:
+                    await asyncio.sleep(DELAY_ON_ERROR)
+                    continue
+                expression = sub.sub_string
+            else:
+                expression = self._assign_expressions.get(topic, SUBSCRIBE_ALL)
+            try:
+                result = await pull(
+                    instance,
+                    self.group,
+                    queue,
+                    state.pull_offset,
+                    max_nums=self.pull_batch_size,
+                    sys_flag=SUSPEND | LITE_PULL,
+                    suspend=BROKER_SUSPEND_MAX,
+                    timeout=PULL_TIMEOUT,
+                    expression=expression,
+                    tags=self._tags.get(topic),
+                )
+            except BrokerError as exc:
+                if pq.dropped:
+                    return
+                delay = (
+                    DELAY_ON_BROKER_FLOW_CONTROL if exc.code == ResponseCode.FLOW_CONTROL else DELAY_ON_ERROR
+                )
+                log.debug("lite pull of %s failed: %s", queue, exc)
+                await asyncio.sleep(delay)
+                continue
+            except MQError as exc:
+                if pq.dropped:
+                    return
+                log.debug("lite pull of %s failed: %s", queue, exc)
+                await asyncio.sleep(DELAY_ON_ERROR)
+                continue
+            if pq.dropped:
+                return
+            messages = result.messages
+            if result.status is PullStatus.FOUND and messages:
+                pq.put(messages)
+                buffer.put_nowait(_Batch(queue, pq, messages))
+            elif result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning(
+                    "%s: offset %d of %s is outside the queue; continuing from %d",
+                    self.group,
+                    state.pull_offset,
+                    queue,
+                    result.next_begin_offset,
+                )
+                if pq.count == 0:
+                    state.consume_offset = result.next_begin_offset
+            elif pq.count == 0:
+                # Nothing waiting and nothing (matching) up to here: consumption reached it.
+                state.consume_offset = max(state.consume_offset, result.next_begin_offset)
+            state.pull_offset = result.next_begin_offset

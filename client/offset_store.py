@@ -1,0 +1,217 @@
+"""Consume progress per queue.
+
+Clustering groups share progress on the brokers (:class:`RemoteOffsetStore`: memory here,
+pushed to the queue's master every few seconds, piggy-backed on pulls, and written through on
+rebalance and shutdown). Broadcasting consumers each keep their own progress in a local JSON
+file (:class:`LocalFileOffsetStore`). Offsets only move forward during consumption
+(``increase_only``); seeks, resets and orderly commits set them outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from protocol.body import MessageQueue
+from protocol.codes import RequestCode
+from protocol.errors import BrokerError, MQError
+
+if TYPE_CHECKING:
+    from .client_instance import ClientInstance
+
+log = logging.getLogger(__name__)
+
+#: ``read_store`` results besides a real offset.
+NOT_FOUND = -1
+READ_FAILED = -2
+OFFSET_TIMEOUT = 5.0
+
+
+class OffsetStore(Protocol):
+    async def load(self) -> None: ...
+
+    def update(self, queue: MessageQueue, offset: int, *, increase_only: bool) -> None: ...
+
+    def read_memory(self, queue: MessageQueue) -> int: ...
+
+    async def read_store(self, queue: MessageQueue) -> int: ...
+
+    async def persist(self, queue: MessageQueue) -> None: ...
+
+    async def persist_all(self, queues: Iterable[MessageQueue], *, wait: bool = False) -> None: ...
+
+    def remove(self, queue: MessageQueue) -> None: ...
+
+    def snapshot(self) -> dict[MessageQueue, int]: ...
+
+
+class _MemoryTable:
+    def __init__(self) -> None:
+        self.table: dict[MessageQueue, int] = {}
+
+    def update(self, queue: MessageQueue, offset: int, *, increase_only: bool) -> None:
+        if offset < 0:
+            return
+        table = self.table
+        if increase_only:
+            old = table.get(queue)
+            if old is not None and old >= offset:
+                return
+        table[queue] = offset
+
+    def read_memory(self, queue: MessageQueue) -> int:
+        return self.table.get(queue, NOT_FOUND)
+
+    def remove(self, queue: MessageQueue) -> None:
+        self.table.pop(queue, None)
+
+    def snapshot(self) -> dict[MessageQueue, int]:
+        return dict(self.table)
+
+
+class RemoteOffsetStore(_MemoryTable):
+    """Clustering progress, kept by each queue's master broker."""
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        super().__init__()
+        self.instance = instance
+        self.group = group
+
+    async def load(self) -> None:
+        return None
+
+    async def read_store(self, queue: MessageQueue) -> int:
+        """The broker's committed offset (cached here), ``NOT_FOUND`` or ``READ_FAILED``."""
+        try:
+            addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+            response = await self.instance.call(
+                addr,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id},
+                timeout=OFFSET_TIMEOUT,
+            )
+        except BrokerError:
+            return NOT_FOUND
+        except MQError as exc:
+            log.warning("cannot read the offset of %s for %s: %s", queue, self.group, exc)
+            return READ_FAILED
+        offset = int(response.ext_fields["offset"])
+        if offset < 0:
+            return NOT_FOUND
+        self.table[queue] = offset
+        return offset
+
+    async def _push(self, queue: MessageQueue, offset: int, *, wait: bool) -> None:
+        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+        fields = {
+            "consumerGroup": self.group,
+            "topic": queue.topic,
+            "queueId": queue.queue_id,
+            "commitOffset": offset,
+        }
+        if wait:
+            await self.instance.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields, timeout=OFFSET_TIMEOUT)
+        else:
+            await self.instance.oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+
+    async def persist(self, queue: MessageQueue) -> None:
+        offset = self.table.get(queue)
+        if offset is not None:
+            try:
+                await self._push(queue, offset, wait=True)
+            except MQError as exc:
+                log.warning("cannot persist the offset of %s for %s: %s", queue, self.group, exc)
+
+    async def persist_all(self, queues: Iterable[MessageQueue], *, wait: bool = False) -> None:
+        """Push the offsets of ``queues``; forget offsets of queues no longer owned."""
+        owned = set(queues)
+        targets = []
+        for queue, offset in list(self.table.items()):
+            if queue in owned:
+                targets.append((queue, offset))
+            else:
+                del self.table[queue]
+        results = await asyncio.gather(
+            *(self._push(queue, offset, wait=wait) for queue, offset in targets), return_exceptions=True
+        )
+        for (queue, _), result in zip(targets, results):
+            if isinstance(result, BaseException):
+                log.warning("cannot persist the offset of %s for %s: %s", queue, self.group, result)
+
+
+def default_offset_dir() -> Path:
+    configured = os.environ.get("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR")
+    return Path(configured) if configured else Path.home() / ".rocketmq_offsets"
+
+
+def _queue_key(queue: MessageQueue) -> str:
+    return f"{queue.topic}@{queue.broker_name}@{queue.queue_id}"
+
+
+def _parse_key(key: str) -> MessageQueue:
+    topic, broker_name, queue_id = key.rsplit("@", 2)
+    return MessageQueue(topic=topic, broker_name=broker_name, queue_id=int(queue_id))
+
+
+class LocalFileOffsetStore(_MemoryTable):
+    """Broadcasting progress in ``<dir>/<client id>/<group>/offsets.json``.
+
+    Writes go to a temporary file renamed over the old one, after copying the old one to
+    ``offsets.json.bak``; loading falls back to the backup when the file is unreadable.
+    """
+
+    def __init__(self, directory: Path, client_id: str, group: str) -> None:
+        super().__init__()
+        self.group = group
+        self.path = directory / client_id.replace(":", "_") / group / "offsets.json"
+
+    @property
+    def backup_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".bak")
+
+    def _read_file(self) -> dict[MessageQueue, int]:
+        for candidate in (self.path, self.backup_path):
+            try:
+                text = candidate.read_text(encoding="utf-8")
+                data = json.loads(text)
+                return {_parse_key(k): int(v) for k, v in data["offsetTable"].items()}
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("offset file %s is unreadable (%s); trying its backup", candidate, exc)
+                continue
+        return {}
+
+    async def load(self) -> None:
+        self.table.update(await asyncio.to_thread(self._read_file))
+
+    async def read_store(self, queue: MessageQueue) -> int:
+        offsets = await asyncio.to_thread(self._read_file)
+        offset = offsets.get(queue)
+        if offset is None:
+            return NOT_FOUND
+        self.table[queue] = offset
+        return offset
+
+    def _write(self, table: dict[MessageQueue, int]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"offsetTable": {_queue_key(q): o for q, o in sorted(table.items())}}, indent=1)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        if self.path.exists():
+            self.backup_path.write_bytes(self.path.read_bytes())
+        os.replace(tmp, self.path)
+
+    async def persist(self, queue: MessageQueue) -> None:
+        return None
+
+    async def persist_all(self, queues: Iterable[MessageQueue], *, wait: bool = False) -> None:
+        owned = set(queues)
+        table = {q: o for q, o in self.table.items() if q in owned}
+        if table:
+            await asyncio.to_thread(self._write, table)

@@ -1,0 +1,204 @@
+"""The process queue: a consumer's local snapshot of one message queue.
+
+Pulled messages wait here, keyed by queue offset, until the listener has consumed them. It
+answers the questions flow control asks (how many messages, how many bytes, how wide the
+offset span) and the one offset commits ask: the smallest offset still in flight, so the
+committed offset never passes an unconsumed message. Orderly consumption takes messages
+from the head into a "consuming" set and commits or puts them back as a whole.
+
+Everything runs on one event loop, so no locks guard the tables; ``consume_lock`` only
+serialises orderly listener calls against rebalance removing the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+
+from protocol.message import MessageExt
+
+_MAX_OFFSET = "MAX_OFFSET"
+
+#: A local orderly lock older than this is treated as lost (the broker keeps it 60 s).
+LOCK_MAX_LIVE_TIME = 30.0
+#: A push queue that has not pulled for this long is dropped and re-created by rebalance.
+PULL_MAX_IDLE_TIME = 120.0
+
+
+class ProcessQueue:
+    __slots__ = (
+        "_messages",
+        "_consuming",
+        "count",
+        "size",
+        "max_offset",
+        "dropped",
+        "locked",
+        "last_lock_time",
+        "last_pull_time",
+        "last_consume_time",
+        "consuming",
+        "backlog",
+        "consume_lock",
+        "try_unlock_times",
+    )
+
+    def __init__(self) -> None:
+        # Insertion order is offset order: pulls add increasing offsets, and orderly
+        # re-inserts rebuild the dict in order.
+        self._messages: dict[int, MessageExt] = {}
+        self._consuming: dict[int, MessageExt] = {}
+        self.count = 0
+        self.size = 0
+        self.max_offset = 0
+        self.dropped = False
+        self.locked = False
+        now = time.monotonic()
+        self.last_lock_time = now
+        self.last_pull_time = now
+        self.last_consume_time = now
+        #: Orderly: a consume task is running for this queue.
+        self.consuming = False
+        self.backlog = 0
+        self.consume_lock = asyncio.Lock()
+        self.try_unlock_times = 0
+
+    # -- pulled messages ------------------------------------------------------------------
+
+    def put(self, messages: list[MessageExt]) -> bool:
+        """Add pulled messages (duplicates ignored). True when an orderly consume task
+        should start: the queue has messages and none is running."""
+        table = self._messages
+        added = 0
+        size = 0
+        for msg in messages:
+            offset = msg.queue_offset
+            if offset not in table and offset not in self._consuming:
+                table[offset] = msg
+                added += 1
+                size += len(msg.body)
+                if offset > self.max_offset:
+                    self.max_offset = offset
+        self.count += added
+        self.size += size
+        if messages:
+            last = messages[-1]
+            max_offset = last.properties.get(_MAX_OFFSET)
+            if max_offset is not None:
+                backlog = int(max_offset) - last.queue_offset
+                if backlog > 0:
+                    self.backlog = backlog
+        if table and not self.consuming:
+            self.consuming = True
+            return True
+        return False
+
+    def pulled_up_to(self, next_offset: int) -> None:
+        """Every offset below ``next_offset`` has been pulled (or filtered out by tag): once
+        the waiting messages are consumed, progress is ``next_offset``."""
+        if next_offset - 1 > self.max_offset:
+            self.max_offset = next_offset - 1
+
+    @property
+    def max_span(self) -> int:
+        """Offset distance between the oldest and newest waiting message."""
+        table = self._messages
+        if not table:
+            return 0
+        return next(reversed(table)) - next(iter(table))
+
+    @property
+    def has_messages(self) -> bool:
+        return bool(self._messages)
+
+    def first_offset(self) -> int | None:
+        table = self._messages
+        return next(iter(table)) if table else None
+
+    def remove(self, messages: Iterable[MessageExt]) -> int:
+        """Remove consumed messages; the offset consumption has safely reached: the smallest
+        offset still waiting, or one past the newest when none waits; -1 if nothing waited."""
+        table = self._messages
+        self.last_consume_time = time.monotonic()
+        if not table:
+            return -1
+        removed = 0
+        size = 0
+        pop = table.pop
+        for msg in messages:
+            if pop(msg.queue_offset, None) is not None:
+                removed += 1
+                size += len(msg.body)
+        self.count -= removed
+        self.size -= size
+        if table:
+            return next(iter(table))
+        return self.max_offset + 1
+
+    def clear(self) -> None:
+        self._messages.clear()
+        self._consuming.clear()
+        self.count = 0
+        self.size = 0
+        self.max_offset = 0
+
+    def snapshot(self) -> list[MessageExt]:
+        """The waiting messages, oldest first."""
+        return list(self._messages.values())
+
+    # -- orderly --------------------------------------------------------------------------
+
+    def take(self, batch_size: int) -> list[MessageExt]:
+        """Move up to ``batch_size`` of the oldest messages into the consuming set. An empty
+        result ends the consume task (``consuming`` goes false)."""
+        self.last_consume_time = time.monotonic()
+        table = self._messages
+        taken: list[MessageExt] = []
+        while table and len(taken) < batch_size:
+            offset = next(iter(table))
+            msg = table.pop(offset)
+            self._consuming[offset] = msg
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """Acknowledge the consuming set; the next offset to consume, or -1 if it was empty."""
+        consuming = self._consuming
+        if not consuming:
+            return -1
+        offset = max(consuming)
+        self.count -= len(consuming)
+        self.size -= sum(len(msg.body) for msg in consuming.values())
+        consuming.clear()
+        return offset + 1
+
+    def reconsume(self, messages: Iterable[MessageExt]) -> None:
+        """Put messages from the consuming set back at the head, to consume them again."""
+        back = {}
+        for msg in messages:
+            if self._consuming.pop(msg.queue_offset, None) is not None:
+                back[msg.queue_offset] = msg
+        if back:
+            merged = dict(sorted({**back, **self._messages}.items()))
+            self._messages = merged
+
+    def rollback(self) -> None:
+        """Put the whole consuming set back."""
+        self.reconsume(list(self._consuming.values()))
+
+    # -- locks and liveness ---------------------------------------------------------------
+
+    def mark_locked(self) -> None:
+        self.locked = True
+        self.last_lock_time = time.monotonic()
+
+    @property
+    def lock_expired(self) -> bool:
+        return time.monotonic() - self.last_lock_time > LOCK_MAX_LIVE_TIME
+
+    @property
+    def pull_expired(self) -> bool:
+        return time.monotonic() - self.last_pull_time > PULL_MAX_IDLE_TIME

@@ -1,0 +1,585 @@
+"""Producers: :class:`Producer` (sync, oneway, batch and sharded sends) and
+:class:`TransactionProducer` (half message, local transaction, commit or rollback, and answers
+to the broker's check-backs).
+
+A send finds the topic's route (falling back to the auto-create template ``TBW102`` for a
+topic no name server knows yet), picks a queue round robin, stamps a client unique id
+(``UNIQ_KEY``), compresses bodies of 4 KiB or more, and sends SEND_MESSAGE_V2 (310) or
+SEND_BATCH_MESSAGE (320). Synchronous sends retry twice on another broker when a broker
+cannot be reached or answers with a retryable error, all within one timeout budget.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from protocol.body import MessageQueue, TopicRouteData
+from protocol.codes import MessageSysFlag, RequestCode, ResponseCode
+from protocol.errors import MQError, RemotingError, TopicNotExistError, error_for_code
+from protocol.headers import CheckTransactionStateRequestHeader
+from protocol.message import (
+    COMPRESS_THRESHOLD,
+    MAX_PROPERTIES_LENGTH,
+    Message,
+    MessageExt,
+    PropertyKey,
+    compress_body,
+    decode_offset_msg_id,
+    encode_batch,
+    encode_properties,
+    java_hash,
+)
+
+from .client_instance import (
+    ClientInstance,
+    ClientOptions,
+    acquire_instance,
+    default_instance_name,
+    release_instance,
+)
+from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
+from .routing import LatencyFaults, PublishInfo, clamp_default_route
+from .subscription import RETRY_PREFIX, check_group, check_topic
+from .types import SEND_STATUS_BY_CODE, SendResult, TransactionSendResult, TransactionState
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: Broker errors after which a synchronous send tries again (on another broker if any).
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+
+_UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
+_COMPRESSED = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB)
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
+_STATUS = SEND_STATUS_BY_CODE
+
+
+class Producer:
+    """Sends messages to topics.
+
+    ::
+
+        async with Producer("orders-producer", namesrv="127.0.0.1:9876") as producer:
+            result = await producer.send(Message("Orders", b"...", tags="paid"))
+
+    ``retries`` (default 2) extra attempts are made by synchronous sends when a broker cannot
+    be reached or answers a retryable error; sharded and explicit-queue sends never retry,
+    since moving to another queue would break their order. ``send_timeout`` bounds each
+    send, retries included.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        instance_name: str | None = None,
+        send_timeout: float = 3.0,
+        retries: int = 2,
+        compress_threshold: int = COMPRESS_THRESHOLD,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        latency_fault_tolerance: bool = False,
+        default_topic_queue_nums: int = 4,
+        options: ClientOptions | None = None,
+    ) -> None:
+        check_group(group)
+        if send_timeout <= 0:
+            raise ValueError("send_timeout must be positive")
+        if retries < 0:
+            raise ValueError("retries must not be negative")
+        self.group = group
+        self.namesrv = namesrv
+        self.instance_name = instance_name or default_instance_name()
+        self.send_timeout = send_timeout
+        self.retries = retries
+        self.compress_threshold = compress_threshold
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.options = options or ClientOptions()
+        self.faults = LatencyFaults() if latency_fault_tolerance else None
+        self._instance: ClientInstance | None = None
+        self._publish: dict[str, PublishInfo] = {}
+        self._checked_topics: set[str] = set()
+        self._registered = True
+        self._state = "created"
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def _internal(cls, instance: ClientInstance, group: str) -> Producer:
+        """A producer that rides on ``instance`` without registering a group (used by
+        consumers to re-send messages to a retry topic when send-back fails)."""
+        producer = cls(group, instance.namesrv_addrs, instance_name="internal")
+        producer._instance = instance
+        producer._registered = False
+        producer._state = "running"
+        return producer
+
+    async def start(self) -> None:
+        """Join the client instance and announce the group to the brokers."""
+        if self._state != "created":
+            raise ClientStateError(f"producer {self.group!r} was already started")
+        instance = acquire_instance(self.namesrv, self.instance_name, self.options)
+        try:
+            instance.register_producer(self)
+        except BaseException:
+            await release_instance(instance)
+            raise
+        self._instance = instance
+        self._state = "running"
+        await instance.send_heartbeat()
+
+    async def shutdown(self) -> None:
+        """Unregister the group from the brokers and leave the client instance."""
+        if self._state != "running":
+            return
+        self._state = "stopped"
+        instance = self._instance
+        assert instance is not None
+        if self._registered:
+            await instance.unregister_producer(self.group)
+            await release_instance(instance)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._state != "running" or self._instance is None:
+            state = "has been shut down" if self._state == "stopped" else "is not started"
+            raise ClientStateError(
+                f"producer {self.group!r} {state}; use 'async with Producer(...)' or 'await producer.start()'"
+            )
+        return self._instance
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    # -- client instance callbacks --------------------------------------------------------
+
+    def published_topics(self) -> Iterable[str]:
+        return list(self._publish)
+
+    def route_changed(self, topic: str, route: TopicRouteData) -> None:
+        old = self._publish.get(topic)
+        if old is not None:
+            info = PublishInfo.from_route(topic, route)
+            info._counter = old._counter  # keep the round-robin position
+            if info.ok or old.own_route:
+                self._publish[topic] = info
+
+    def check_transaction(
+        self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None:
+        log.warning("producer %s got a transaction check but is not a TransactionProducer", self.group)
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def _publish_info(self, topic: str) -> PublishInfo:
+        info = self._publish.get(topic)
+        if info is not None and info.ok:
+            return info
+        instance = self.instance
+        self._publish.setdefault(topic, PublishInfo(topic, [], own_route=False))
+        try:
+            route = await instance.update_route(topic)
+            info = PublishInfo.from_route(topic, route)
+        except TopicNotExistError:
+            # Unknown topic: send through the auto-create template, as Java and C++ do; the
+            # broker creates the topic and the next route refresh finds it.
+            try:
+                default = await instance.fetch_route(AUTO_CREATE_TOPIC)
+            except TopicNotExistError:
+                self._publish.pop(topic, None)
+                raise NoRouteError(
+                    f"no route for topic {topic!r}: it does not exist and no broker allows auto-creation"
+                ) from None
+            route = clamp_default_route(default, self.default_topic_queue_nums)
+            instance.adopt_route(topic, route)
+            info = PublishInfo.from_route(topic, route, own_route=False)
+        except BaseException:
+            self._publish.pop(topic, None)
+            raise
+        if not info.ok:
+            raise NoRouteError(f"no writable queue for topic {topic!r}")
+        current = self._publish.get(topic)
+        if current is not None and current.ok:
+            return current  # a concurrent first send got there first: share its position
+        self._publish[topic] = info
+        return info
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic``, in the order sends cycle through them."""
+        check_topic(topic)
+        return list((await self._publish_info(topic)).queues)
+
+    # -- message preparation --------------------------------------------------------------
+
+    def _check_message(self, msg: Message) -> None:
+        topic = msg.topic
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        body = msg.body
+        if not body:
+            raise ClientError("the message body is empty")
+        if len(body) > self.max_message_size:
+            raise ClientError(
+                f"the message body is {len(body)} bytes, more than the {self.max_message_size} allowed"
+            )
+
+    def _prepare(self, msg: Message, sys_flag: int = 0) -> tuple[dict[str, Any], bytes, str]:
+        """The V2 header fields (without queue id), wire body and unique id of one message."""
+        self._check_message(msg)
+        props = msg.properties
+        uniq = props.get(_UNIQ_KEY)
+        if uniq is None:
+            uniq = props[_UNIQ_KEY] = self.instance.unique_ids.next_id()
+        body = msg.body
+        if len(body) >= self.compress_threshold:
+            body = compress_body(body)
+            sys_flag |= _COMPRESSED
+        fields: dict[str, Any] = {
+            "a": self.group,
+            "b": msg.topic,
+            "c": AUTO_CREATE_TOPIC,
+            "d": self.default_topic_queue_nums,
+            "e": 0,
+            "f": sys_flag,
+            "g": time.time_ns() // 1_000_000,
+            "h": msg.flag,
+            "i": encode_properties(props),
+            "j": 0,
+            "k": False,
+        }
+        if msg.topic.startswith(RETRY_PREFIX):
+            # A retry message carries its retry count in the header, not in properties.
+            props = dict(props)
+            reconsume = props.pop(PropertyKey.RECONSUME_TIME, None)
+            max_reconsume = props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)
+            fields["i"] = encode_properties(props)
+            if reconsume is not None:
+                fields["j"] = int(reconsume)
+            if max_reconsume is not None:
+                fields["l"] = int(max_reconsume)
+        if len(fields["i"]) > MAX_PROPERTIES_LENGTH:
+            raise ClientError(f"the message properties exceed {MAX_PROPERTIES_LENGTH} bytes")
+        return fields, body, uniq
+
+    def _prepare_batch(self, messages: Sequence[Message]) -> tuple[dict[str, Any], bytes, str]:
+        if not messages:
+            raise ClientError("the batch is empty")
+        topic = messages[0].topic
+        ids = []
+        for msg in messages:
+            if msg.topic != topic:
+                raise ClientError(f"a batch must have one topic; got {topic!r} and {msg.topic!r}")
+            if msg.topic.startswith(RETRY_PREFIX):
+                raise ClientError("retry topics cannot be sent in a batch")
+            if msg.delay_level:
+                raise ClientError("delayed messages cannot be sent in a batch")
+            self._check_message(msg)
+            props = msg.properties
+            uniq = props.get(_UNIQ_KEY)
+            if uniq is None:
+                uniq = props[_UNIQ_KEY] = self.instance.unique_ids.next_id()
+            ids.append(uniq)
+        body = encode_batch(messages)
+        if len(body) > self.max_message_size:
+            raise ClientError(
+                f"the batch is {len(body)} bytes, more than the {self.max_message_size} allowed; split it"
+            )
+        fields: dict[str, Any] = {
+            "a": self.group,
+            "b": topic,
+            "c": AUTO_CREATE_TOPIC,
+            "d": self.default_topic_queue_nums,
+            "e": 0,
+            "f": 0,
+            "g": time.time_ns() // 1_000_000,
+            "h": 0,
+            "j": 0,
+            "k": False,
+            "m": True,
+        }
+        return fields, body, ",".join(ids)
+
+    async def _fixed_queue(
+        self, topic: str, shard_key: str | None, queue: MessageQueue | None
+    ) -> MessageQueue | None:
+        if queue is not None:
+            if shard_key is not None:
+                raise ClientError("pass shard_key or queue, not both")
+            if queue.topic != topic:
+                raise ClientError(f"queue {queue} is not a queue of topic {topic!r}")
+            return queue
+        if shard_key is None:
+            return None
+        queues = (await self._publish_info(topic)).queues
+        return queues[abs(java_hash(shard_key)) % len(queues)]
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send one message and wait until a broker stored it.
+
+        ``shard_key``: messages with the same key go to the same queue (for ordered
+        consumption); ``queue``: this exact queue. Raises :class:`SendFailedError` when every
+        attempt failed, :class:`NoRouteError` when the topic has no route, or the broker's
+        error for a non-retryable refusal.
+        """
+        fields, body, uniq = self._prepare(msg)
+        fixed = await self._fixed_queue(msg.topic, shard_key, queue)
+        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, fixed, timeout)
+
+    async def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one request, stored with consecutive offsets in one
+        queue. The result's ``msg_id`` lists the unique ids, comma-separated."""
+        fields, body, ids = self._prepare_batch(messages)
+        topic = messages[0].topic
+        fixed = await self._fixed_queue(topic, shard_key, queue)
+        return await self._send(topic, _SEND_BATCH, fields, body, ids, fixed, timeout)
+
+    async def send_oneway(
+        self, msg: Message, *, shard_key: str | None = None, queue: MessageQueue | None = None
+    ) -> None:
+        """Send without waiting for the broker: fastest, no result, no retry, no guarantee."""
+        fields, body, _ = self._prepare(msg)
+        fixed = await self._fixed_queue(msg.topic, shard_key, queue)
+        if fixed is None:
+            fixed = (await self._publish_info(msg.topic)).select()
+        instance = self.instance
+        fields["e"] = fixed.queue_id
+        addr = await instance.find_broker_addr(fixed.broker_name, topic=msg.topic)
+        await instance.oneway(addr, _SEND_V2, fields, body)
+
+    async def _send(
+        self,
+        topic: str,
+        code: int,
+        fields: dict[str, Any],
+        body: bytes,
+        uniq: str,
+        fixed: MessageQueue | None,
+        timeout: float | None,
+    ) -> SendResult:
+        instance = self.instance
+        budget = self.send_timeout if timeout is None else timeout
+        start = time.monotonic()
+        attempts = 1 if fixed is not None else 1 + self.retries
+        info = None if fixed is not None else await self._publish_info(topic)
+        brokers = instance.brokers
+        faults = self.faults
+        errors: list[BaseException] = []
+        last_broker: str | None = None
+        for _ in range(attempts):
+            mq = fixed if info is None else info.select(last_broker, faults)
+            assert mq is not None
+            last_broker = mq.broker_name
+            began = time.monotonic()
+            remaining = budget - (began - start)
+            if remaining <= 0:
+                errors.append(TimeoutError(f"send to {topic!r} ran out of its {budget:g}s budget"))
+                break
+            ids = brokers.get(mq.broker_name)
+            addr = ids.get(0) if ids else None
+            fields["e"] = mq.queue_id
+            try:
+                if addr is None:
+                    addr = await instance.find_broker_addr(mq.broker_name, topic=topic)
+                response = await instance.invoke(addr, code, fields, body, timeout=remaining)
+            except RemotingError as exc:
+                if faults is not None:
+                    faults.update(mq.broker_name, time.monotonic() - began, isolate=True)
+                errors.append(exc)
+                continue
+            except NoRouteError as exc:
+                errors.append(exc)
+                continue
+            status = _STATUS.get(response.code)
+            if status is None:
+                error = error_for_code(response.code, response.remark)
+                if faults is not None:
+                    faults.update(mq.broker_name, time.monotonic() - began, isolate=True)
+                if response.code in RETRY_CODES:
+                    errors.append(error)
+                    continue
+                raise error
+            if faults is not None:
+                faults.update(mq.broker_name, time.monotonic() - began)
+            ext = response.ext_fields
+            queue_id = int(ext["queueId"])
+            if queue_id != mq.queue_id:
+                mq = MessageQueue(topic=topic, broker_name=mq.broker_name, queue_id=queue_id)
+            return SendResult(
+                status, uniq, ext["msgId"], mq, int(ext["queueOffset"]), ext.get("transactionId") or None
+            )
+        cost = time.monotonic() - start
+        error_text = "; ".join(str(e) for e in errors) or "no attempt could be made"
+        failure = SendFailedError(
+            f"send to {topic!r} failed after {len(errors)} attempt(s) in {cost:.3f}s: {error_text}", errors
+        )
+        raise failure from (errors[-1] if errors else None)
+
+
+LocalTransaction = Callable[[Message], "TransactionState | Awaitable[TransactionState]"]
+TransactionChecker = Callable[[MessageExt], "TransactionState | Awaitable[TransactionState]"]
+
+
+async def _resolve(outcome: Any) -> TransactionState:
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    if outcome is None:
+        return TransactionState.UNKNOWN
+    if not isinstance(outcome, TransactionState):
+        raise ClientError(f"a transaction callback returned {outcome!r}, not a TransactionState")
+    return outcome
+
+
+class TransactionProducer(Producer):
+    """A producer of transactional messages.
+
+    ::
+
+        async def check(msg: MessageExt) -> TransactionState: ...   # asked by the broker
+        async with TransactionProducer("tx-group", namesrv=..., checker=check) as producer:
+            result = await producer.send_in_transaction(msg, execute)  # execute(msg) -> state
+
+    The message is first stored as a half message, invisible to consumers; ``execute`` runs
+    the local transaction; COMMIT makes the message visible, ROLLBACK discards it, UNKNOWN
+    (or an exception) leaves the broker to ask ``checker`` later.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        checker: TransactionChecker,
+        **kwargs: Any,
+    ) -> None:
+        if not callable(checker):
+            raise ClientError("a TransactionProducer needs a checker callback for the broker's check-backs")
+        super().__init__(group, namesrv, **kwargs)
+        self.checker = checker
+
+    async def send_in_transaction(self, msg: Message, execute: LocalTransaction) -> TransactionSendResult:
+        if msg.delay_level:
+            msg.delay_level = 0  # transactions and delays do not mix (as in Java)
+        msg.properties[PropertyKey.TRANSACTION_PREPARED] = "true"
+        msg.properties[PropertyKey.PRODUCER_GROUP] = self.group
+        fields, body, uniq = self._prepare(msg, _PREPARED)
+        result = await self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        error: BaseException | None = None
+        if result.status.name == "SEND_OK":
+            try:
+                state = await _resolve(execute(msg))
+            except Exception as exc:
+                log.warning(
+                    "local transaction of %s raised; leaving it to the check-back", uniq, exc_info=True
+                )
+                state, error = TransactionState.UNKNOWN, exc
+        else:
+            state = TransactionState.ROLLBACK
+        try:
+            await self._end_transaction(result, state, error)
+        except MQError as exc:
+            # The broker's check-back resolves the half message anyway.
+            log.warning("END_TRANSACTION for %s failed: %s", uniq, exc)
+        return TransactionSendResult(result, state)
+
+    async def _end_transaction(
+        self, result: SendResult, state: TransactionState, error: BaseException | None
+    ) -> None:
+        instance = self.instance
+        addr = await instance.find_broker_addr(result.queue.broker_name, topic=result.queue.topic)
+        _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+        fields = {
+            "producerGroup": self.group,
+            "tranStateTableOffset": result.queue_offset,
+            "commitLogOffset": commit_log_offset,
+            "commitOrRollback": state.value,
+            "fromTransactionCheck": False,
+            "msgId": result.msg_id,
+            "transactionId": result.transaction_id or result.msg_id,
+        }
+        conn = await instance.connection(addr)
+        cmd = instance._request_command(addr, RequestCode.END_TRANSACTION, fields, b"")
+        if error is not None:
+            cmd.remark = f"{type(error).__name__}: {error}"
+        conn.send_oneway(cmd)
+
+    def check_transaction(
+        self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None:
+        self.instance.spawn(self._answer_check(broker_addr, header, message))
+
+    async def _answer_check(
+        self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
+    ) -> None:
+        try:
+            state = await _resolve(self.checker(message))
+        except Exception:
+            log.exception("transaction checker raised for %s", message.msg_id)
+            state = TransactionState.UNKNOWN
+        uniq = message.properties.get(_UNIQ_KEY) or message.msg_id
+        fields = {
+            "producerGroup": self.group,
+            "tranStateTableOffset": header.tran_state_table_offset,
+            "commitLogOffset": header.commit_log_offset,
+            "commitOrRollback": state.value,
+            "fromTransactionCheck": True,
+            "msgId": uniq,
+            "transactionId": header.transaction_id or uniq,
+        }
+        try:
+            await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, fields)
+        except MQError as exc:
+            log.warning("answering the transaction check of %s failed: %s", uniq, exc)
+
+
+__all__ = [
+    "LocalTransaction",
+    "Producer",
+    "TransactionChecker",
+    "TransactionProducer",
+]

@@ -1,0 +1,214 @@
+"""One PULL_MESSAGE round trip, shared by the push consumer, the lite-pull consumer and the
+offset-range pull client: build the header, send it to the queue's broker, map the response
+code to a :class:`PullStatus`, decode the records and keep only messages whose tag the
+subscription names (the broker filters by tag hash, which can collide)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from protocol.body import MessageQueue
+from protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from protocol.errors import error_for_code
+from protocol.message import MessageExt, decode_records
+
+from .admin import Admin
+from .client_instance import ClientOptions, default_instance_name
+from .subscription import check_group, parse_tags, tag_filter
+from .types import PullResult, PullStatus
+
+if TYPE_CHECKING:
+    from .client_instance import ClientInstance
+
+COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+SUSPEND = int(PullSysFlag.SUSPEND)
+SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+LITE_PULL = int(PullSysFlag.LITE_PULL)
+
+#: How long a broker holds a pull that found nothing, and how long the client waits for it.
+BROKER_SUSPEND_MAX = 15.0
+PULL_TIMEOUT_WHEN_SUSPEND = 30.0
+
+_PULL = int(RequestCode.PULL_MESSAGE)
+_STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
+_FOUND = PullStatus.FOUND
+_SUCCESS = int(ResponseCode.SUCCESS)
+
+
+async def pull(
+    instance: ClientInstance,
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    sys_flag: int = 0,
+    commit_offset: int = 0,
+    suspend: float = BROKER_SUSPEND_MAX,
+    timeout: float = PULL_TIMEOUT_WHEN_SUSPEND,
+    sub_version: int = 0,
+    expression: str | None = None,
+    tags: frozenset[str] | None = None,
+) -> PullResult:
+    """Pull up to ``max_nums`` messages of ``queue`` from ``offset``.
+
+    ``expression`` (sent with the SUBSCRIPTION flag) overrides the subscription the group
+    registered by heartbeat; ``tags`` is the exact-tag filter applied to what comes back.
+    Raises the broker's error for any response other than found / not found / no match /
+    offset moved.
+    """
+    brokers = instance.brokers.get(queue.broker_name)
+    addr = brokers.get(0) if brokers else None
+    if addr is None:
+        addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
+    fields: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": queue.topic,
+        "queueId": queue.queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": max_nums,
+        "sysFlag": sys_flag | (SUBSCRIPTION if expression is not None else 0),
+        "commitOffset": commit_offset,
+        "suspendTimeoutMillis": int(suspend * 1000),
+        "subVersion": sub_version,
+        "expressionType": "TAG",
+    }
+    if expression is not None:
+        fields["subscription"] = expression
+    response = await instance.invoke(addr, _PULL, fields, timeout=timeout)
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark)
+    ext = response.ext_fields
+    result = PullResult(
+        status,
+        int(ext["nextBeginOffset"]),
+        int(ext["minOffset"]),
+        int(ext["maxOffset"]),
+        suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", 0)),
+    )
+    if status is _FOUND and response.body:
+        messages = decode_records(response.body)
+        broker_name = queue.broker_name
+        if tags is None:
+            for msg in messages:
+                msg.broker_name = broker_name
+        else:
+            kept: list[MessageExt] = []
+            for msg in messages:
+                if msg.properties.get("TAGS") in tags:
+                    msg.broker_name = broker_name
+                    kept.append(msg)
+            messages = kept
+        result.messages = messages
+    return result
+
+
+class PullClient:
+    """Pull by offset, for tools and connectors that track positions themselves (the Spark
+    connector reads offset ranges with it): queue discovery, offset queries, pulls with a
+    tag filter, and a group's committed offsets.
+
+    ::
+
+        async with PullClient("etl", namesrv="127.0.0.1:9876") as client:
+            for queue in await client.queues("Orders"):
+                async for msg in client.read(queue, 0, await client.max_offset(queue)):
+                    ...
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        instance_name: str | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
+        check_group(group)
+        self.group = group
+        self.admin = Admin(
+            namesrv, instance_name=instance_name or f"pull-{default_instance_name()}", options=options
+        )
+
+    async def start(self) -> None:
+        await self.admin.start()
+
+    async def shutdown(self) -> None:
+        await self.admin.shutdown()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, sorted."""
+        return await self.admin.queues(topic)
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        return await self.admin.min_offset(queue)
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        return await self.admin.max_offset(queue)
+
+    async def search_offset(self, queue: MessageQueue, timestamp: float) -> int:
+        return await self.admin.search_offset(queue, timestamp)
+
+    async def pull(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        expression: str = "*",
+        timeout: float = 10.0,
+    ) -> PullResult:
+        """One pull of up to ``max_nums`` messages from ``offset``, without waiting for new
+        ones; only messages whose tag matches ``expression`` come back, but
+        ``next_begin_offset`` moves past the skipped ones too."""
+        return await pull(
+            self.admin.instance,
+            self.group,
+            queue,
+            offset,
+            max_nums=max_nums,
+            expression=expression,
+            tags=tag_filter(parse_tags(expression)),
+            suspend=0,
+            timeout=timeout,
+        )
+
+    async def read(
+        self, queue: MessageQueue, start: int, end: int, *, expression: str = "*", batch: int = 32
+    ) -> AsyncIterator[MessageExt]:
+        """Every matching message of ``queue`` with ``start <= queue_offset < end``."""
+        offset = start
+        while offset < end:
+            result = await self.pull(queue, offset, min(batch, end - offset), expression=expression)
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                if result.next_begin_offset <= offset:
+                    return
+                offset = result.next_begin_offset
+                continue
+            for msg in result.messages:
+                if msg.queue_offset >= end:
+                    return
+                yield msg
+            if result.next_begin_offset <= offset:
+                return  # nothing more stored yet
+            offset = result.next_begin_offset
+
+    async def committed(self, queue: MessageQueue) -> int:
+        """The group's committed offset of ``queue``; -1 when it has none."""
+        return await self.admin.committed_offset(self.group, queue)
+
+    async def commit(self, queue: MessageQueue, offset: int) -> None:
+        """Store ``offset`` (the next one to read) as the group's progress on ``queue``."""
+        await self.admin.update_consumer_offset(self.group, queue, offset)

@@ -1,0 +1,104 @@
+"""Fixtures for SDK tests: real name server + broker processes, an admin client, unique
+names, and collectors that let a test await deliveries instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from client import Admin
+from protocol.message import MessageExt
+from tests.cluster import Cluster
+
+_names = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}_{os.getpid()}_{next(_names)}"
+
+
+async def start_cluster(root: Path, **broker_overrides: Any) -> Cluster:
+    cluster = Cluster(root)
+    await cluster.start_namesrv()
+    try:
+        await cluster.start_broker("broker-a", **broker_overrides)
+    except BaseException:
+        await cluster.stop()
+        raise
+    return cluster
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    """One name server and one broker shared by a test module (tests use unique names)."""
+    cluster = await start_cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def admin(cluster: Cluster) -> AsyncIterator[Admin]:
+    async with Admin(cluster.namesrv_addr) as admin:
+        yield admin
+
+
+async def wait_until(
+    predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
+) -> None:
+    """Poll an external condition until it holds, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = predicate()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+class Collector:
+    """Messages delivered to listeners, awaitable by count or by predicate."""
+
+    def __init__(self) -> None:
+        self.messages: list[MessageExt] = []
+        self.by_consumer: dict[str, list[MessageExt]] = {}
+        self._changed = asyncio.Condition()
+
+    async def add(self, messages: Iterable[MessageExt], consumer: str = "") -> None:
+        async with self._changed:
+            batch = list(messages)
+            self.messages.extend(batch)
+            self.by_consumer.setdefault(consumer, []).extend(batch)
+            self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[list[MessageExt]], bool], timeout: float = 30.0) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: predicate(self.messages))
+
+    async def wait_count(self, count: int, timeout: float = 30.0) -> list[MessageExt]:
+        try:
+            await self.wait_for(lambda msgs: len(msgs) >= count, timeout)
+        except TimeoutError:
+            raise AssertionError(
+                f"only {len(self.messages)} of {count} messages arrived in {timeout}s"
+            ) from None
+        return self.messages
+
+    def bodies(self) -> list[bytes]:
+        return [msg.body for msg in self.messages]
+
+    def distinct_bodies(self) -> set[bytes]:
+        return set(self.bodies())

@@ -1,0 +1,100 @@
+"""A broker restart in the middle of a stream: producers keep retrying, consumers reconnect
+and resume, and every message a send acknowledged is consumed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from client.errors import MQError
+from tests.cluster import Cluster
+
+from .conftest import Collector, start_cluster, unique
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
+
+def consumer_for(cluster: Cluster, group: str, topic: str, collector: Collector) -> PushConsumer:
+    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        await collector.add(messages)
+        return ConsumeResult.SUCCESS
+
+    return consumer
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
+    tmp_path_factory: pytest.TempPathFactory, how: str
+) -> None:
+    cluster = await start_cluster(tmp_path_factory.mktemp(f"restart-{how}"))
+    try:
+        topic = unique("Restart")
+        group = unique("cg")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(topic, 4)
+        collector = Collector()
+        first = consumer_for(cluster, group, topic, collector)
+        await first.start()
+        acked: list[bytes] = []
+        failures = 0
+
+        async with Producer(unique("pg"), cluster.namesrv_addr, send_timeout=1.0) as producer:
+
+            async def send_until_acked(i: int) -> None:
+                nonlocal failures
+                body = f"m{i}".encode()
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        await producer.send(Message(topic, body))
+                    except MQError:
+                        failures += 1
+                        assert time.monotonic() < deadline, "the broker never came back"
+                        await asyncio.sleep(0.1)
+                        continue
+                    acked.append(body)
+                    return
+
+            for i in range(150):
+                await send_until_acked(i)
+            await collector.wait_count(150)
+
+            async def restart() -> None:
+                if how == "kill":
+                    await cluster.kill_broker("broker-a")
+                else:
+                    assert await cluster.stop_broker("broker-a") == 0
+                await asyncio.sleep(0.5)  # let the producer hit the dead broker
+                await cluster.start_broker("broker-a")
+
+            restarting = asyncio.ensure_future(restart())
+            for i in range(150, 300):
+                await send_until_acked(i)
+                await asyncio.sleep(0.002)
+            await restarting
+            for i in range(300, 350):
+                await send_until_acked(i)
+        assert failures > 0, "the restart went unnoticed by the producer"
+        await collector.wait_for(lambda msgs: set(acked) <= {m.body for m in msgs}, timeout=60)
+        await first.shutdown()
+
+        # a new member of the group resumes from the committed offset: no history again
+        resumed = Collector()
+        async with (
+            Producer(unique("pg"), cluster.namesrv_addr) as producer,
+            consumer_for(cluster, group, topic, resumed),
+        ):
+            for i in range(350, 360):
+                await producer.send(Message(topic, f"m{i}".encode()))
+            await resumed.wait_count(10)
+            await asyncio.sleep(0.3)  # room for wrongly re-delivered history to show
+        assert resumed.distinct_bodies() == {f"m{i}".encode() for i in range(350, 360)}
+    finally:
+        await cluster.stop()
