@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
+    """Until the name server accepts connections (so the broker registers at once)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = Path(args.data).resolve()
@@ -43,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             str(data / "namesrv"),
         ]
     )
+    if not _wait_for_port(args.namesrv_port, namesrv):
+        print("local cluster: the name server did not start", file=sys.stderr)
+        return 1
     broker_cmd = [
         sys.executable, "-m", "broker",
         "-n", namesrv_addr,

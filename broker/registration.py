@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REGISTER_TIMEOUT = 6.0
+RETRY_FIRST = 1.0
 
 
 class NameServerRegistration:
@@ -36,6 +37,7 @@ class NameServerRegistration:
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.Event | None = None
         self.registrations = 0
+        self._all_registered = False
 
     @property
     def addresses(self) -> list[str]:
@@ -68,9 +70,14 @@ class NameServerRegistration:
     async def _loop(self) -> None:
         period = min(60.0, max(10.0, self.broker.config.register_name_server_period / 1000))
         assert self._soon is not None
+        retry = RETRY_FIRST
         while True:
+            # A failed registration is retried soon (doubling up to the period): a broker
+            # that started before its name server should not stay unknown for 30 s.
+            wait = period if self._all_registered else retry
+            retry = RETRY_FIRST if self._all_registered else min(period, retry * 2)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._soon.wait(), period)
+                await asyncio.wait_for(self._soon.wait(), wait)
             self._soon.clear()
             await self.register_all()
 
@@ -98,20 +105,22 @@ class NameServerRegistration:
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_fields(), body)
 
     async def register_all(self) -> None:
-        await asyncio.gather(*(self._register(address) for address in self.addresses))
+        results = await asyncio.gather(*(self._register(address) for address in self.addresses))
+        self._all_registered = all(results)
 
-    async def _register(self, address: str) -> None:
+    async def _register(self, address: str) -> bool:
         try:
             conn = await self._connection(address)
             response = await conn.request(self._registration(), REGISTER_TIMEOUT)
         except MQError as exc:
             log.warning("registering with name server %s failed: %s", address, exc)
-            return
+            return False
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused the registration: %s", address, response.remark)
-            return
+            return False
         self.registrations += 1
         log.debug("registered with name server %s", address)
+        return True
 
     async def unregister_all(self) -> None:
         cfg = self.broker.config
