@@ -37,7 +37,7 @@ from protocol.command import RemotingCommand
 from protocol.errors import ConnectionClosedError, MQError, NoRouteError, RemotingError, error_for_code
 from protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
 from protocol.message import MessageExt, UniqueIdGenerator, decode_record, split_address
-from protocol.transport import Connection, Handler, connect
+from protocol.transport import Connection, Handler
 
 from .errors import ClientError
 from .routing import broker_addresses
@@ -102,6 +102,51 @@ class ConsumerMember(Protocol):
     async def persist_offsets(self) -> None: ...
 
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+
+class CorkedConnection(Connection):
+    """A client connection that gathers the frames written during one event-loop iteration
+    into one socket write. Pipelined requests then cost one system call per burst, and the
+    broker, reading the burst at once, answers it with one write too."""
+
+    def __init__(self, handlers: dict[int, Handler], *, name: str) -> None:
+        super().__init__(handlers, name=name)
+        self._frames: list[bytes] = []
+
+    def write(self, frame: bytes) -> None:
+        if self._out is not None:  # answering inside data_received: the base batches it
+            self._out.append(frame)
+            return
+        frames = self._frames
+        frames.append(frame)
+        if len(frames) == 1 and self._loop is not None:
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        frames = self._frames
+        if not frames:
+            return
+        self._frames = []
+        transport = self._transport
+        if transport is not None and not self.closed:
+            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def close(self, reason: str | None = None) -> None:
+        self._flush()
+        super().close(reason)
+
+
+async def open_connection(
+    host: str, port: int, handlers: dict[int, Handler], name: str, timeout: float
+) -> Connection:
+    loop = asyncio.get_running_loop()
+    try:
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(lambda: CorkedConnection(handlers, name=name), host, port), timeout
+        )
+    except (TimeoutError, OSError) as exc:
+        raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+    return conn
 
 
 def local_ip() -> str:
@@ -275,7 +320,9 @@ class ClientInstance:
         self._connecting[addr] = future
         try:
             host, port = split_address(addr)
-            conn = await connect(host, port, handlers=self._handlers, name=f"client {self.client_id}")
+            conn = await open_connection(
+                host, port, self._handlers, f"client {self.client_id}", self.options.request_timeout
+            )
             self._conns[addr] = conn
             conn.add_close_callback(functools.partial(self._connection_closed, addr))
             if addr not in self.namesrv_addrs and (self.producers or self.consumers):
@@ -461,10 +508,13 @@ class ClientInstance:
         if response.code != _SUCCESS:
             raise error_for_code(response.code, response.remark)
 
-    async def send_heartbeat(self) -> None:
+    async def send_heartbeat(self, *, wait: bool = False) -> None:
         """Announce every producer and consumer group of this client to every broker (only
-        masters when there is no consumer). Skipped while another heartbeat is running."""
-        if self._heartbeat_lock.locked() or not (self.producers or self.consumers):
+        masters when there is no consumer). Skipped while another heartbeat is running,
+        unless ``wait``: then sent after it (with what is registered by then)."""
+        if not (self.producers or self.consumers):
+            return
+        if self._heartbeat_lock.locked() and not wait:
             return
         async with self._heartbeat_lock:
             body = self._heartbeat_body()

@@ -47,31 +47,62 @@ class OffsetStore(Protocol):
 
     def remove(self, queue: MessageQueue) -> None: ...
 
+    def slot(self, queue: MessageQueue) -> OffsetSlot: ...
+
     def snapshot(self) -> dict[MessageQueue, int]: ...
+
+
+class OffsetSlot:
+    """One queue's offset in memory. Consumption updates it through the slot its process
+    queue holds, sparing a table lookup (and a MessageQueue hash) per consumed batch."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int = NOT_FOUND) -> None:
+        self.value = value
+
+    def advance(self, offset: int) -> None:
+        if offset > self.value:
+            self.value = offset
 
 
 class _MemoryTable:
     def __init__(self) -> None:
-        self.table: dict[MessageQueue, int] = {}
+        self._slots: dict[MessageQueue, OffsetSlot] = {}
 
     def update(self, queue: MessageQueue, offset: int, *, increase_only: bool) -> None:
         if offset < 0:
             return
-        table = self.table
-        if increase_only:
-            old = table.get(queue)
-            if old is not None and old >= offset:
-                return
-        table[queue] = offset
+        slot = self._slots.get(queue)
+        if slot is None:
+            self._slots[queue] = OffsetSlot(offset)
+        elif not increase_only or offset > slot.value:
+            slot.value = offset
+
+    def slot(self, queue: MessageQueue) -> OffsetSlot:
+        """The queue's slot (kept while the queue is owned; ``remove`` forgets it)."""
+        slot = self._slots.get(queue)
+        if slot is None:
+            slot = self._slots[queue] = OffsetSlot()
+        return slot
+
+    def _set(self, queue: MessageQueue, offset: int) -> None:
+        slot = self._slots.get(queue)
+        if slot is None:
+            self._slots[queue] = OffsetSlot(offset)
+        else:
+            slot.value = offset
 
     def read_memory(self, queue: MessageQueue) -> int:
-        return self.table.get(queue, NOT_FOUND)
+        slot = self._slots.get(queue)
+        return NOT_FOUND if slot is None else slot.value
 
     def remove(self, queue: MessageQueue) -> None:
-        self.table.pop(queue, None)
+        self._slots.pop(queue, None)
 
     def snapshot(self) -> dict[MessageQueue, int]:
-        return dict(self.table)
+        """Queue -> offset, for queues with a known offset."""
+        return {queue: slot.value for queue, slot in self._slots.items() if slot.value >= 0}
 
 
 class RemoteOffsetStore(_MemoryTable):
@@ -103,7 +134,7 @@ class RemoteOffsetStore(_MemoryTable):
         offset = int(response.ext_fields["offset"])
         if offset < 0:
             return NOT_FOUND
-        self.table[queue] = offset
+        self._set(queue, offset)
         return offset
 
     async def _push(self, queue: MessageQueue, offset: int, *, wait: bool) -> None:
@@ -120,8 +151,8 @@ class RemoteOffsetStore(_MemoryTable):
             await self.instance.oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
 
     async def persist(self, queue: MessageQueue) -> None:
-        offset = self.table.get(queue)
-        if offset is not None:
+        offset = self.read_memory(queue)
+        if offset >= 0:
             try:
                 await self._push(queue, offset, wait=True)
             except MQError as exc:
@@ -131,11 +162,11 @@ class RemoteOffsetStore(_MemoryTable):
         """Push the offsets of ``queues``; forget offsets of queues no longer owned."""
         owned = set(queues)
         targets = []
-        for queue, offset in list(self.table.items()):
-            if queue in owned:
-                targets.append((queue, offset))
-            else:
-                del self.table[queue]
+        for queue, slot in list(self._slots.items()):
+            if queue not in owned:
+                del self._slots[queue]
+            elif slot.value >= 0:
+                targets.append((queue, slot.value))
         results = await asyncio.gather(
             *(self._push(queue, offset, wait=wait) for queue, offset in targets), return_exceptions=True
         )
@@ -188,14 +219,15 @@ class LocalFileOffsetStore(_MemoryTable):
         return {}
 
     async def load(self) -> None:
-        self.table.update(await asyncio.to_thread(self._read_file))
+        for queue, offset in (await asyncio.to_thread(self._read_file)).items():
+            self._set(queue, offset)
 
     async def read_store(self, queue: MessageQueue) -> int:
         offsets = await asyncio.to_thread(self._read_file)
         offset = offsets.get(queue)
         if offset is None:
             return NOT_FOUND
-        self.table[queue] = offset
+        self._set(queue, offset)
         return offset
 
     def _write(self, table: dict[MessageQueue, int]) -> None:
@@ -212,6 +244,6 @@ class LocalFileOffsetStore(_MemoryTable):
 
     async def persist_all(self, queues: Iterable[MessageQueue], *, wait: bool = False) -> None:
         owned = set(queues)
-        table = {q: o for q, o in self.table.items() if q in owned}
+        table = {q: o for q, o in self.snapshot().items() if q in owned}
         if table:
             await asyncio.to_thread(self._write, table)

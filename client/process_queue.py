@@ -18,6 +18,8 @@ from collections.abc import Iterable
 
 from protocol.message import MessageExt
 
+from .offset_store import OffsetSlot
+
 _MAX_OFFSET = "MAX_OFFSET"
 
 #: A local orderly lock older than this is treated as lost (the broker keeps it 60 s).
@@ -42,6 +44,7 @@ class ProcessQueue:
         "backlog",
         "consume_lock",
         "try_unlock_times",
+        "offset_slot",
     )
 
     def __init__(self) -> None:
@@ -63,6 +66,8 @@ class ProcessQueue:
         self.backlog = 0
         self.consume_lock = asyncio.Lock()
         self.try_unlock_times = 0
+        #: The queue's entry in the consumer's offset store, set when the queue is taken.
+        self.offset_slot = OffsetSlot()
 
     # -- pulled messages ------------------------------------------------------------------
 
@@ -120,7 +125,6 @@ class ProcessQueue:
         """Remove consumed messages; the offset consumption has safely reached: the smallest
         offset still waiting, or one past the newest when none waits; -1 if nothing waited."""
         table = self._messages
-        self.last_consume_time = time.monotonic()
         if not table:
             return -1
         removed = 0

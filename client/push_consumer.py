@@ -109,8 +109,12 @@ class _ConsumeRequest:
         self.queue = queue
 
 
+_EMPTY: Any = object()
+
+
 class _WorkQueue:
-    """A FIFO handing consume requests to idle workers (lighter than asyncio.Queue)."""
+    """A FIFO handing consume requests to idle workers (lighter than asyncio.Queue).
+    ``None`` tells a worker to stop."""
 
     def __init__(self) -> None:
         self._items: deque[_ConsumeRequest | None] = deque()
@@ -124,6 +128,10 @@ class _WorkQueue:
                 waiter.set_result(item)
                 return
         self._items.append(item)
+
+    def take(self) -> _ConsumeRequest | None:
+        """The next item without waiting, or ``_EMPTY``."""
+        return self._items.popleft() if self._items else _EMPTY
 
     async def get(self) -> _ConsumeRequest | None:
         if self._items:
@@ -449,6 +457,7 @@ class PushConsumer:
     # -- rebalance owner ------------------------------------------------------------------
 
     def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        pq.offset_slot = self.offset_store.slot(queue)
         old = self._pull_tasks.pop(queue, None)
         if old is not None:
             old.cancel()
@@ -463,6 +472,9 @@ class PushConsumer:
             log.error("pull loop of %s failed", queue, exc_info=exc)
 
     async def queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
+        task = self._pull_tasks.pop(queue, None)
+        if task is not None:
+            task.cancel()  # it may be parked in a long poll for up to 15 s
         store = self.offset_store
         if self.orderly and self.model == MessageModel.CLUSTERING:
             # Wait for the batch in progress so its commit is part of what gets persisted
@@ -489,7 +501,8 @@ class PushConsumer:
             self.rebalance.subscriptions[topic] = sub.model_copy(
                 update={"sub_version": time.time_ns() // 1_000_000}
             )
-        await self.instance.send_heartbeat()
+        # Pulls carry the new version: the brokers must have it before they start.
+        await self.instance.send_heartbeat(wait=True)
 
     async def _renew_locks(self) -> None:
         await asyncio.sleep(1.0)
@@ -501,7 +514,7 @@ class PushConsumer:
 
     async def _pull_loop(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         instance = self.instance
-        store = self.offset_store
+        slot = pq.offset_slot
         clustering = self.model == MessageModel.CLUSTERING
         orderly = self.orderly
         subscriptions = self.rebalance.subscriptions
@@ -528,7 +541,7 @@ class PushConsumer:
             if sub is None:
                 await asyncio.sleep(PULL_DELAY_ON_ERROR)
                 continue
-            commit = store.read_memory(queue) if clustering else 0
+            commit = slot.value if clustering else 0
             try:
                 result = await pull(
                     instance,
@@ -575,7 +588,7 @@ class PushConsumer:
                         pq.backlog = backlog
                     self._submit(messages, pq, queue, dispatch)
                 elif pq.count == 0:
-                    store.update(queue, next_offset, increase_only=True)
+                    slot.advance(next_offset)
             elif status is _OFFSET_ILLEGAL:
                 log.warning("%s: offset of %s moved; continuing from %d", group, queue, next_offset)
                 pq.dropped = True
@@ -583,7 +596,7 @@ class PushConsumer:
                 return
             elif pq.count == 0:
                 # Nothing (or nothing matching) up to next_offset: progress may skip ahead.
-                store.update(queue, next_offset, increase_only=True)
+                slot.advance(next_offset)
             if self.pull_interval:
                 await asyncio.sleep(self.pull_interval)
 
@@ -631,44 +644,53 @@ class PushConsumer:
                     msg.topic = original
 
     async def _worker(self) -> None:
-        get = self._work.get
+        # The hot loop of concurrent consumption, one listener call per turn: locals and an
+        # inlined request path keep the per-message cost down.
+        work = self._work
+        take = work.take
+        listener = self._listener
+        assert listener is not None
+        is_async = self._listener_is_async
+        retry_topic = self._retry_topic
         while True:
-            request = await get()
+            request = take()
+            if request is _EMPTY:
+                request = await work.get()
             if request is None:
                 return
+            pq = request.pq
+            if pq.dropped:
+                continue
+            messages = request.messages
             try:
-                await self._consume_concurrently(request)
+                if request.queue.topic == retry_topic:
+                    self._restore_topics(messages)
+                try:
+                    outcome: Any = listener(messages)
+                    if is_async or inspect.isawaitable(outcome):
+                        outcome = await outcome
+                except Exception:
+                    log.exception("listener of %s raised; the batch will be consumed again later", self.group)
+                    outcome = _RECONSUME_LATER
+                if outcome is _SUCCESS:
+                    acked = messages
+                else:
+                    if outcome is not _RECONSUME_LATER:
+                        log.error(
+                            "listener of %s returned %r; concurrent listeners return SUCCESS or RECONSUME_LATER",
+                            self.group,
+                            outcome,
+                        )
+                    acked = await self._handle_failure(messages, pq, request.queue)
+                if pq.dropped:
+                    continue
+                offset = pq.remove(acked)
+                if offset >= 0:
+                    pq.offset_slot.advance(offset)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("consuming a batch of %s failed", request.queue)
-
-    async def _consume_concurrently(self, request: _ConsumeRequest) -> None:
-        pq = request.pq
-        if pq.dropped:
-            return
-        messages = request.messages
-        self._restore_topics(messages)
-        try:
-            outcome = await self._call_listener(messages)
-        except Exception:
-            log.exception("listener of %s raised; the batch will be consumed again later", self.group)
-            outcome = _RECONSUME_LATER
-        if outcome is not _SUCCESS:
-            if outcome is not _RECONSUME_LATER:
-                log.error(
-                    "listener of %s returned %r; concurrent listeners return SUCCESS or RECONSUME_LATER",
-                    self.group,
-                    outcome,
-                )
-            acked = await self._handle_failure(messages, pq, request.queue)
-        else:
-            acked = messages
-        if pq.dropped:
-            return
-        offset = pq.remove(acked)
-        if offset >= 0:
-            self.offset_store.update(request.queue, offset, increase_only=True)
 
     async def _handle_failure(
         self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue
@@ -783,7 +805,7 @@ class PushConsumer:
                     # Committed under the consume lock: queue removal waits for this lock
                     # and persists afterwards, so the update counts even if pq was dropped.
                     if commit >= 0:
-                        self.offset_store.update(queue, commit, increase_only=False)
+                        pq.offset_slot.value = commit
             if suspend:
                 await asyncio.sleep(self.suspend_time)
 

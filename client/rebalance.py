@@ -132,21 +132,20 @@ class Rebalance:
     async def _update(self, topic: str, mine: set[MessageQueue]) -> bool:
         owner = self.owner
         changed = False
+        retry = False
         for queue, pq in list(self.process_queues.items()):
             if queue.topic != topic:
                 continue
-            if queue not in mine:
-                pq.dropped = True
-                if await owner.queue_removed(queue, pq):
-                    self.process_queues.pop(queue, None)
-                    changed = True
-            elif owner.drops_idle_queues and pq.pull_expired:
+            if queue in mine and not (owner.drops_idle_queues and pq.pull_expired):
+                continue
+            if queue in mine:
                 log.warning("%s: queue %s has not pulled for long; re-creating it", owner.group, queue)
-                pq.dropped = True
-                if await owner.queue_removed(queue, pq):
-                    self.process_queues.pop(queue, None)
-                    changed = True
-        retry = False
+            pq.dropped = True
+            if await owner.queue_removed(queue, pq):
+                self.process_queues.pop(queue, None)
+                changed = True
+            else:
+                retry = True  # its orderly batch is still running: release it next round
         added: list[tuple[MessageQueue, ProcessQueue, int]] = []
         for queue in sorted(mine):
             if queue in self.process_queues:

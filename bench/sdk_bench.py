@@ -1,0 +1,564 @@
+"""SDK benchmark, after RocketMQ's own benchmark tool (``shared/spec/BENCHMARK.md``), with
+redis-server driven by redis-py on the same machine as the peer.
+
+Starts a real name server and broker (child processes), then for each of ``--runs`` runs:
+
+* **sync-1**: one producer sending 128-byte messages synchronously, one at a time (the Java
+  tool's ``-w 1``), for ``--seconds``: Send TPS, average and max RT;
+* **sync-64**: 64 coroutines doing the same on one producer (in-flight sends pipeline on one
+  connection, like the tool's ``-w 64``);
+* **batch**: ``send_batch`` of ``--batch`` messages, 8 batches in flight;
+* **consume**: a push consumer (new group, from the first offset) draining ``--consume``
+  preloaded messages with a listener that returns SUCCESS: Consume TPS, average/max B2C
+  (born to consumed) and S2C (stored to consumed); once with RocketMQ's defaults (32
+  messages per pull, the broker's cap) and once "tuned" (256 per pull; the broker's
+  ``maxTransferCountOnMessageInMemory`` raised to match);
+* **latency**: a producer paced at ``--rate`` messages/s and a push consumer: end-to-end
+  latency (send call to listener) percentiles;
+* **redis**: ``XADD`` one at a time, ``XADD`` pipelined (1,000 per pipeline), ``XREADGROUP``
+  (``COUNT`` 32 and 1,000, each batch ``XACK``-ed), on redis-server without persistence. Skipped
+  with a message when redis-server or redis-py is missing.
+
+Each figure is the median of the runs; the summary gives ratios against redis measured in
+the same script and the targets, and the client's and the broker's CPU time per message, to
+show where the time goes. Run: ``.venv/bin/python -m bench.sdk_bench [--runs 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from client.errors import BrokerError, MQError
+from protocol.loop import run as run_loop
+from tests.cluster import Cluster
+
+TOPIC = "BenchmarkSdk"
+#: Preloaded once; every drain reads it from offset 0 with a new consumer group.
+CONSUME_TOPIC = "BenchmarkSdkConsume"
+QUEUES = 8
+TUNED_PULL_BATCH = 256
+
+
+def now_str() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+@dataclass
+class Figures:
+    """One scenario's measurements in one run."""
+
+    messages: int = 0
+    seconds: float = 0.0
+    rt_sum: float = 0.0
+    rt_max: float = 0.0
+    send_failed: int = 0
+    response_failed: int = 0
+    client_cpu: float = 0.0
+    broker_cpu: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tps(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+    def per_message_us(self, cpu: float) -> float:
+        return cpu / self.messages * 1e6 if self.messages else 0.0
+
+
+class CpuMeter:
+    """CPU seconds used by this process and by the broker process over a scenario."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+
+    def broker_seconds(self) -> float:
+        if self.broker_pid is None:
+            return 0.0
+        try:
+            parts = Path(f"/proc/{self.broker_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> tuple[float, float]:
+        return time.process_time(), self.broker_seconds()
+
+    def stop(self, started: tuple[float, float], figures: Figures) -> None:
+        figures.client_cpu = time.process_time() - started[0]
+        figures.broker_cpu = self.broker_seconds() - started[1]
+
+
+def send_line(label: str, f: Figures) -> str:
+    avg = f.rt_sum / f.messages * 1000 if f.messages else 0.0
+    return (
+        f"Current Time: {now_str()} | {label:<8} | Send TPS: {f.tps:7.0f} | Max RT(ms): {f.rt_max * 1000:7.3f} | "
+        f"Average RT(ms): {avg:7.3f} | Send Failed: {f.send_failed} | Response Failed: {f.response_failed} | "
+        f"CPU us/msg client {f.per_message_us(f.client_cpu):5.1f} broker {f.per_message_us(f.broker_cpu):5.1f}"
+    )
+
+
+# -- SDK scenarios ----------------------------------------------------------------------------
+
+
+async def sync_sends(producer: Producer, seconds: float, workers: int, size: int, cpu: CpuMeter) -> Figures:
+    f = Figures()
+    body = os.urandom(size // 2).hex().encode()[:size]
+    stop_at = time.monotonic() + seconds
+
+    async def worker() -> None:
+        perf = time.perf_counter
+        while time.monotonic() < stop_at:
+            began = perf()
+            try:
+                await producer.send(Message(TOPIC, body))
+            except BrokerError:
+                f.response_failed += 1
+                await asyncio.sleep(1)
+                continue
+            except MQError:
+                f.send_failed += 1
+                await asyncio.sleep(1)
+                continue
+            rt = perf() - began
+            f.messages += 1
+            f.rt_sum += rt
+            if rt > f.rt_max:
+                f.rt_max = rt
+
+    started = cpu.start()
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    f.seconds = time.perf_counter() - began
+    cpu.stop(started, f)
+    return f
+
+
+async def batch_sends(
+    producer: Producer, seconds: float, batch: int, depth: int, size: int, cpu: CpuMeter
+) -> Figures:
+    f = Figures()
+    body = os.urandom(size // 2).hex().encode()[:size]
+    stop_at = time.monotonic() + seconds
+
+    async def worker() -> None:
+        perf = time.perf_counter
+        while time.monotonic() < stop_at:
+            began = perf()
+            try:
+                await producer.send_batch([Message(TOPIC, body) for _ in range(batch)])
+            except MQError:
+                f.send_failed += 1
+                await asyncio.sleep(1)
+                continue
+            rt = perf() - began
+            f.messages += batch
+            f.rt_sum += rt * batch  # per-message average RT = batch RT
+            f.rt_max = max(f.rt_max, rt)
+
+    started = cpu.start()
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(depth)))
+    f.seconds = time.perf_counter() - began
+    cpu.stop(started, f)
+    return f
+
+
+async def preload(producer: Producer, count: int, size: int) -> None:
+    body = os.urandom(size // 2).hex().encode()[:size]
+    slots = asyncio.Semaphore(8)
+
+    async def one(n: int) -> None:
+        async with slots:
+            await producer.send_batch([Message(CONSUME_TOPIC, body) for _ in range(n)])
+
+    await asyncio.gather(*(one(min(128, count - i)) for i in range(0, count, 128)))
+
+
+async def drain(namesrv: str, expected: int, pull_batch: int, cpu: CpuMeter, run_id: str) -> Figures:
+    f = Figures()
+    done = asyncio.Event()
+    b2c_sum = s2c_sum = 0.0
+    b2c_max = s2c_max = 0.0
+    consumer = PushConsumer(
+        f"bench_consumer_{run_id}",
+        namesrv,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        pull_batch_size=pull_batch,
+        queue_threshold=max(1000, pull_batch * 4),
+    )
+    consumer.subscribe(CONSUME_TOPIC)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        nonlocal b2c_sum, s2c_sum, b2c_max, s2c_max
+        now = time.time() * 1000
+        for msg in messages:
+            b2c = now - msg.born_timestamp
+            s2c = now - msg.store_timestamp
+            b2c_sum += b2c
+            s2c_sum += s2c
+            if b2c > b2c_max:
+                b2c_max = b2c
+            if s2c > s2c_max:
+                s2c_max = s2c
+        f.messages += len(messages)
+        if f.messages >= expected:
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    started = cpu.start()
+    began = time.perf_counter()
+    await consumer.start()
+    await asyncio.wait_for(done.wait(), 600)
+    f.seconds = time.perf_counter() - began
+    cpu.stop(started, f)
+    await consumer.shutdown()
+    f.extra = {
+        "b2c_avg": b2c_sum / f.messages,
+        "s2c_avg": s2c_sum / f.messages,
+        "b2c_max": b2c_max,
+        "s2c_max": s2c_max,
+    }
+    return f
+
+
+def consume_line(label: str, f: Figures) -> str:
+    e = f.extra
+    return (
+        f"Current Time: {now_str()} | {label:<8} | Consume TPS: {f.tps:7.0f} | AVG(B2C) RT(ms): {e['b2c_avg']:9.3f} | "
+        f"AVG(S2C) RT(ms): {e['s2c_avg']:9.3f} | MAX(B2C) RT(ms): {e['b2c_max']:7.0f} | MAX(S2C) RT(ms): "
+        f"{e['s2c_max']:7.0f} | Consume Fail: 0 | CPU us/msg client {f.per_message_us(f.client_cpu):5.1f} "
+        f"broker {f.per_message_us(f.broker_cpu):5.1f}"
+    )
+
+
+async def end_to_end(namesrv: str, rate: int, seconds: float, run_id: str) -> dict[str, float]:
+    """Send at ``rate`` messages/s; latency from before the send call to the listener."""
+    latencies: list[float] = []
+    expected = int(rate * seconds)
+    done = asyncio.Event()
+    consumer = PushConsumer(f"bench_latency_{run_id}", namesrv, consume_from=ConsumeFrom.LAST_OFFSET)
+    topic = f"{TOPIC}Latency{run_id}"
+    async with Admin(namesrv) as admin:
+        await admin.create_topic(topic, QUEUES)
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        now = time.perf_counter()
+        for msg in messages:
+            if msg.body != b"warm-up":
+                latencies.append(now - float(msg.body))
+        if len(latencies) >= expected:
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    async with Producer(f"bench_latency_producer_{run_id}", namesrv) as producer:
+        # Route known, connection open, and every queue written once: a broker creates a
+        # consume queue's file on its first message (a few ms), which is not steady state.
+        for queue in await producer.queues(topic):
+            await producer.send(Message(topic, b"warm-up"), queue=queue)
+        await consumer.start()
+        await asyncio.sleep(1.0)  # let the consumer settle on its queues at the end offsets
+        latencies.clear()
+        interval = 1.0 / rate
+        began = time.perf_counter()
+        in_flight: set[asyncio.Task[Any]] = set()
+        for i in range(expected):
+            target = began + i * interval
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.ensure_future(producer.send(Message(topic, repr(time.perf_counter()).encode())))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        await asyncio.wait_for(done.wait(), 60)
+        await consumer.shutdown()
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
+    return {"p50": pick(0.50), "p90": pick(0.90), "p99": pick(0.99), "max": latencies[-1] * 1000}
+
+
+# -- redis peer -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisPeer:
+    """redis-server (no persistence, like an ASYNC_FLUSH broker writing to page cache)."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="bench-redis-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        self.client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def xadd_one(self, seconds: float, body: bytes) -> float:
+        r = self.client
+        stream = f"one-{time.monotonic_ns()}"
+        count = 0
+        stop_at = time.monotonic() + seconds
+        began = time.perf_counter()
+        while time.monotonic() < stop_at:
+            r.xadd(stream, {"body": body})
+            count += 1
+        elapsed = time.perf_counter() - began
+        r.delete(stream)
+        return count / elapsed
+
+    def xadd_pipelined(self, seconds: float, body: bytes, depth: int = 1000) -> float:
+        r = self.client
+        stream = f"pipe-{time.monotonic_ns()}"
+        count = 0
+        stop_at = time.monotonic() + seconds
+        began = time.perf_counter()
+        while time.monotonic() < stop_at:
+            pipe = r.pipeline(transaction=False)
+            for _ in range(depth):
+                pipe.xadd(stream, {"body": body})
+            pipe.execute()
+            count += depth
+        elapsed = time.perf_counter() - began
+        r.delete(stream)
+        return count / elapsed
+
+    def xreadgroup(self, total: int, body: bytes, count: int) -> float:
+        r = self.client
+        stream = f"read-{time.monotonic_ns()}"
+        for start in range(0, total, 1000):
+            pipe = r.pipeline(transaction=False)
+            for _ in range(min(1000, total - start)):
+                pipe.xadd(stream, {"body": body})
+            pipe.execute()
+        r.xgroup_create(stream, "g", id="0")
+        got = 0
+        began = time.perf_counter()
+        while got < total:
+            reply = r.xreadgroup("g", "c", {stream: ">"}, count=count)
+            for _, entries in reply:
+                got += len(entries)
+                r.xack(stream, "g", *[entry_id for entry_id, _ in entries])
+        elapsed = time.perf_counter() - began
+        r.delete(stream)
+        return got / elapsed
+
+
+def redis_available() -> str | None:
+    """Why the redis comparison cannot run, or None when it can."""
+    if shutil.which("redis-server") is None:
+        return "redis-server is not installed (apt-get install -y redis-server)"
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return "redis-py is not installed (pip install 'aiorocketmq[bench]')"
+    return None
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+async def bench(args: argparse.Namespace) -> None:
+    root = Path(tempfile.mkdtemp(prefix="sdk-bench-"))
+    cluster = Cluster(root)
+    results: dict[str, list[Figures]] = {}
+    latency: list[dict[str, float]] = []
+    try:
+        await cluster.start_namesrv()
+        broker = await cluster.start_broker(
+            "broker-a",
+            mappedFileSizeCommitLog=256 * 1024 * 1024,
+            maxTransferCountOnMessageInMemory=TUNED_PULL_BATCH,
+            maxTransferBytesOnMessageInMemory=4 * 1024 * 1024,
+        )
+        assert broker.process is not None and broker.process.proc is not None
+        cpu = CpuMeter(broker.process.proc.pid)
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(TOPIC, QUEUES)
+            await admin.create_topic(CONSUME_TOPIC, QUEUES)
+        print(
+            f"cluster: name server {cluster.namesrv_addr}, broker {broker.addr}; topic {TOPIC} ({QUEUES} queues)"
+        )
+        async with Producer("benchmark_preload", cluster.namesrv_addr, compress_threshold=1 << 30) as loader:
+            await preload(loader, args.consume, args.size)
+        if args.gc_freeze:
+            # What a latency-sensitive service does after start-up: objects alive now (modules,
+            # pydantic schemas, ...) leave the collector's generations, so full collections
+            # walk only what the workload allocates.
+            gc.collect()
+            gc.freeze()
+            print("gc.freeze() after start-up (--no-gc-freeze to measure without)")
+        for run in range(1, args.runs + 1):
+            print(f"--- run {run}/{args.runs}")
+            async with Producer(
+                f"benchmark_producer_{run}", cluster.namesrv_addr, compress_threshold=1 << 30
+            ) as p:
+                await p.send(Message(TOPIC, b"warm-up"))
+                for label, coro in (
+                    ("sync-1", lambda: sync_sends(p, args.seconds, 1, args.size, cpu)),
+                    ("sync-64", lambda: sync_sends(p, args.seconds, 64, args.size, cpu)),
+                    ("batch", lambda: batch_sends(p, args.seconds, args.batch, 8, args.size, cpu)),
+                ):
+                    figures = await coro()
+                    results.setdefault(label, []).append(figures)
+                    print(send_line(label, figures))
+            for label, pull_batch in (("consume", 32), ("consume+", TUNED_PULL_BATCH)):
+                figures = await drain(
+                    cluster.namesrv_addr, args.consume, pull_batch, cpu, f"{run}_{pull_batch}"
+                )
+                results.setdefault(label, []).append(figures)
+                print(consume_line(label, figures))
+            percentiles = await end_to_end(cluster.namesrv_addr, args.rate, args.latency_seconds, str(run))
+            latency.append(percentiles)
+            print(
+                f"Current Time: {now_str()} | e2e@{args.rate}/s | p50 {percentiles['p50']:.3f} ms | "
+                f"p90 {percentiles['p90']:.3f} ms | p99 {percentiles['p99']:.3f} ms | max {percentiles['max']:.3f} ms"
+            )
+    finally:
+        await cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    peer: dict[str, list[float]] = {}
+    why_not = None if not args.skip_redis else "--skip-redis given"
+    why_not = why_not or redis_available()
+    if why_not is not None:
+        print(f"redis comparison skipped: {why_not}")
+    else:
+        redis = RedisPeer()
+        body = os.urandom(args.size // 2).hex().encode()[: args.size]
+        try:
+            for run in range(1, args.runs + 1):
+                figures = {
+                    "xadd-1": redis.xadd_one(args.seconds, body),
+                    "xadd-pipe": redis.xadd_pipelined(args.seconds, body),
+                    "xreadgroup-32": redis.xreadgroup(args.consume, body, 32),
+                    "xreadgroup-1000": redis.xreadgroup(args.consume, body, 1000),
+                }
+                for name, value in figures.items():
+                    peer.setdefault(name, []).append(value)
+                print(
+                    f"Current Time: {now_str()} | redis run {run} | "
+                    + " | ".join(f"{name}: {value:.0f} msg/s" for name, value in figures.items())
+                )
+        finally:
+            redis.close()
+    summarize(results, latency, peer, args)
+
+
+def summarize(
+    results: dict[str, list[Figures]],
+    latency: list[dict[str, float]],
+    peer: dict[str, list[float]],
+    args: argparse.Namespace,
+) -> None:
+    med: Callable[[str], float] = lambda label: median([f.tps for f in results[label]])  # noqa: E731
+    cpu = lambda label, attr: median([f.per_message_us(getattr(f, attr)) for f in results[label]])  # noqa: E731
+    print()
+    print(f"=== medians of {args.runs} runs, {args.size}-byte messages ===")
+    for label in results:
+        rt = median([f.rt_sum / f.messages * 1000 for f in results[label] if f.messages and f.rt_sum])
+        line = f"{label:<10} {med(label):>10.0f} msg/s"
+        if rt:
+            line += f"   avg RT {rt:7.3f} ms"
+        line += f"   CPU/msg: client {cpu(label, 'client_cpu'):5.1f} us, broker {cpu(label, 'broker_cpu'):5.1f} us"
+        print(line)
+    p99 = median([p["p99"] for p in latency])
+    p50 = median([p["p50"] for p in latency])
+    print(f"e2e@{args.rate}/s  p50 {p50:.3f} ms   p99 {p99:.3f} ms")
+    if not peer:
+        return
+    print()
+    for name, values in peer.items():
+        print(f"redis {name:<16} {median(values):>10.0f} msg/s")
+    print()
+    print("=== against the targets ===")
+    rows = [
+        ("sync one-at-a-time vs XADD one-at-a-time", med("sync-1"), median(peer["xadd-1"]), 1.0),
+        (
+            "best pipelined/batched send vs pipelined XADD",
+            max(med("sync-64"), med("batch")),
+            median(peer["xadd-pipe"]),
+            3.0,
+        ),
+        (
+            "push consume (defaults) vs XREADGROUP COUNT 32",
+            med("consume"),
+            median(peer["xreadgroup-32"]),
+            3.0,
+        ),
+        (
+            "push consume (tuned) vs XREADGROUP COUNT 1000",
+            med("consume+"),
+            median(peer["xreadgroup-1000"]),
+            3.0,
+        ),
+    ]
+    for name, ours, theirs, target in rows:
+        ratio = ours / theirs if theirs else 0.0
+        verdict = "met" if ratio >= target else "NOT met"
+        print(f"{name:<50} {ours:>9.0f} / {theirs:>9.0f} = {ratio:5.2f}x (target {target:g}x: {verdict})")
+    print(
+        f"{'e2e p99 at ' + str(args.rate) + ' msg/s':<50} {p99:9.3f} ms (target <= 5 ms: {'met' if p99 <= 5 else 'NOT met'})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("-s", "--size", type=int, default=128, help="message body size (default 128)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each send scenario")
+    parser.add_argument("--batch", type=int, default=64, help="messages per batch (default 64)")
+    parser.add_argument("--consume", type=int, default=200_000, help="messages each drain reads at least")
+    parser.add_argument("--rate", type=int, default=5000, help="end-to-end latency send rate (msg/s)")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--skip-redis", action="store_true")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
+    args = parser.parse_args()
+    run_loop(bench(args))
+
+
+if __name__ == "__main__":
+    main()
