@@ -34,6 +34,7 @@ from .groups import GroupTable
 from .handlers import admin, consumer, pull, query, send, transaction
 from .locks import QueueLocks
 from .long_polling import LongPolling
+from .metrics import MetricsExporter
 from .offsets import OffsetTable
 from .registration import NameServerRegistration
 from .stats import BrokerStats
@@ -66,6 +67,7 @@ class Broker:
         self.delay = DelayService(self)
         self.transactions = TransactionService(self)
         self.registration = NameServerRegistration(self)
+        self.metrics = MetricsExporter(self)
         self._topic_saver = Saver(self.topics.file, self.topics.encode)
         self._group_saver = Saver(self.groups.file, self.groups.encode)
         self._offset_saver = Saver(self.offsets.file, self.offsets.encode)
@@ -107,6 +109,13 @@ class Broker:
                 await self.server.listen(host, vip_port)
             except OSError as exc:
                 log.warning("cannot listen on the VIP channel port %d: %s", vip_port, exc)
+        if self.config.metrics_prom_exporter_enable:
+            try:
+                await self.metrics.start(host, self.config.metrics_prom_exporter_port)
+            except OSError as exc:
+                log.warning(
+                    "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
+                )
         self.running = True
         self.delay.start()
         self.transactions.start()
@@ -131,6 +140,7 @@ class Broker:
         self.running = False
         log.info("broker %s shutting down", self.config.broker_name)
         await self.registration.stop()
+        await self.metrics.stop()
         await self.server.close()
         self.long_polling.clear()
         for task in self._tasks:
@@ -257,8 +267,17 @@ class Broker:
         )
 
     def put(self, msg: StoreMessage) -> PutResult:
+        started = time.perf_counter()
         result = self.store.put_message(msg)
+        self.stats.on_put_latency(time.perf_counter() - started)
         self.stats.on_put(msg.topic, result)
+        return result
+
+    def put_batch(self, messages: list[StoreMessage]) -> PutResult:
+        started = time.perf_counter()
+        result = self.store.put_messages(messages)
+        self.stats.on_put_latency(time.perf_counter() - started)
+        self.stats.on_put(messages[0].topic, result)
         return result
 
     def random_queue(self, queue_nums: int) -> int:

@@ -8,8 +8,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Upper bounds (ms) of the put-latency histogram buckets; the last bucket is unbounded.
-PUT_LATENCY_BUCKETS_MS = (1, 2, 5, 10, 50, 100, 500, 1000)
+#: Upper bounds (ms, exclusive) of RocketMQ's put-latency buckets; the last is unbounded.
+PUT_LATENCY_BUCKETS_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+#: rocketmq-exporter's names for those buckets (``rocketmq_brokeruntime_pmdt_<label>``).
+PUT_LATENCY_LABELS = (
+    "0ms", "0to10ms", "10to50ms", "50to100ms", "100to200ms", "200to500ms", "500to1s",
+    "1to2s", "2to3s", "3to4s", "4to5s", "5to10s", "10stomore",
+)  # fmt: skip
 
 
 @dataclass
@@ -37,7 +42,7 @@ class BrokerStats:
         self.put_latency_sum_ms += ms
         self.put_latency_count += 1
         for i, bound in enumerate(PUT_LATENCY_BUCKETS_MS):
-            if ms <= bound:
+            if ms < bound:
                 self.put_latency_buckets[i] += 1
                 return
         self.put_latency_buckets[-1] += 1

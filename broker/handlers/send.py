@@ -6,7 +6,6 @@ transaction half messages), store, answer with msgId / queueId / queueOffset.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -194,9 +193,7 @@ class Sender:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message properties size {len(msg.properties)} is over the maximum {MAX_PROPERTIES_LENGTH}",
             )
-        started = time.perf_counter()
         result = broker.put(msg)
-        broker.stats.on_put_latency(time.perf_counter() - started)
         if transactional and result.ok:
             broker.transactions.on_half_stored(props, result)
         return self._respond(cmd, result, queue_id, wait)
@@ -282,10 +279,7 @@ class Sender:
             if len(msg.properties) > MAX_PROPERTIES_LENGTH:
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message's properties are too large")
             messages.append(msg)
-        started = time.perf_counter()
-        result = broker.store.put_messages(messages)
-        broker.stats.on_put(topic, result)
-        broker.stats.on_put_latency(time.perf_counter() - started)
+        result = broker.put_batch(messages)
         return self._respond(cmd, result, queue_id, wait)
 
     def _respond(

@@ -1,0 +1,261 @@
+"""Prometheus metrics served by the broker itself on ``metricsPromExporterPort`` (5557).
+
+Names follow rocketmq-exporter where it has one, so existing dashboards keep working:
+``rocketmq_broker_tps``/``qps``, ``rocketmq_producer_tps``/``message_size``/``offset``,
+``rocketmq_consumer_tps``/``message_size``/``offset``, ``rocketmq_group_diff``/``retrydiff``/
+``dlqdiff``, and the put-latency distribution as ``rocketmq_brokeruntime_pmdt_*``; a standard
+histogram ``rocketmq_broker_put_latency_seconds`` carries the same data for new dashboards.
+
+Rates are per second over the last ~10 s, from counter snapshots taken every second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS
+from .topics import DLQ_PREFIX, RETRY_PREFIX
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+RATE_WINDOW = 10.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Snapshot:
+    __slots__ = ("at", "got", "got_bytes", "put", "put_bytes")
+
+    def __init__(self, broker: Broker) -> None:
+        stats = broker.stats
+        self.at = time.monotonic()
+        self.put = dict(stats.put_messages)
+        self.put_bytes = dict(stats.put_bytes)
+        self.got = dict(stats.got_messages)
+        self.got_bytes = dict(stats.got_bytes)
+
+
+class MetricsExporter:
+    """A tiny HTTP endpoint: ``GET /metrics`` answers the Prometheus text format."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._snapshots: deque[_Snapshot] = deque(maxlen=int(RATE_WINDOW) + 2)
+        self.port: int | None = None
+
+    async def start(self, host: str | None, port: int) -> int:
+        self._snapshots.append(_Snapshot(self.broker))
+        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        self._ticker = asyncio.ensure_future(self._tick())
+        log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._snapshots.append(_Snapshot(self.broker))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            method, _, rest = request.partition(b" ")
+            path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+            if method != b"GET":
+                status, body, ctype = "405 Method Not Allowed", b"only GET\n", "text/plain"
+            elif path == b"/metrics":
+                status, body, ctype = "200 OK", self.render().encode(), CONTENT_TYPE
+            else:
+                status, body, ctype = "404 Not Found", b"metrics are at /metrics\n", "text/plain"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def render(self) -> str:
+        out = _Text()
+        broker = self.broker
+        base_labels = {"cluster": broker.config.broker_cluster_name, "broker": broker.config.broker_name}
+        self._throughput(out, base_labels)
+        self._groups(out)
+        self._latency(out, base_labels)
+        return out.text()
+
+    def _window(self) -> tuple[float, _Snapshot, _Snapshot]:
+        now = _Snapshot(self.broker)
+        base = next((s for s in self._snapshots if now.at - s.at <= RATE_WINDOW), self._snapshots[-1])
+        return max(1e-9, now.at - base.at), base, now
+
+    def _throughput(self, out: _Text, labels: dict[str, str]) -> None:
+        broker = self.broker
+        store = broker.store
+        elapsed, base, now = self._window()
+
+        def rate(current: dict[_K, int], previous: dict[_K, int], key: _K) -> float:
+            return (current.get(key, 0) - previous.get(key, 0)) / elapsed
+
+        out.header("rocketmq_broker_tps", "gauge", "BrokerPutNums")
+        out.sample("rocketmq_broker_tps", labels, (sum(now.put.values()) - sum(base.put.values())) / elapsed)
+        out.header("rocketmq_broker_qps", "gauge", "BrokerGetNums")
+        out.sample("rocketmq_broker_qps", labels, (sum(now.got.values()) - sum(base.got.values())) / elapsed)
+        topics = sorted(set(now.put) | set(broker.topics.topics))
+        out.header("rocketmq_producer_tps", "gauge", "TopicPutNums")
+        for topic in topics:
+            out.sample("rocketmq_producer_tps", {**labels, "topic": topic}, rate(now.put, base.put, topic))
+        out.header("rocketmq_producer_message_size", "gauge", "TopicPutMessageSize")
+        for topic in topics:
+            out.sample(
+                "rocketmq_producer_message_size",
+                {**labels, "topic": topic},
+                rate(now.put_bytes, base.put_bytes, topic),
+            )
+        out.header("rocketmq_producer_offset", "counter", "TopicOffset")
+        for topic in topics:
+            config = broker.topics.get(topic)
+            queues = range(config.write_queue_nums) if config is not None else store.queue_ids(topic)
+            out.sample(
+                "rocketmq_producer_offset",
+                {**labels, "topic": topic},
+                sum(store.get_max_offset(topic, q) for q in queues),
+            )
+        pairs = sorted(now.got)
+        out.header("rocketmq_consumer_tps", "gauge", "GroupGetNums")
+        for group, topic in pairs:
+            out.sample(
+                "rocketmq_consumer_tps",
+                {**labels, "topic": topic, "group": group},
+                rate(now.got, base.got, (group, topic)),
+            )
+        out.header("rocketmq_consumer_message_size", "gauge", "GroupGetMessageSize")
+        for group, topic in pairs:
+            out.sample(
+                "rocketmq_consumer_message_size",
+                {**labels, "topic": topic, "group": group},
+                rate(now.got_bytes, base.got_bytes, (group, topic)),
+            )
+
+    def _groups(self, out: _Text) -> None:
+        """Committed offsets and lag per group and topic; retry and dead-letter lag apart."""
+        broker = self.broker
+        store = broker.store
+        offsets = broker.offsets
+        lags: list[tuple[str, str, int, int]] = []  # group, topic, committed, lag
+        groups = set(broker.clients.consumers)
+        for key in sorted(offsets.table):
+            topic, _, group = key.rpartition("@")
+            if not topic or group.startswith("CID_RMQ_SYS"):
+                continue
+            groups.add(group)
+            queues = offsets.table[key]
+            lag = sum(max(0, store.get_max_offset(topic, q) - committed) for q, committed in queues.items())
+            lags.append((group, topic, sum(queues.values()), lag))
+        dead: list[tuple[str, str, int]] = []
+        for group in sorted(groups):
+            dlq = DLQ_PREFIX + group
+            config = broker.topics.get(dlq)
+            if config is not None:
+                dlq_offsets = offsets.queues_of(group, dlq)
+                lag = sum(
+                    max(0, store.get_max_offset(dlq, q) - dlq_offsets.get(q, 0))
+                    for q in range(config.read_queue_nums)
+                )
+                dead.append((group, dlq, lag))
+
+        def group_labels(group: str, topic: str) -> dict[str, object]:
+            info = broker.clients.consumer_group(group)
+            return {
+                "group": group,
+                "topic": topic,
+                "countOfOnlineConsumers": len(info.channels) if info is not None else 0,
+                "msgModel": info.message_model.value if info is not None else "",
+            }
+
+        base = {"cluster": broker.config.broker_cluster_name, "broker": broker.config.broker_name}
+        out.header("rocketmq_consumer_offset", "counter", "GroupOffset")
+        for group, topic, committed, _lag in lags:
+            out.sample("rocketmq_consumer_offset", {**base, "topic": topic, "group": group}, committed)
+        out.header("rocketmq_group_diff", "gauge", "GroupDiff")
+        for group, topic, _committed, lag in lags:
+            if not topic.startswith(RETRY_PREFIX) and not topic.startswith(DLQ_PREFIX):
+                out.sample("rocketmq_group_diff", group_labels(group, topic), lag)
+        out.header("rocketmq_group_retrydiff", "gauge", "GroupRetryDiff")
+        for group, topic, _committed, lag in lags:
+            if topic.startswith(RETRY_PREFIX):
+                out.sample("rocketmq_group_retrydiff", group_labels(group, topic), lag)
+        out.header("rocketmq_group_dlqdiff", "gauge", "GroupDLQDiff")
+        for group, topic, lag in dead:
+            out.sample("rocketmq_group_dlqdiff", group_labels(group, topic), lag)
+
+    def _latency(self, out: _Text, labels: dict[str, str]) -> None:
+        stats = self.broker.stats
+        buckets = stats.put_latency_buckets
+        runtime_labels = {
+            "cluster": labels["cluster"],
+            "brokerIP": self.broker.config.broker_addr,
+            "brokerHost": labels["broker"],
+        }
+        for label, count in zip(PUT_LATENCY_LABELS, buckets, strict=True):
+            name = f"rocketmq_brokeruntime_pmdt_{label}"
+            out.header(name, "gauge", f"PutMessageDistributeTime {label}")
+            out.sample(name, runtime_labels, count)
+        hist = "rocketmq_broker_put_latency_seconds"
+        out.header(hist, "histogram", "Time to append a message to the store")
+        cumulative = 0
+        for bound, count in zip(PUT_LATENCY_BUCKETS_MS, buckets, strict=False):
+            cumulative += count
+            out.sample(f"{hist}_bucket", {**labels, "le": f"{bound / 1000:g}"}, cumulative)
+        out.sample(f"{hist}_bucket", {**labels, "le": "+Inf"}, stats.put_latency_count)
+        out.sample(f"{hist}_sum", labels, stats.put_latency_sum_ms / 1000)
+        out.sample(f"{hist}_count", labels, stats.put_latency_count)
+
+
+_K = TypeVar("_K")
+
+
+class _Text:
+    """Prometheus text exposition format, one line at a time."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def header(self, name: str, kind: str, help_text: str) -> None:
+        self._lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
+
+    def sample(self, name: str, labels: Mapping[str, object], value: float) -> None:
+        inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+        number = f"{value:.6g}" if isinstance(value, float) else str(value)
+        self._lines.append(f"{name}{{{inner}}} {number}\n")
+
+    def text(self) -> str:
+        return "".join(self._lines)
