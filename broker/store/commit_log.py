@@ -43,15 +43,16 @@ _TOTAL_MAGIC = struct.Struct(">ii")
 _SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
-# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG: the same place in
-# every record, whatever the host lengths.
-_FRONT = struct.Struct(">iiiiiqqi")
 _BORN_V6 = 0x10
 _STORE_V6 = 0x20
 _TX_MASK = 0xC
 _TX_PREPARED = 0x4
 _TX_ROLLBACK = 0xC
 _HEADS = {(b, s): record_head_struct(b, s) for b in (8, 20) for s in (8, 20)}
+# The fields verification needs from an IPv4/IPv4 record head: TOTALSIZE MAGIC BODYCRC
+# QUEUEID (FLAG) QUEUEOFFSET PHYSICALOFFSET SYSFLAG (BORNTIMESTAMP BORNHOST) STORETIMESTAMP
+# (STOREHOST RECONSUMETIMES PREPAREDOFFSET) BODYLENGTH.
+_SCAN_V4 = struct.Struct(">iiii4xqqi16xq8x4x8xi")
 
 
 def _host_layout(sys_flag: int) -> tuple[int, int]:
@@ -65,31 +66,26 @@ _LAYOUTS = {flags: _host_layout(flags) for flags in (0, _BORN_V6, _STORE_V6, _BO
 
 
 class Appended(NamedTuple):
-    """Where a batch went: first record's offset, each record's offset and size."""
+    """Where a batch went: first record's offset, each record's offset and size, and the
+    queue offset after it (half and rolled-back transaction messages take none)."""
 
     wrote_offset: int
     wrote_bytes: int
     offsets: list[int]
     sizes: list[int]
     store_timestamps: list[int]
+    next_queue_offset: int
 
 
-class ScannedRecord(NamedTuple):
-    """The fields of a verified record that dispatch needs."""
-
-    offset: int
-    size: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    sys_flag: int
-    store_timestamp: int
-    properties: str
+#: What dispatch needs of a verified record: (offset, size, topic, queue id, queue offset,
+#: sys flag, store timestamp, properties).
+ScannedRecord = tuple[int, int, str, int, int, int, int, str]
 
 
-#: ``check_record`` results that are not a record size.
+#: ``check_record`` / ``verify`` outcomes that are not a record size.
 END_OF_FILE = 0
 INVALID = -1
+STOPPED = -2
 
 
 class CommitLog:
@@ -104,7 +100,12 @@ class CommitLog:
         self.max_body_size = max_message_size
         self._store_v6 = _STORE_V6 if len(store_host) == 20 else 0
         self._store_extra = len(store_host) - 8
-        self._heads = {born: _HEADS[(born, len(store_host))] for born in (8, 20)}
+        store_v6 = self._store_v6
+        #: Born-host length → (record head, SYSFLAG host bits, extra record bytes).
+        self._born_layouts = {
+            8: (_HEADS[(8, len(store_host))], store_v6, 0),
+            20: (_HEADS[(20, len(store_host))], store_v6 | _BORN_V6, 12),
+        }
         self._topics: dict[str, bytes] = {}
         #: Store timestamp of the last record appended (the flusher records it once durable).
         self.last_store_timestamp = 0
@@ -147,33 +148,47 @@ class CommitLog:
         prefix = self._topic_prefix(msgs[0].topic)
         if prefix is None:
             return PutStatus.MESSAGE_ILLEGAL
+        mapped = self.queue.last
+        while True:
+            # Encode for the current end of the log; in the rare case the batch does not fit
+            # there, end the file and encode again for the start of the next one.
+            start = mapped.start + mapped.wrote if mapped is not None and not mapped.full else self.max_offset
+            encoded = self._encode(msgs, prefix, queue_offset, now_ms, start)
+            if isinstance(encoded, PutStatus):
+                return encoded
+            parts, offsets, sizes, stamps, next_queue_offset = encoded
+            total = offsets[-1] + sizes[-1] - start
+            if total + BLANK_MIN_SIZE > self.file_size:
+                return PutStatus.MESSAGE_ILLEGAL
+            target = self._file_with_room(total)
+            if target is None:
+                return PutStatus.CREATE_MAPPED_FILE_FAILED
+            if target.start + target.wrote == start:
+                break
+            mapped = target
+        data = memoryview(b"".join(parts))
+        view = target.view
+        first = target.wrote
+        # The first record's size and magic go last: until then the batch is invisible to
+        # recovery, so a crash in the middle of the copy leaves no torn record behind.
+        view[first + 8 : first + total] = data[8:]
+        view[first : first + 8] = data[:8]
+        target.wrote = first + total
+        self.last_store_timestamp = stamps[-1]
+        return Appended(start, total, offsets, sizes, stamps, next_queue_offset)
+
+    def _encode(
+        self, msgs: Sequence[StoreMessage], prefix: bytes, queue_offset: int, now_ms: int, phys: int
+    ) -> tuple[list[bytes], list[int], list[int], list[int], int] | PutStatus:
+        """The records of ``msgs`` as if written at ``phys``: their parts, offsets, sizes and
+        store timestamps, and the queue offset after them."""
         # Record size without body, properties and the born host's extra IPv6 bytes. With
         # bodies within maxMessageSize, a record never exceeds it by more than 64 KiB.
         fixed = RECORD_FIXED_SIZE - 1 + len(prefix) + self._store_extra
         max_body = self.max_body_size
-        encoded_props = []
-        total = 0
-        for msg in msgs:
-            props = msg.properties.encode()
-            body_len = len(msg.body)
-            born_len = len(msg.born_host)
-            if len(props) > MAX_PROPERTIES_LENGTH:
-                return PutStatus.PROPERTIES_SIZE_EXCEEDED
-            if body_len > max_body or b"\0" in props or (born_len != 8 and born_len != 20):
-                return PutStatus.MESSAGE_ILLEGAL
-            encoded_props.append(props)
-            total += fixed + body_len + len(props) + born_len - 8
-        if total + BLANK_MIN_SIZE > self.file_size:
-            return PutStatus.MESSAGE_ILLEGAL
-        mapped = self._file_with_room(total)
-        if mapped is None:
-            return PutStatus.CREATE_MAPPED_FILE_FAILED
-
-        first = mapped.wrote
-        phys = mapped.start + first
         store_host = self.store_host
-        store_v6 = self._store_v6
-        heads = self._heads
+        layouts = self._born_layouts
+        ipv4_born = layouts[8]
         crc32 = zlib.crc32
         parts: list[bytes] = []
         extend = parts.extend
@@ -181,14 +196,22 @@ class CommitLog:
         sizes = []
         stamps = []
         qoff = queue_offset
-        for msg, props in zip(msgs, encoded_props):
+        for msg in msgs:
             body = msg.body
+            props = msg.properties.encode()
             born = msg.born_host
-            born_len = len(born)
-            size = fixed + len(body) + len(props) + born_len - 8
-            sys_flag = (
-                (msg.sys_flag & ~(_BORN_V6 | _STORE_V6)) | store_v6 | (_BORN_V6 if born_len == 20 else 0)
-            )
+            if len(born) == 8:
+                head, host_flags, extra = ipv4_born
+            elif len(born) == 20:
+                head, host_flags, extra = layouts[20]
+            else:
+                return PutStatus.MESSAGE_ILLEGAL
+            if len(props) > MAX_PROPERTIES_LENGTH:
+                return PutStatus.PROPERTIES_SIZE_EXCEEDED
+            if len(body) > max_body or b"\0" in props:
+                return PutStatus.MESSAGE_ILLEGAL
+            size = fixed + extra + len(body) + len(props)
+            sys_flag = (msg.sys_flag & ~(_BORN_V6 | _STORE_V6)) | host_flags
             tx = sys_flag & _TX_MASK
             if tx in (_TX_PREPARED, _TX_ROLLBACK):
                 # Half and rolled-back transaction messages get no consume-queue slot.
@@ -199,7 +222,7 @@ class CommitLog:
             stamp = msg.store_timestamp or now_ms
             extend(
                 (
-                    heads[born_len].pack(
+                    head.pack(
                         size,
                         MESSAGE_MAGIC_CODE,
                         crc32(body) & 0x7FFFFFFF,
@@ -226,15 +249,7 @@ class CommitLog:
             sizes.append(size)
             stamps.append(stamp)
             phys += size
-        data = memoryview(b"".join(parts))
-        view = mapped.view
-        # The first record's size and magic go last: until then the batch is invisible to
-        # recovery, so a crash in the middle of the copy leaves no torn record behind.
-        view[first + 8 : first + total] = data[8:]
-        view[first : first + 8] = data[:8]
-        mapped.wrote = first + total
-        self.last_store_timestamp = stamps[-1]
-        return Appended(offsets[0], total, offsets, sizes, stamps)
+        return parts, offsets, sizes, stamps, qoff
 
     def _file_with_room(self, size: int) -> MappedFile | None:
         """The file the next ``size`` bytes go to, ending the current one with a blank if they
@@ -341,63 +356,129 @@ class CommitLog:
     def check_record(self, mapped: MappedFile, pos: int, check_crc: bool) -> int:
         """Size of the valid record at ``pos`` of ``mapped``; END_OF_FILE for the blank that
         ends a file, INVALID for anything else (the end of the log)."""
-        view = mapped.view
-        limit = mapped.size
-        if pos + BLANK_MIN_SIZE > limit:
-            return INVALID
-        total, magic = _TOTAL_MAGIC.unpack_from(view, pos)
-        if magic == BLANK_MAGIC_CODE:
-            return END_OF_FILE if total == limit - pos else INVALID
-        if magic != MESSAGE_MAGIC_CODE or total < RECORD_FIXED_SIZE or pos + total > limit:
-            return INVALID
-        fields = _FRONT.unpack_from(view, pos)
-        if fields[6] != mapped.start + pos:
-            return INVALID
-        layout = _LAYOUTS.get(fields[7] & 0x30)
-        if layout is None:
-            return INVALID
-        body_len_pos = pos + layout[1]
-        (body_len,) = _INT.unpack_from(view, body_len_pos)
-        body_pos = body_len_pos + 4
-        topic_pos = body_pos + body_len
-        end = pos + total
-        if body_len < 0 or topic_pos + 3 > end:
-            return INVALID
-        topic_len = view[topic_pos]
-        props_pos = topic_pos + 1 + topic_len
-        if topic_len == 0 or props_pos + 2 > end:
-            return INVALID
-        (props_len,) = _SHORT.unpack_from(view, props_pos)
-        if props_pos + 2 + props_len != end:
-            return INVALID
-        if mapped.mm.find(b"\0", topic_pos + 1, props_pos) >= 0 or (
-            props_len and mapped.mm.find(b"\0", props_pos + 2, end) >= 0
-        ):
-            return INVALID
-        if check_crc and zlib.crc32(view[body_pos:topic_pos]) & 0x7FFFFFFF != fields[2] & 0x7FFFFFFF:
-            return INVALID
-        return int(total)
+        found = _inspect(mapped, pos, check_crc)
+        return found if isinstance(found, int) else found[0]
 
-    def parse_record(self, mapped: MappedFile, pos: int, size: int) -> ScannedRecord:
-        """The dispatch fields of a record :meth:`check_record` accepted."""
+    def verify(self, mapped: MappedFile, pos: int, check_crc: bool, stop_at: int) -> tuple[int, int, int]:
+        """Check records from ``pos`` on until one fails, the file ends, or a record was stored
+        at or after ``stop_at`` (ms). Returns ``(position, outcome, last)``: the position of
+        the failing or stopping record (or the file size); INVALID, END_OF_FILE or STOPPED;
+        and the position of the last good record passed (-1: none)."""
+        # The checks of _inspect, inlined for IPv4 records: this loop runs over gigabytes.
         view = mapped.view
-        fields = _FRONT.unpack_from(view, pos)
-        store_ts_pos, body_len_pos = _LAYOUTS[fields[7] & 0x30]
-        (stamp,) = _LONG.unpack_from(view, pos + store_ts_pos)
-        (body_len,) = _INT.unpack_from(view, pos + body_len_pos)
-        topic_pos = pos + body_len_pos + 4 + body_len
-        topic_len = view[topic_pos]
-        props_pos = topic_pos + 1 + topic_len
-        return ScannedRecord(
-            mapped.start + pos,
-            size,
-            bytes(view[topic_pos + 1 : props_pos]).decode(errors="replace"),
-            fields[3],
-            fields[5],
-            fields[7],
-            stamp,
-            bytes(view[props_pos + 2 : pos + size]).decode(errors="replace"),
-        )
+        find = mapped.mm.find
+        limit = mapped.size
+        expected = mapped.start + pos
+        unpack = _SCAN_V4.unpack_from
+        head = _SCAN_V4.size
+        crc32 = zlib.crc32
+        last = -1
+        while pos + head <= limit:
+            total, magic, crc, _qid, _qoff, phys, sys_flag, stamp, body_len = unpack(view, pos)
+            end = pos + total
+            if magic != MESSAGE_MAGIC_CODE or sys_flag & 0x30:
+                break  # the blank, an IPv6 record or no record: the careful path decides
+            if total < RECORD_FIXED_SIZE or end > limit or phys != expected or body_len < 0:
+                return pos, INVALID, last
+            topic_pos = pos + head + body_len
+            if topic_pos + 3 > end:
+                return pos, INVALID, last
+            props_pos = topic_pos + 1 + view[topic_pos]
+            if (
+                props_pos == topic_pos + 1
+                or props_pos + 2 > end
+                or props_pos + 2 + (view[props_pos] << 8 | view[props_pos + 1]) != end
+                or find(b"\0", topic_pos + 1, props_pos) >= 0
+                or find(b"\0", props_pos + 2, end) >= 0
+                or (check_crc and crc32(view[pos + head : topic_pos]) & 0x7FFFFFFF != crc)
+            ):
+                return pos, INVALID, last
+            if stamp >= stop_at:
+                return pos, STOPPED, last
+            last = pos
+            pos = end
+            expected += total
+        while True:
+            found = _inspect(mapped, pos, check_crc)
+            if isinstance(found, int):
+                return (limit, END_OF_FILE, last) if found == END_OF_FILE else (pos, INVALID, last)
+            if found[4] >= stop_at:
+                return pos, STOPPED, last
+            last = pos
+            pos += found[0]
+
+    def read_run(
+        self, mapped: MappedFile, pos: int, check_crc: bool, max_records: int
+    ) -> tuple[list[ScannedRecord], int, int]:
+        """Verify and read up to ``max_records`` records from ``pos``. Returns the records, the
+        position after them, and how the run ended: STOPPED (the count was reached),
+        END_OF_FILE, or INVALID (at the returned position)."""
+        records: list[ScannedRecord] = []
+        append = records.append
+        view = mapped.view
+        find = mapped.mm.find
+        limit = mapped.size
+        base = mapped.start
+        unpack = _SCAN_V4.unpack_from
+        head = _SCAN_V4.size
+        crc32 = zlib.crc32
+        while len(records) < max_records:
+            if pos + head <= limit:
+                total, magic, crc, queue_id, queue_offset, phys, sys_flag, stamp, body_len = unpack(view, pos)
+                # The checks of _inspect, inlined for IPv4 records.
+                end = pos + total
+                if magic == MESSAGE_MAGIC_CODE and not sys_flag & 0x30:
+                    topic_pos = pos + head + body_len
+                    if (
+                        total < RECORD_FIXED_SIZE
+                        or end > limit
+                        or phys != base + pos
+                        or body_len < 0
+                        or topic_pos + 3 > end
+                    ):
+                        return records, pos, INVALID
+                    props_pos = topic_pos + 1 + view[topic_pos]
+                    if (
+                        props_pos == topic_pos + 1
+                        or props_pos + 2 > end
+                        or props_pos + 2 + (view[props_pos] << 8 | view[props_pos + 1]) != end
+                        or find(b"\0", topic_pos + 1, props_pos) >= 0
+                        or find(b"\0", props_pos + 2, end) >= 0
+                        or (check_crc and crc32(view[pos + head : topic_pos]) & 0x7FFFFFFF != crc)
+                    ):
+                        return records, pos, INVALID
+                    append(
+                        (
+                            phys,
+                            total,
+                            bytes(view[topic_pos + 1 : props_pos]).decode(errors="replace"),
+                            queue_id,
+                            queue_offset,
+                            sys_flag,
+                            stamp,
+                            bytes(view[props_pos + 2 : end]).decode(errors="replace"),
+                        )
+                    )
+                    pos = end
+                    continue
+            found = _inspect(mapped, pos, check_crc)
+            if isinstance(found, int):
+                return records, (limit if found == END_OF_FILE else pos), found
+            total, queue_id, queue_offset, sys_flag, stamp, topic_pos, props_pos = found
+            append(
+                (
+                    base + pos,
+                    total,
+                    bytes(view[topic_pos:props_pos]).decode(errors="replace"),
+                    queue_id,
+                    queue_offset,
+                    sys_flag,
+                    stamp,
+                    bytes(view[props_pos + 2 : pos + total]).decode(errors="replace"),
+                )
+            )
+            pos += total
+        return records, pos, STOPPED
 
     def first_store_timestamp(self, mapped: MappedFile) -> int:
         """STORETIMESTAMP of a file's first record; -1 if it does not start with a record."""
@@ -410,6 +491,60 @@ class CommitLog:
     def close(self) -> None:
         self.stop_preallocation()
         self.queue.close()
+
+
+def _inspect(mapped: MappedFile, pos: int, check_crc: bool) -> tuple[int, int, int, int, int, int, int] | int:
+    """Check the record at ``pos``: END_OF_FILE for the blank ending the file, INVALID for
+    anything that is not a complete record (wrong magic or physical offset, lengths that do
+    not add up, NUL bytes in topic or properties, a body that fails its CRC); otherwise
+    ``(size, queue id, queue offset, sys flag, store timestamp, topic position, properties
+    length position)``."""
+    view = mapped.view
+    limit = mapped.size
+    if pos + _SCAN_V4.size <= limit:
+        fields = _SCAN_V4.unpack_from(view, pos)
+        total = fields[0]
+        magic = fields[1]
+    elif pos + BLANK_MIN_SIZE <= limit:
+        total, magic = _TOTAL_MAGIC.unpack_from(view, pos)
+        fields = None
+    else:
+        return INVALID
+    if magic != MESSAGE_MAGIC_CODE:
+        return END_OF_FILE if magic == BLANK_MAGIC_CODE and total == limit - pos else INVALID
+    end = pos + total
+    if fields is None or total < RECORD_FIXED_SIZE or end > limit:
+        return INVALID
+    sys_flag = fields[6]
+    if sys_flag & 0x30:
+        store_ts_pos, body_len_pos = _LAYOUTS[sys_flag & 0x30]
+        (stamp,) = _LONG.unpack_from(view, pos + store_ts_pos)
+        (body_len,) = _INT.unpack_from(view, pos + body_len_pos)
+        body_pos = pos + body_len_pos + 4
+    else:
+        stamp = fields[7]
+        body_len = fields[8]
+        body_pos = pos + _SCAN_V4.size
+    if fields[5] != mapped.start + pos or body_len < 0:
+        return INVALID
+    topic_pos = body_pos + body_len
+    if topic_pos + 3 > end:
+        return INVALID
+    topic_len = view[topic_pos]
+    props_pos = topic_pos + 1 + topic_len
+    if (
+        topic_len == 0
+        or props_pos + 2 > end
+        or props_pos + 2 + (view[props_pos] << 8 | view[props_pos + 1]) != end
+    ):
+        return INVALID
+    # Topic and properties never hold NUL (put refuses them): NULs are bytes that never landed.
+    find = mapped.mm.find
+    if find(b"\0", topic_pos + 1, props_pos) >= 0 or find(b"\0", props_pos + 2, end) >= 0:
+        return INVALID
+    if check_crc and zlib.crc32(view[body_pos:topic_pos]) & 0x7FFFFFFF != fields[2]:
+        return INVALID
+    return total, fields[3], fields[4], sys_flag, stamp, topic_pos + 1, props_pos
 
 
 def _destroy_result(future: concurrent.futures.Future[MappedFile]) -> None:

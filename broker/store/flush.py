@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from .checkpoint import Checkpoint
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFileQueue
 from .messages import PutStatus
 
 log = logging.getLogger(__name__)
@@ -271,9 +271,3 @@ class LogicsFlusher:
                 await self.flush(least)
             except OSError as exc:
                 log.error("consume-queue flush failed: %s", exc)
-
-
-def dirty_files(queue: MappedFileQueue) -> list[MappedFile]:
-    """Every file of ``queue`` with bytes past its flushed point (for a forced flush)."""
-    plan = queue.flush_plan(0)
-    return plan[1] if plan is not None else []

@@ -182,11 +182,13 @@ class IndexFile:
         used_slots = 0
         begin = self.begin_timestamp
         phy_offset = store_timestamp = 0
+        hash_key = java_hash_fast
+        entry_pos = entries + count * ENTRY_SIZE
         for key, phy_offset, store_timestamp in todo:
-            h = java_hash_fast(key)
+            h = hash_key(key)
             if h < 0:  # Java: Math.abs, and 0 for Integer.MIN_VALUE
                 h = 0 if h == -0x80000000 else -h
-            slot_pos = HEADER_SIZE + (h % slot_num) * 4
+            slot_pos = 40 + (h % slot_num) * 4  # HEADER_SIZE
             (prev,) = unpack_slot(view, slot_pos)
             if prev <= 0 or prev > count:
                 prev = 0
@@ -200,11 +202,12 @@ class IndexFile:
                 diff = 0
             else:
                 diff = (store_timestamp - begin) // 1000
-                if diff > _INT_MAX:
-                    diff = _INT_MAX
-            pack_entry(view, entries + count * ENTRY_SIZE, h, phy_offset, diff, prev)
+                if diff > 0x7FFFFFFF:
+                    diff = 0x7FFFFFFF
+            pack_entry(view, entry_pos, h, phy_offset, diff, prev)
             pack_slot(view, slot_pos, count)
             count += 1
+            entry_pos += 20  # ENTRY_SIZE
         if todo:
             self.hash_slot_count += used_slots
             self.index_count = count
@@ -257,6 +260,18 @@ class IndexFile:
         written past the header's count); returns how many were removed."""
         view = self.view
         count = counted = self.index_count
+        if count > 1 and self.begin_phy_offset >= phy_offset:
+            # Everything goes: empty the file at once (a hole) instead of entry by entry.
+            removed = count - 1
+            os.ftruncate(self.fd, 0)
+            os.ftruncate(self.fd, len(self.mm))
+            self.index_count = 1
+            self.begin_timestamp = self.end_timestamp = 0
+            self.begin_phy_offset = self.end_phy_offset = 0
+            self.hash_slot_count = 0
+            self.write_header()
+            self.dirty = True
+            return removed
         while count < self.index_num:
             pos = self._entry_pos(count)
             if view[pos : pos + ENTRY_SIZE] == _ZERO_ENTRY:
@@ -402,14 +417,22 @@ class Index:
                 for key in keys.split(KEY_SEPARATOR):
                     if key:
                         items.append((f"{topic}#{key}", phy_offset, stamps[i]))
+        if items:
+            self.put_items(items, index)
+        return bool(items)
+
+    def put_items(self, items: Sequence[tuple[str, int, int]], index: IndexFile | None = None) -> None:
+        """Index ``(full key, commit-log offset, store time)`` items in order, rolling to new
+        files as they fill; the header of the last file written is written once at the end
+        (a crash before that leaves entries past the header's count, which recovery finds)."""
+        if index is None:
+            index = self._writable(items[0][2])
         done = 0
         while done < len(items):
             done += index.put_many(items, done)
             if done < len(items):
                 index = self._writable(items[done][2])
-        if items:
-            index.write_header()
-        return bool(items)
+        index.write_header()
 
     def _put(self, index: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
         if not index.put_key(key, phy_offset, store_timestamp):

@@ -4,11 +4,14 @@
   record (lengths, physical offset, no NULs in topic and properties) to find the end of the
   log, which is trusted; consume-queue and index entries past that end are dropped and what
   the consume queues lack is dispatched again.
-* **Abnormal restart** (abort file present): recovery starts at the newest commit-log file
-  whose first record is older than the checkpoint (less 3 s), or at the first file. Consume-
-  queue and index entries from that file on are dropped, then every record from there is
-  verified (with the body CRC if ``checkCRCOnRecover``) and dispatched again; the first record
-  that fails ends the log: the rest of its file is zeroed and later files are deleted. So
+* **Abnormal restart** (abort file present): verification starts at the newest commit-log file
+  whose first record is older than the checkpoint allows (its oldest timestamp less 3 s), or
+  at the first file, and checks every record from there, with its body CRC if
+  ``checkCRCOnRecover``. Consume-queue and index entries are trusted for records stored before
+  the checkpoint's consume-queue and index timestamps (less 3 s), which were on disk when it
+  was written; from the first record at or after that point on, they are dropped and every
+  record is dispatched again. The first record that fails verification ends the log: the rest
+  of its file is zeroed, later files are deleted, and entries pointing there are dropped. So
   consume queues never point past valid commit-log data, and no torn record is ever served.
 
 Runs in a worker thread before the store serves anything.
@@ -22,13 +25,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .checkpoint import RECOVERY_SLACK_MS
-from .commit_log import END_OF_FILE
+from .commit_log import END_OF_FILE, STOPPED
 from .mapped_file import MappedFile
 
 if TYPE_CHECKING:
     from .store import MessageStore
 
 log = logging.getLogger(__name__)
+
+_NEVER = 1 << 62
+#: Records dispatched together (their index keys go in as one batch).
+_CHUNK = 512
 
 
 @dataclass(slots=True)
@@ -37,17 +44,22 @@ class RecoveryReport:
     #: Commit-log offset where verification started, and where the log ends.
     verified_from: int = 0
     log_end: int = 0
-    #: Commit-log offset from which records were dispatched again.
+    #: Commit-log offset from which records were dispatched again (``log_end``: none were).
     dispatched_from: int = 0
     dispatched: int = 0
     #: Commit-log files deleted because they lay past the end of the log.
     files_removed: int = 0
+    #: Commit-log offset of the last valid record (-1: none verified).
+    last_record_offset: int = -1
     seconds: float = 0.0
+    #: CPU time of the recovering thread (the wall time less waiting for a core or the disk).
+    cpu_seconds: float = 0.0
 
 
 def recover(store: MessageStore, abnormal: bool) -> RecoveryReport:
     """Load and recover ``store``'s files (blocking)."""
     started = time.perf_counter()
+    cpu_started = time.thread_time()
     report = RecoveryReport(abnormal)
     commit_log = store.commit_log
     commit_log.queue.load()
@@ -57,42 +69,39 @@ def recover(store: MessageStore, abnormal: bool) -> RecoveryReport:
     files = commit_log.queue.files
     if abnormal:
         start = _abnormal_start(store, files)
-        dispatch_from = files[start].start if files else 0
-        _drop_derived_from(store, dispatch_from)
-        report.verified_from = report.dispatched_from = dispatch_from
-        end = _scan(store, files, start, store.config.check_crc_on_recover, dispatch=True, report=report)
+        checkpoint = store.checkpoint
+        trusted_until = checkpoint.logics_timestamp
+        if store.index is not None:
+            trusted_until = min(trusted_until, checkpoint.index_timestamp)
+        dispatch_at = trusted_until - RECOVERY_SLACK_MS
     else:
         start = max(0, len(files) - 3)
-        report.verified_from = files[start].start if files else 0
-        end = _scan(store, files, start, False, dispatch=False, report=report)
+        dispatch_at = _NEVER
+    report.verified_from = files[start].start if files else 0
+    end = _scan(store, files, start, 0, store.config.check_crc_on_recover and abnormal, dispatch_at, report)
     report.log_end = end
     removed = commit_log.queue.truncate(end)
     for mapped in removed:
         mapped.destroy()
     report.files_removed = len(removed)
     commit_log.queue.flushed_where = end
+    _drop_derived_from(store, end)
     if not abnormal:
-        _drop_derived_from(store, end)
+        # Consume queues behind the log (an index behind it is caught up by the same pass).
         dispatch_from = max((cq.max_physic_end for cq in store.consume_queues()), default=0)
         dispatch_from = min(max(dispatch_from, commit_log.min_offset), end)
-        report.dispatched_from = dispatch_from
         if dispatch_from < end:
             holder = commit_log.queue.find(dispatch_from)
             if holder is not None:
                 index = commit_log.queue.files.index(holder)
-                _scan(
-                    store,
-                    files,
-                    index,
-                    False,
-                    dispatch=True,
-                    report=report,
-                    first_pos=dispatch_from - holder.start,
-                )
+                _scan(store, files, index, dispatch_from - holder.start, False, 0, report)
+    if not report.dispatched:
+        report.dispatched_from = end
     minimum = commit_log.min_offset
     for cq in store.consume_queues():
         cq.correct_min_offset(minimum)
     report.seconds = time.perf_counter() - started
+    report.cpu_seconds = time.thread_time() - cpu_started
     log.info(
         "store recovered (%s): commit log [%d, %d), verified from %d, %d records dispatched from %d in %.3fs",
         "abnormal" if abnormal else "normal",
@@ -130,46 +139,60 @@ def _scan(
     store: MessageStore,
     files: list[MappedFile],
     start: int,
+    first_pos: int,
     check_crc: bool,
-    *,
-    dispatch: bool,
+    dispatch_at: int,
     report: RecoveryReport,
-    first_pos: int = 0,
 ) -> int:
     """Verify records from ``files[start]`` (at ``first_pos``) on; returns where the valid log
-    ends. With ``dispatch``, each valid record is dispatched to consume queues and index."""
-    if start >= len(files):
-        return store.commit_log.max_offset if files else 0
+    ends. From the first record stored at or after ``dispatch_at`` (ms) on, the consume-queue
+    and index entries of the records are dropped and each record is dispatched again."""
     commit_log = store.commit_log
-    check = commit_log.check_record
-    parse = commit_log.parse_record
-    dispatch_record = store.dispatch_recovered
+    if start >= len(files):
+        return commit_log.max_offset if files else 0
+    verify = commit_log.verify
+    read_run = commit_log.read_run
+    dispatch = store.dispatch_recovered
+    dispatching = False
     end = files[start].start + first_pos
-    count = 0
     for mapped in files[start:]:
-        pos = first_pos if mapped is files[start] else 0
         if mapped.start != end:
             break
+        pos = first_pos if mapped is files[start] else 0
+        if not dispatching:
+            pos, outcome, last = verify(mapped, pos, check_crc, dispatch_at)
+            if last >= 0:
+                report.last_record_offset = mapped.start + last
+            if outcome == END_OF_FILE:
+                end = mapped.end
+                continue
+            end = mapped.start + pos
+            if outcome != STOPPED:
+                return _ended(mapped, pos, end)
+            dispatching = True
+            report.dispatched_from = end
+            _drop_derived_from(store, end)
         while True:
-            size = check(mapped, pos, check_crc)
-            if size > 0:
-                if dispatch:
-                    dispatch_record(parse(mapped, pos, size))
-                    count += 1
-                pos += size
-                end = mapped.start + pos
-            elif size == END_OF_FILE:
+            records, pos, outcome = read_run(mapped, pos, check_crc, _CHUNK)
+            if records:
+                dispatch(records)
+                report.dispatched += len(records)
+                report.last_record_offset = records[-1][0]
+            if outcome == END_OF_FILE:
                 end = mapped.end
                 break
-            else:
-                report.dispatched += count
-                if pos + 8 <= mapped.size and any(mapped.view[pos : pos + 8]):
-                    log.warning(
-                        "commit log: invalid record at %d (file %s, position %d); the log ends there",
-                        end,
-                        mapped.path.name,
-                        pos,
-                    )
-                return end
-    report.dispatched += count
+            end = mapped.start + pos
+            if outcome != STOPPED:
+                return _ended(mapped, pos, end)
+    return end
+
+
+def _ended(mapped: MappedFile, pos: int, end: int) -> int:
+    if pos + 8 <= mapped.size and any(mapped.view[pos : pos + 8]):
+        log.warning(
+            "commit log: invalid record at %d (file %s, position %d); the log ends there",
+            end,
+            mapped.path.name,
+            pos,
+        )
     return end

@@ -34,7 +34,7 @@ from protocol.message import (
 )
 
 from .checkpoint import Checkpoint, DirectoryLock, abort_file_exists, create_abort_file, remove_abort_file
-from .commit_log import CommitLog, ScannedRecord
+from .commit_log import Appended, CommitLog, ScannedRecord
 from .config import BrokerRole, FlushDiskType, StoreConfig
 from .consume_queue import BLANK_SIZE, UNIT, ConsumeQueue
 from .flush import CommitLogFlusher, LogicsFlusher, sync_all
@@ -196,10 +196,9 @@ class MessageStore:
         sync_all(files)
         if self.index is not None:
             sync_all(self.index.dirty_files())
-        last = report.log_end
         stamp = 0
-        if last > commit_log.min_offset:
-            stamp = self._last_record_timestamp(last)
+        if report.last_record_offset >= 0:
+            stamp = commit_log.store_timestamp_at(report.last_record_offset)
         checkpoint = self.checkpoint
         if stamp > 0:
             commit_log.last_store_timestamp = stamp
@@ -210,22 +209,6 @@ class MessageStore:
         self._index_timestamp = checkpoint.index_timestamp
         checkpoint.flush()
         return report
-
-    def _last_record_timestamp(self, end: int) -> int:
-        """Store timestamp of the record ending at ``end`` (walking its file from the start)."""
-        queue = self.commit_log.queue
-        mapped = queue.find(end - 1)
-        if mapped is None:
-            return 0
-        pos = 0
-        last = -1
-        while mapped.start + pos < end:
-            size = self.commit_log.check_record(mapped, pos, False)
-            if size <= 0:
-                break
-            last = pos
-            pos += size
-        return self.commit_log.store_timestamp_at(mapped.start + last) if last >= 0 else 0
 
     async def shutdown(self) -> None:
         """Stop the tasks, flush everything, checkpoint, remove the abort file, close."""
@@ -379,7 +362,7 @@ class MessageStore:
                     written.write_header()
                     self._index_timestamp = stamps[0]
         else:
-            self._dispatch_batch(msgs, cq, queue_offset, offsets, sizes, stamps)
+            self._dispatch_batch(msgs, cq, queue_offset, appended)
         ids = [f"{self._msg_id_prefix}{o:016X}" for o in offsets]
         latency = time.perf_counter_ns() - started
         stats.put_message_times_total += count
@@ -399,31 +382,29 @@ class MessageStore:
         )
 
     def _dispatch_batch(
-        self,
-        msgs: Sequence[StoreMessage],
-        cq: ConsumeQueue | None,
-        queue_offset: int,
-        offsets: list[int],
-        sizes: list[int],
-        stamps: list[int],
+        self, msgs: Sequence[StoreMessage], cq: ConsumeQueue | None, queue_offset: int, appended: Appended
     ) -> None:
         first = msgs[0]
         topic = first.topic
         queue_id = first.queue_id
-        dispatchable = [(m.sys_flag & _TX_MASK) not in (_TX_PREPARED, _TX_ROLLBACK) for m in msgs]
+        offsets = appended.offsets
+        sizes = appended.sizes
+        stamps = appended.store_timestamps
+        taken = appended.next_queue_offset - queue_offset
         arrivals: dict[int, int] = {}
-        if any(dispatchable):
+        if taken:
             if cq is None:
                 cq = self._create_consume_queue(topic, queue_id)
-            if all(dispatchable):
+            if taken == len(msgs):
                 codes = [m.tags_code for m in msgs]
                 cq.put_batch(offsets, sizes, codes, queue_offset)
-                for i, code in enumerate(codes):
-                    arrivals[code] = queue_offset + i + 1
+                if self._listeners:
+                    for i, code in enumerate(codes):
+                        arrivals[code] = queue_offset + i + 1
             else:
                 qoff = queue_offset
                 for i, msg in enumerate(msgs):
-                    if dispatchable[i]:
+                    if msg.sys_flag & _TX_MASK not in (_TX_PREPARED, _TX_ROLLBACK):
                         cq.put(offsets[i], sizes[i], msg.tags_code, qoff)
                         qoff += 1
                         arrivals[msg.tags_code] = qoff
@@ -442,41 +423,48 @@ class MessageStore:
                 except Exception:
                     log.exception("arrival listener %r failed", listener)
 
-    def dispatch_recovered(self, record: ScannedRecord) -> None:
-        """Recovery: rebuild a verified record's consume-queue and index entries."""
-        tx = record.sys_flag & _TX_MASK
-        properties = decode_properties(record.properties)
-        if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
-            cq = self.consume_queue(record.topic, record.queue_id)
-            if cq is None:
-                cq = self._create_consume_queue(record.topic, record.queue_id)
-            cq.put(
-                record.offset, record.size, self._recovered_tags_code(record, properties), record.queue_offset
-            )
-            self._logics_timestamp = record.store_timestamp
-        if self.index is not None:
-            written = self.index.build(
-                record.topic,
-                record.offset,
-                record.store_timestamp,
-                record.sys_flag,
-                properties.get(PropertyKey.KEYS),
-                properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            )
-            if written is not None:
-                written.write_header()
-                self._index_timestamp = record.store_timestamp
-        self.commit_log.last_store_timestamp = record.store_timestamp
+    def dispatch_recovered(self, records: Sequence[ScannedRecord]) -> None:
+        """Recovery: rebuild the consume-queue and index entries of verified records (in log
+        order)."""
+        if not records:
+            return
+        keys: list[tuple[str, int, int]] = []
+        index = self.index
+        queues = self._queues
+        for offset, size, topic, queue_id, queue_offset, sys_flag, stamp, text in records:
+            properties = decode_properties(text)
+            tx = sys_flag & _TX_MASK
+            if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                by_id = queues.get(topic)
+                cq = by_id.get(queue_id) if by_id is not None else None
+                if cq is None:
+                    cq = self._create_consume_queue(topic, queue_id)
+                cq.put(offset, size, self._recovered_tags_code(topic, stamp, properties), queue_offset)
+            if index is not None and tx != _TX_ROLLBACK:
+                uniq_key = properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if uniq_key:
+                    keys.append((f"{topic}#{uniq_key}", offset, stamp))
+                message_keys = properties.get(PropertyKey.KEYS)
+                if message_keys:
+                    for key in message_keys.split(KEY_SEPARATOR):
+                        if key:
+                            keys.append((f"{topic}#{key}", offset, stamp))
+        stamp = records[-1][6]
+        self._logics_timestamp = stamp
+        if index is not None and keys:
+            index.put_items(keys)
+            self._index_timestamp = stamp
+        self.commit_log.last_store_timestamp = stamp
 
-    def _recovered_tags_code(self, record: ScannedRecord, properties: dict[str, str]) -> int:
+    def _recovered_tags_code(self, topic: str, store_timestamp: int, properties: dict[str, str]) -> int:
         """The tags code the broker gave at put time: the tag's hash, or for a delayed message
         its delivery time (store time + the delay of its level, clamped to the last level)."""
-        if record.topic == SCHEDULE_TOPIC:
+        if topic == SCHEDULE_TOPIC:
             level_text = properties.get(PropertyKey.DELAY_TIME_LEVEL)
             if level_text and level_text.lstrip("-").isdigit():
                 level = min(int(level_text), len(self._delay_levels))
                 if level > 0:
-                    return record.store_timestamp + self._delay_levels[level - 1]
+                    return store_timestamp + self._delay_levels[level - 1]
         return tags_code(properties.get(PropertyKey.TAGS))
 
     def add_arrival_listener(self, fn: ArrivalListener) -> None:
@@ -581,8 +569,10 @@ class MessageStore:
                 if not count:
                     status = GetStatus.NO_MATCHED_MESSAGE
                 continue
+            if size_py == BLANK_SIZE:
+                continue  # a placeholder entry, no message behind it
             index = (offset_py - first_start) // file_size
-            if 0 <= index < nfiles and size_py != BLANK_SIZE:
+            if 0 <= index < nfiles:
                 mapped = files[index]
                 pos = offset_py - mapped.start
                 if pos + size_py <= mapped.wrote:
@@ -763,7 +753,9 @@ class MessageStore:
     def runtime_info(self) -> dict[str, str]:
         """Store figures under RocketMQ's runtime-info names."""
         stats = self.stats
-        ratio = disk_used_ratio(str(self.config.commit_log_dir))
+        ratio = self._retention.state.disk_ratio
+        if ratio < 0:
+            ratio = disk_used_ratio(str(self.config.commit_log_dir))
         return {
             "putMessageTimesTotal": str(stats.put_message_times_total),
             "putMessageSizeTotal": str(stats.put_message_size_total),
