@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import random
+import socket
 import time
 from collections.abc import Awaitable
 
@@ -48,13 +50,22 @@ _REAL_TOPIC = PropertyKey.REAL_TOPIC
 _REAL_QID = PropertyKey.REAL_QUEUE_ID
 
 
+def resolve_ipv4(host: str) -> str:
+    """``brokerIP1`` may be a host name (a compose service, say); records need its address."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        return socket.gethostbyname(host)
+
+
 class Broker:
     """One broker: ``await start()``, serve, ``await shutdown()``."""
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         self.config = config
         self.store_config = store_config
-        self.store_host = pack_host(config.broker_ip1, config.listen_port)
+        self.store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
         self.store = MessageStore(store_config, store_host=self.store_host)
         self.stats = BrokerStats()
         self.topics = TopicTable(config, on_change=self._topics_changed)

@@ -1,0 +1,268 @@
+"""docker-compose.yml, proven without a Docker engine: the file validates against the Compose
+specification, and every service's command runs locally (service names mapped to 127.0.0.1,
+volumes to temporary directories, the file's ports as they are) in ``depends_on`` order, each
+waiting for its dependencies' health checks, until the cluster works end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from protocol.body import ClusterInfo
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.transport import connect
+from tests.support import ROOT
+
+COMPOSE = ROOT / "docker-compose.yml"
+BIN = Path(sys.executable).parent
+VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def check_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_compose_file_follows_the_compose_specification(tmp_path: Path) -> None:
+    result = check_schema(COMPOSE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The check has teeth: a typo'd key is refused.
+    broken = yaml.safe_load(COMPOSE.read_text())
+    broken["services"]["namesrv"]["heathcheck"] = broken["services"]["namesrv"].pop("healthcheck")
+    bad = tmp_path / "docker-compose.yml"
+    bad.write_text(yaml.safe_dump(broken))
+    assert check_schema(bad).returncode != 0
+
+
+def test_compose_declares_the_cluster() -> None:
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert {"namesrv", "broker-a", "broker-b"} <= set(services)
+    for name in ("namesrv", "broker-a", "broker-b"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD"
+        assert any(v.endswith(":/data") for v in services[name]["volumes"]), name
+    for broker in ("broker-a", "broker-b"):
+        assert services[broker]["depends_on"]["namesrv"]["condition"] == "service_healthy"
+    optional = [name for name, svc in services.items() if svc.get("profiles")]
+    assert all(services[name]["profiles"] == ["pipeline"] for name in optional)
+
+
+@dataclass
+class LocalService:
+    """One compose service run as a local process."""
+
+    name: str
+    spec: dict[str, Any]
+    workdir: Path
+    process: asyncio.subprocess.Process | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = self.workdir / f"{self.name}.log"
+
+
+class LocalCompose:
+    """Runs a compose file's services without containers."""
+
+    def __init__(self, path: Path, workdir: Path, profiles: tuple[str, ...] = ()) -> None:
+        self.doc = yaml.safe_load(path.read_text())
+        self.base = path.parent
+        self.workdir = workdir
+        names = [
+            name
+            for name, spec in self.doc["services"].items()
+            if not spec.get("profiles") or set(spec["profiles"]) & set(profiles)
+        ]
+        self.services = {name: LocalService(name, self.doc["services"][name], workdir) for name in names}
+        self.hosts = set(self.doc["services"])
+
+    def localize(self, text: str) -> str:
+        """Interpolate ``${VAR:-default}`` and send service host names to 127.0.0.1 where they
+        are used as hosts: ``name:port``, a quoted ``'name'``, or an argument that is the name."""
+        text = VARIABLE.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
+        if text in self.hosts:
+            return "127.0.0.1"
+        for host in sorted(self.hosts, key=len, reverse=True):
+            name = re.escape(host)
+            text = re.sub(rf"(?<![\w.-]){name}(?=:\d)", "127.0.0.1", text)
+            text = re.sub(rf"(['\"]){name}\1", r"\g<1>127.0.0.1\g<1>", text)
+        return text
+
+    def mounts(self, service: LocalService) -> dict[str, str]:
+        """Container path → local path: named volumes become empty directories; bind-mounted
+        files are copied with service names and container paths mapped."""
+        mapping: dict[str, str] = {}
+        files: list[tuple[Path, Path]] = []
+        for volume in service.spec.get("volumes", []):
+            source, target, *_ = volume.split(":")
+            local = self.workdir / service.name / target.strip("/").replace("/", "_")
+            if source.startswith((".", "/")):
+                files.append((self.base / source, local))
+            else:
+                local.mkdir(parents=True, exist_ok=True)
+            mapping[target] = str(local)
+        for source_file, local in files:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(self.remap(self.localize(source_file.read_text()), mapping))
+        return mapping
+
+    @staticmethod
+    def remap(text: str, mounts: dict[str, str]) -> str:
+        for target, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+            text = re.sub(rf"(?<![\w/]){re.escape(target)}(?=/|\s|$)", local, text)
+        return text
+
+    def command(self, service: LocalService, key: str = "command") -> list[str]:
+        args = service.spec[key] if key == "command" else service.spec["healthcheck"]["test"][1:]
+        mounts = self.mounts(service) if key == "command" else {}
+        result = [self.remap(self.localize(arg), mounts) for arg in args]
+        if result[0] in ("python", "python3"):
+            result[0] = sys.executable
+        elif (BIN / result[0]).exists():
+            result[0] = str(BIN / result[0])
+        return result
+
+    def order(self) -> list[LocalService]:
+        done: list[LocalService] = []
+        pending = dict(self.services)
+        while pending:
+            ready = [
+                s
+                for s in pending.values()
+                if all(d in [x.name for x in done] for d in s.spec.get("depends_on", {}))
+            ]
+            assert ready, f"depends_on cycle among {sorted(pending)}"
+            for service in ready:
+                done.append(service)
+                del pending[service.name]
+        return done
+
+    async def healthy(self, service: LocalService, timeout: float = 60) -> None:
+        """Run the service's health check until it passes, as compose does."""
+        check = self.command(service, "healthcheck")
+        deadline = time.monotonic() + timeout
+        while True:
+            assert service.process is not None
+            assert service.process.returncode is None, f"{service.name} exited:\n{service.log.read_text()}"
+            probe = await asyncio.create_subprocess_exec(
+                *check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            if await probe.wait() == 0:
+                return
+            assert time.monotonic() < deadline, (
+                f"{service.name} never became healthy:\n{service.log.read_text()}"
+            )
+            await asyncio.sleep(0.2)
+
+    async def up(self) -> None:
+        for service in self.order():
+            for dependency, rule in service.spec.get("depends_on", {}).items():
+                if rule.get("condition") == "service_healthy":
+                    await self.healthy(self.services[dependency])
+            with service.log.open("wb") as log:
+                service.process = await asyncio.create_subprocess_exec(
+                    *self.command(service), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+                )
+        for service in self.services.values():
+            if "healthcheck" in service.spec:
+                await self.healthy(service)
+
+    async def down(self) -> dict[str, int]:
+        codes = {}
+        for service in reversed(self.order()):
+            proc = service.process
+            if proc is None:
+                continue
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 30)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+            codes[service.name] = proc.returncode if proc.returncode is not None else -1
+        return codes
+
+
+@pytest.fixture
+async def compose(tmp_path: Path) -> AsyncIterator[LocalCompose]:
+    busy = []
+    for service in yaml.safe_load(COMPOSE.read_text())["services"].values():
+        for mapping in service.get("ports", []):
+            port = int(str(mapping).split(":")[-1])
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1)
+                writer.close()
+                busy.append(port)
+    assert not busy, f"ports {busy} from docker-compose.yml are in use on this machine (is `make run` up?)"
+    local = LocalCompose(COMPOSE, tmp_path)
+    try:
+        yield local
+    finally:
+        codes = await local.down()
+        for name, code in codes.items():
+            assert code == 0, f"{name} exited with {code}:\n{local.services[name].log.read_text()}"
+
+
+async def test_compose_services_run_together(compose: LocalCompose) -> None:
+    await compose.up()
+    published = {
+        name: [int(str(p).split(":")[-1]) for p in svc.spec.get("ports", [])]
+        for name, svc in compose.services.items()
+    }
+    for ports in published.values():
+        for port in ports:
+            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+            writer.close()
+    # The two brokers found the name server through the file's addresses and registered.
+    conn = await connect("127.0.0.1", 9876)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            response = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+            assert response.code == ResponseCode.SUCCESS
+            info = ClusterInfo.decode(response.body)
+            if {"broker-a", "broker-b"} <= set(info.broker_addr_table):
+                break
+            assert time.monotonic() < deadline, info
+            await asyncio.sleep(0.2)
+    finally:
+        conn.close()
+    assert info.broker_addr_table["broker-a"].broker_addrs[0] == "127.0.0.1:10911"
+    assert info.broker_addr_table["broker-b"].broker_addrs[0] == "127.0.0.1:10921"
+    assert info.cluster_addr_table["DefaultCluster"] == sorted(info.cluster_addr_table["DefaultCluster"])
+    for port in (5557, 5558):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+        body = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert body.startswith(b"HTTP/1.1 200 OK") and b"rocketmq_broker_tps" in body
+
+
+def test_dockerfile_installs_what_the_compose_commands_run() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    scripts = (ROOT / "pyproject.toml").read_text()
+    for spec in services.values():
+        executable = spec["command"][0]
+        if executable not in ("python", "python3"):
+            assert re.search(rf"^{re.escape(executable)}\s*=", scripts, re.M), (
+                f"{executable} is not a console script"
+            )
+    for package in ("protocol", "namesrv", "broker", "client"):
+        assert f"COPY {package} " in dockerfile
