@@ -20,7 +20,7 @@ import socket
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from protocol.body import (
@@ -65,9 +65,17 @@ class ClientOptions:
     rebalance_interval: float = 20.0
     #: Header serialization: ``auto`` speaks JSON until a server shows it is one of ours,
     #: then msgpack; ``json`` always (any RocketMQ server); ``msgpack`` always (ours only).
-    serialization: Serialization = "auto"
-    #: The address put in the client id; found from the routing table when None.
+    #: The environment variable ``AIOROCKETMQ_SERIALIZATION`` sets the default.
+    serialization: Serialization = field(default_factory=lambda: _default_serialization())
+    #: The address put in the client id; the address that routes outward when None.
     client_ip: str | None = None
+
+
+def _default_serialization() -> Serialization:
+    value = os.environ.get("AIOROCKETMQ_SERIALIZATION", "auto")
+    if value not in ("auto", "json", "msgpack"):
+        raise ClientError(f"AIOROCKETMQ_SERIALIZATION must be auto, json or msgpack, not {value!r}")
+    return value  # type: ignore[return-value]
 
 
 class ProducerMember(Protocol):

@@ -222,6 +222,7 @@ class LitePullConsumer:
     async def start(self) -> None:
         if self._state != "created":
             raise ClientStateError(f"consumer {self.group!r} was already started")
+        self._state = "starting"
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
@@ -231,6 +232,7 @@ class LitePullConsumer:
             await self._offset_store.load()
             instance.register_consumer(self)
         except BaseException:
+            self._state = "created"
             await release_instance(instance)
             raise
         self._instance = instance

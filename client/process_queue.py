@@ -45,6 +45,8 @@ class ProcessQueue:
         "consume_lock",
         "try_unlock_times",
         "offset_slot",
+        "_space",
+        "_low_water",
     )
 
     def __init__(self) -> None:
@@ -68,6 +70,8 @@ class ProcessQueue:
         self.try_unlock_times = 0
         #: The queue's entry in the consumer's offset store, set when the queue is taken.
         self.offset_slot = OffsetSlot()
+        self._space: asyncio.Future[None] | None = None
+        self._low_water = 0
 
     # -- pulled messages ------------------------------------------------------------------
 
@@ -136,9 +140,31 @@ class ProcessQueue:
                 size += len(msg.body)
         self.count -= removed
         self.size -= size
+        if self._space is not None and self.count <= self._low_water:
+            self._wake()
         if table:
             return next(iter(table))
         return self.max_offset + 1
+
+    async def wait_for_space(self, low_water: int, timeout: float) -> None:
+        """Flow control: return once at most ``low_water`` messages wait (or after
+        ``timeout``, for limits other than the count)."""
+        if self.count <= low_water:
+            return
+        self._low_water = low_water
+        self._space = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._space
+        except TimeoutError:
+            pass
+        finally:
+            self._space = None
+
+    def _wake(self) -> None:
+        space = self._space
+        if space is not None and not space.done():
+            space.set_result(None)
 
     def clear(self) -> None:
         self._messages.clear()
@@ -177,6 +203,8 @@ class ProcessQueue:
         self.count -= len(consuming)
         self.size -= sum(len(msg.body) for msg in consuming.values())
         consuming.clear()
+        if self._space is not None and self.count <= self._low_water:
+            self._wake()
         return offset + 1
 
     def reconsume(self, messages: Iterable[MessageExt]) -> None:

@@ -317,6 +317,7 @@ class PushConsumer:
         if self.model == MessageModel.CLUSTERING:
             self.rebalance.subscriptions[self._retry_topic] = build_subscription(self._retry_topic)
             self._tags[self._retry_topic] = None
+        self._state = "starting"
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
@@ -326,6 +327,7 @@ class PushConsumer:
             await self._offset_store.load()
             instance.register_consumer(self)
         except BaseException:
+            self._state = "created"
             await release_instance(instance)
             raise
         self._instance = instance
@@ -532,7 +534,7 @@ class PushConsumer:
                 or pq.size > self.queue_size_threshold
                 or (not orderly and pq.max_span > self.max_span)
             ):
-                await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL)
+                await pq.wait_for_space(self.queue_threshold // 2, PULL_DELAY_ON_FLOW_CONTROL)
                 continue
             if orderly and clustering and not pq.locked:
                 await asyncio.sleep(PULL_DELAY_ON_ERROR)
@@ -602,6 +604,8 @@ class PushConsumer:
 
     async def _fix_offset(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         await asyncio.sleep(OFFSET_FIX_DELAY)
+        if self._state != "running":
+            return
         self.offset_store.update(queue, offset, increase_only=False)
         await self.offset_store.persist(queue)
         if self.rebalance.process_queues.get(queue) is pq:

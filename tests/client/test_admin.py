@@ -195,7 +195,8 @@ async def test_blocking_facade_for_scripts_and_executors(cluster: Cluster, admin
         for i in range(b * 256, min(600, b * 256 + 256))
     ]
     assert committed == end0 == len(in_q0)
-    assert [int(r[3:]) for r in rows] == [i for i in in_q0 if i % 3]  # "drop" rows filtered out
+    # concurrent batches to one queue may be stored in either order
+    assert sorted(int(r[3:]) for r in rows) == [i for i in in_q0 if i % 3]  # "drop" rows filtered out
     assert len(first_ten) == 10
     assert (
         await admin.committed_offset(group, MessageQueue(topic=topic, broker_name="broker-a", queue_id=0))

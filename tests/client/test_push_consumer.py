@@ -446,3 +446,92 @@ async def test_misuse_is_refused_loudly(cluster: Cluster) -> None:
             await consumer.start()
     finally:
         await consumer.shutdown()
+
+
+async def test_orderly_suspend_retries_in_place_then_dead_letters(cluster: Cluster, admin: Admin) -> None:
+    topic = unique("OrderlySuspend")
+    group = unique("cg")
+    await admin.create_topic(topic, 1)
+    attempts: list[tuple[bytes, int]] = []
+    done = Collector()
+    consumer = PushConsumer(
+        group,
+        cluster.namesrv_addr,
+        orderly=True,
+        max_reconsume_times=2,
+        suspend_time=0.05,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+    )
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        (msg,) = messages
+        attempts.append((msg.body, msg.reconsume_times))
+        if msg.body == b"poison":
+            return ConsumeResult.SUSPEND
+        if msg.body == b"flaky" and msg.reconsume_times == 0:
+            raise RuntimeError("first attempt fails")
+        await done.add(messages)
+        return ConsumeResult.SUCCESS
+
+    async with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+        for body in (b"first", b"flaky", b"poison", b"last"):
+            await producer.send(Message(topic, body, keys=[body.decode()]))
+    async with consumer:
+        await done.wait_count(3)
+
+        async def dead() -> list[MessageExt]:
+            try:
+                return await admin.query_messages_by_key(f"%DLQ%{group}", "poison")
+            except MQError:
+                return []
+
+        await wait_until(lambda: _nonempty(dead), timeout=20)
+    # each message in order; the failing ones retried in place before anything after them
+    assert attempts == [
+        (b"first", 0),
+        (b"flaky", 0),
+        (b"flaky", 1),
+        (b"poison", 0),
+        (b"poison", 1),
+        (b"poison", 2),
+        (b"last", 0),
+    ]
+    assert done.bodies() == [b"first", b"flaky", b"last"]
+
+
+async def test_send_back_falls_back_to_resending_into_the_retry_topic(cluster: Cluster, admin: Admin) -> None:
+    """When the broker cannot take a message back (here: it cannot find it by its commit-log
+    offset), the consumer re-sends a copy into ``%RETRY%<group>`` itself."""
+    topic = unique("Fallback")
+    await admin.create_topic(topic, 1)
+    deliveries: list[MessageExt] = []
+    changed = asyncio.Event()
+    consumer = PushConsumer(unique("cg"), cluster.namesrv_addr, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        deliveries.extend(messages)
+        changed.set()
+        return ConsumeResult.SUCCESS
+
+    async with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message(topic, b"again", tags="t", keys=["k"]))
+    async with consumer:
+        async with asyncio.timeout(20):
+            while not deliveries:
+                changed.clear()
+                await changed.wait()
+        original = deliveries[0]
+        original.commit_log_offset = 1 << 40  # nowhere: the broker's send-back must fail
+        assert await consumer.send_back(original) is True
+        async with asyncio.timeout(20):
+            while len(deliveries) < 2:
+                changed.clear()
+                await changed.wait()
+    again = deliveries[1]
+    assert again.body == b"again" and again.topic == topic and again.tags == "t" and again.keys == ["k"]
+    assert again.reconsume_times == 1
+    assert again.properties.get("ORIGIN_MESSAGE_ID") == sent.msg_id

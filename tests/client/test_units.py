@@ -399,3 +399,20 @@ async def test_work_queue_hands_items_to_waiting_workers_in_order() -> None:
     work.put(None)
     await task
     assert got == [0, 1, 2, 3, 4]
+
+
+async def test_flow_control_wakes_when_the_queue_drains_to_its_low_water_mark() -> None:
+    pq = ProcessQueue()
+    msgs = [ext(i) for i in range(10)]
+    pq.put(msgs)
+    await pq.wait_for_space(low_water=20, timeout=5)  # already below: returns at once
+    waiter = asyncio.ensure_future(pq.wait_for_space(low_water=4, timeout=5))
+    await asyncio.sleep(0)
+    pq.remove(msgs[:3])
+    await asyncio.sleep(0)
+    assert not waiter.done()  # 7 still waiting
+    pq.remove(msgs[3:6])
+    await asyncio.wait_for(waiter, 1)  # 4 left: woken long before the timeout
+    began = asyncio.get_running_loop().time()
+    await pq.wait_for_space(low_water=0, timeout=0.05)  # limits other than the count: timeout
+    assert asyncio.get_running_loop().time() - began >= 0.04
