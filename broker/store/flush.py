@@ -51,7 +51,14 @@ def _now_ms() -> int:
 
 
 class CommitLogFlusher:
-    """Flushes the commit log (ASYNC timed flush, or SYNC group commit)."""
+    """Flushes the commit log: a timed flush (ASYNC_FLUSH), or group commit (SYNC_FLUSH).
+
+    A flush is one job on the worker thread; at most one runs at a time. Under SYNC_FLUSH the
+    first put to wait starts one at once, covering everything written so far; the puts that
+    arrive while it runs are covered by the next one, started as soon as it ends. So the
+    event loop keeps appending while the disk syncs, and each ``fdatasync`` serves everyone
+    who arrived during the one before.
+    """
 
     def __init__(
         self,
@@ -75,12 +82,17 @@ class CommitLogFlusher:
         self.least_pages = least_pages
         self.thorough_interval_ms = thorough_interval_ms
         self.timeout = timeout_ms / 1000
-        self._waiters: list[tuple[int, asyncio.Future[PutStatus], asyncio.TimerHandle]] = []
-        self._wake = asyncio.Event()
+        #: (end offset, deadline, future) in the order the waits began, so deadlines ascend.
+        self._waiters: list[tuple[int, float, asyncio.Future[PutStatus]]] = []
+        #: One timer, for the oldest waiter's deadline (a timer per put costs more than a put).
+        self._timer: asyncio.TimerHandle | None = None
+        #: The running flush: resolves to whether it succeeded.
+        self._running: asyncio.Future[bool] | None = None
+        self._retry: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
         self.flush_count = 0
         self.timeouts = 0
+        self.failures = 0
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run_sync() if self.sync else self._run_async())
@@ -92,84 +104,137 @@ class CommitLogFlusher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         for _ in range(_SHUTDOWN_ATTEMPTS):
-            try:
-                await self.flush(0)
-            except OSError as exc:
-                log.error("final commit-log flush failed: %s", exc)
-                continue
+            await self.flush(0)
             if self.queue.flushed_where >= self.queue.max_offset:
                 break
-        for _end, future, handle in self._waiters:
-            handle.cancel()
+        for _end, _deadline, future in self._waiters:
             if not future.done():
                 future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
         self._waiters.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    async def wait(self, end: int) -> PutStatus:
-        """PUT_OK once bytes up to ``end`` are on disk; FLUSH_DISK_TIMEOUT after the timeout."""
-        if self.queue.flushed_where >= end:
-            return PutStatus.PUT_OK
+    def wait(self, end: int) -> asyncio.Future[PutStatus]:
+        """Resolves to PUT_OK once bytes up to ``end`` are on disk, FLUSH_DISK_TIMEOUT after
+        the timeout. (A future, not a coroutine: one frame less per put.)"""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutStatus] = loop.create_future()
-        handle = loop.call_later(self.timeout, self._expire, future)
-        self._waiters.append((end, future, handle))
-        self._wake.set()
-        return await future
+        if self.queue.flushed_where >= end:
+            future.set_result(PutStatus.PUT_OK)
+            return future
+        deadline = loop.time() + self.timeout
+        self._waiters.append((end, deadline, future))
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._expire)
+        if self._running is None and self._retry is None:
+            self._begin(0)
+        return future
 
-    def _expire(self, future: asyncio.Future[PutStatus]) -> None:
-        if not future.done():
-            self.timeouts += 1
-            future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+    def _expire(self) -> None:
+        """Time out the waiters past their deadline; re-arm for the next one."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        waiters = self._waiters
+        expired = 0
+        for _end, deadline, future in waiters:
+            if deadline > now:
+                break
+            expired += 1
+            if not future.done():
+                self.timeouts += 1
+                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+        del waiters[:expired]
+        if waiters:
+            self._timer = loop.call_at(waiters[0][1], self._expire)
 
     def _settle(self) -> None:
         flushed = self.queue.flushed_where
         waiting = []
         for item in self._waiters:
-            end, future, handle = item
+            future = item[2]
             if future.done():
                 continue
-            if end <= flushed:
-                handle.cancel()
+            if item[0] <= flushed:
                 future.set_result(PutStatus.PUT_OK)
             else:
                 waiting.append(item)
         self._waiters = waiting
+        if not waiting and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # -- flushing --------------------------------------------------------------------------------
 
-    async def flush(self, least_pages: int) -> bool:
-        """One flush round; True if anything was forced."""
-        async with self._lock:
-            plan = self.queue.flush_plan(least_pages)
-            if plan is None:
-                self._settle()
-                return False
-            target, files = plan
-            stamp = self.last_store_timestamp()
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self.executor, sync_all, files)
+    def _begin(self, least_pages: int) -> asyncio.Future[bool] | None:
+        """Start a flush of what is written now (if it passes ``least_pages``); None when there
+        is nothing to do. Must not be called while one runs."""
+        # The timestamp first: whatever it belongs to is written by now, so the flush covers it.
+        stamp = self.last_store_timestamp()
+        plan = self.queue.flush_plan(least_pages)
+        if plan is None:
+            self._settle()
+            return None
+        target, files = plan
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        self._running = done
+
+        def report(job: concurrent.futures.Future[None]) -> None:
+            loop.call_soon_threadsafe(self._finished, job, target, stamp, done)
+
+        self.executor.submit(sync_all, files).add_done_callback(report)
+        return done
+
+    def _finished(
+        self, job: concurrent.futures.Future[None], target: int, stamp: int, done: asyncio.Future[bool]
+    ) -> None:
+        self._running = None
+        error = job.exception()
+        if error is None:
             if target > self.queue.flushed_where:
                 self.queue.flushed_where = target
             if stamp > 0:
                 self.checkpoint.physic_timestamp = stamp
             self.flush_count += 1
-            self._settle()
-            return True
+        else:
+            self.failures += 1
+            log.error("commit-log flush failed: %s", error)
+        self._settle()
+        if not done.done():
+            done.set_result(error is None)
+        if self._waiters and self._task is not None:
+            if error is None:
+                self._begin(0)
+            else:  # a failing disk: try again shortly rather than in a tight loop
+                self._retry = asyncio.get_running_loop().call_later(_IDLE_ROUND_SECONDS, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        if self._running is None and self._waiters:
+            self._begin(0)
+
+    async def flush(self, least_pages: int) -> bool:
+        """Flush what is written now (after any flush already running); True if it succeeded
+        or there was nothing to flush."""
+        while self._running is not None:
+            await asyncio.shield(self._running)
+        started = self._begin(least_pages)
+        return True if started is None else await asyncio.shield(started)
 
     async def _run_sync(self) -> None:
+        # Puts that do not wait (the WAIT property false) are flushed within 10 ms.
         while True:
-            if not self._waiters:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), _IDLE_ROUND_SECONDS)
-            try:
+            await asyncio.sleep(_IDLE_ROUND_SECONDS)
+            if self._running is None and self._retry is None:
                 await self.flush(0)
-            except OSError as exc:
-                log.error("commit-log flush failed: %s", exc)
-                await asyncio.sleep(_IDLE_ROUND_SECONDS)
 
     async def _run_async(self) -> None:
         last_thorough = _now_ms()
@@ -180,10 +245,7 @@ class CommitLogFlusher:
             if now >= last_thorough + self.thorough_interval_ms:
                 last_thorough = now
                 least = 0
-            try:
-                await self.flush(least)
-            except OSError as exc:
-                log.error("commit-log flush failed: %s", exc)
+            await self.flush(least)
 
 
 class LogicsFlusher:
