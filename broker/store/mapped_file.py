@@ -269,6 +269,7 @@ class MappedFileQueue:
     def close(self) -> None:
         for mapped in self.files:
             mapped.close()
+        self.files.clear()
 
     # -- flushing ----------------------------------------------------------------------------
 

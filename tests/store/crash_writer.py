@@ -13,7 +13,7 @@ import random
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from broker.store import FlushDiskType, MessageStore, PutStatus
+from broker.store import FlushDiskType, MessageStore, PutStatus, StoreConfig
 from protocol.loop import run
 
 from .support import STORE_HOST, make_message, small_config
@@ -21,7 +21,7 @@ from .support import STORE_HOST, make_message, small_config
 QUEUES = 3
 
 
-def crash_config(root: Path, **overrides: object):  # type: ignore[no-untyped-def]
+def crash_config(root: Path, **overrides: object) -> StoreConfig:
     return small_config(
         root,
         flushDiskType=FlushDiskType.SYNC_FLUSH,

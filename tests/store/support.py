@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ def make_message(
     )
 
 
-def decode(buffers: list[bytes | memoryview]) -> list[MessageExt]:
+def decode(buffers: Sequence[bytes | memoryview]) -> list[MessageExt]:
     return decode_records(b"".join(bytes(b) for b in buffers), check_crc=True, decompress=False)
 
 

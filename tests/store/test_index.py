@@ -33,7 +33,7 @@ async def test_layout_on_disk(tmp_path: Path) -> None:
     assert header == (5_000, 7_500, first.wrote_offset, second.wrote_offset, 2, 4)
 
     def entry(number: int) -> tuple[int, int, int, int]:
-        return struct.unpack_from(">iqii", data, HEADER_SIZE + 16 * 4 + number * 20)  # type: ignore[return-value]
+        return struct.unpack_from(">iqii", data, HEADER_SIZE + 16 * 4 + number * 20)
 
     def slot(key: str) -> int:
         return int(struct.unpack_from(">i", data, HEADER_SIZE + key_hash(key) % 16 * 4)[0])

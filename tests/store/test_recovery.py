@@ -257,3 +257,20 @@ async def test_one_process_per_directory(tmp_path: Path) -> None:
         second = MessageStore(small_config(tmp_path), store_host=STORE_HOST)
         with pytest.raises(StoreError, match="in use"):
             await second.start()
+
+
+async def test_the_same_store_object_restarts(tmp_path: Path) -> None:
+    store = MessageStore(small_config(tmp_path), store_host=STORE_HOST)
+    await store.start()
+    for n in range(100):
+        store.put_message(make_message(n=n, size=1000))
+    await store.shutdown()
+    await store.start()
+    try:
+        assert store.recovery is not None and not store.recovery.abnormal
+        assert store.get_max_offset("TopicA", 0) == 100
+        assert len(store.commit_log.queue.files) == len(log_files(tmp_path)) >= 2
+        assert store.put_message(make_message(n=100)).queue_offset == 100
+        assert consume_queue_matches_log(store) == 101
+    finally:
+        await store.shutdown()
