@@ -11,10 +11,13 @@ Starts a real name server and broker (child processes), then for each of ``--run
 * **consume**: a push consumer (new group, from the first offset) draining ``--consume``
   preloaded messages with a listener that returns SUCCESS: Consume TPS, average/max B2C
   (born to consumed) and S2C (stored to consumed); once with RocketMQ's defaults (32
-  messages per pull, the broker's cap) and once "tuned" (256 per pull; the broker's
-  ``maxTransferCountOnMessageInMemory`` raised to match);
+  messages per pull, the broker's cap, one message per listener call), once "tuned" (256 per
+  pull; the broker's ``maxTransferCountOnMessageInMemory`` raised to match) and once with
+  listener batches of 32 (``batch_size=32``, Java's ``consumeMessageBatchMaxSize``);
 * **latency**: a producer paced at ``--rate`` messages/s and a push consumer: end-to-end
   latency (send call to listener) percentiles;
+* **ceiling**: the same send and consume scenarios against ``bench.fake_broker``, an instant
+  broker that stores nothing, to show the SDK's own limit apart from the broker's work;
 * **redis**: ``XADD`` one at a time, ``XADD`` pipelined (1,000 per pipeline), ``XREADGROUP``
   (``COUNT`` 32 and 1,000, each batch ``XACK``-ed), on redis-server without persistence. Skipped
   with a message when redis-server or redis-py is missing.
@@ -28,12 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,6 +51,7 @@ from client.errors import BrokerError, MQError
 from protocol.loop import run as run_loop
 from tests.cluster import Cluster
 
+ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "BenchmarkSdk"
 #: Preloaded once; every drain reads it from offset 0 with a new consumer group.
 CONSUME_TOPIC = "BenchmarkSdkConsume"
@@ -188,7 +194,15 @@ async def preload(producer: Producer, count: int, size: int) -> None:
     await asyncio.gather(*(one(min(128, count - i)) for i in range(0, count, 128)))
 
 
-async def drain(namesrv: str, expected: int, pull_batch: int, cpu: CpuMeter, run_id: str) -> Figures:
+async def drain(
+    namesrv: str,
+    expected: int,
+    pull_batch: int,
+    cpu: CpuMeter,
+    run_id: str,
+    batch_size: int = 1,
+    topic: str = CONSUME_TOPIC,
+) -> Figures:
     f = Figures()
     done = asyncio.Event()
     b2c_sum = s2c_sum = 0.0
@@ -199,8 +213,9 @@ async def drain(namesrv: str, expected: int, pull_batch: int, cpu: CpuMeter, run
         consume_from=ConsumeFrom.FIRST_OFFSET,
         pull_batch_size=pull_batch,
         queue_threshold=max(1000, pull_batch * 4),
+        batch_size=batch_size,
     )
-    consumer.subscribe(CONSUME_TOPIC)
+    consumer.subscribe(topic)
 
     @consumer.listener
     async def handle(messages: list[MessageExt]) -> ConsumeResult:
@@ -372,7 +387,7 @@ class RedisPeer:
         got = 0
         began = time.perf_counter()
         while got < total:
-            reply = r.xreadgroup("g", "c", {stream: ">"}, count=count)
+            reply: Any = r.xreadgroup("g", "c", {stream: ">"}, count=count)
             for _, entries in reply:
                 got += len(entries)
                 r.xack(stream, "g", *[entry_id for entry_id, _ in entries])
@@ -397,6 +412,47 @@ def redis_available() -> str | None:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
+
+
+async def sdk_ceiling(args: argparse.Namespace) -> dict[str, list[Figures]]:
+    """The SDK against an instant broker (``bench.fake_broker``): its own ceiling here."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.fake_broker",
+        "--port",
+        str(port),
+        "--size",
+        str(args.size),
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    results: dict[str, list[Figures]] = {}
+    try:
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+        namesrv = f"127.0.0.1:{port}"
+        cpu = CpuMeter(proc.pid)
+        print(f"--- the SDK alone, against an instant broker (bench.fake_broker, pid {proc.pid})")
+        for run in range(1, args.runs + 1):
+            async with Producer(f"ceiling_producer_{run}", namesrv, compress_threshold=1 << 30) as p:
+                await p.send(Message(TOPIC, b"warm-up"))
+                for label, coro in (
+                    ("sync-1", lambda: sync_sends(p, args.seconds, 1, args.size, cpu)),
+                    ("sync-64", lambda: sync_sends(p, args.seconds, 64, args.size, cpu)),
+                    ("batch", lambda: batch_sends(p, args.seconds, args.batch, 8, args.size, cpu)),
+                ):
+                    figures = await coro()
+                    results.setdefault(label, []).append(figures)
+                    print(send_line(label, figures))
+            figures = await drain(namesrv, args.consume, 32, cpu, f"ceiling_{run}", topic=TOPIC)
+            results.setdefault("consume", []).append(figures)
+            print(consume_line("consume", figures))
+    finally:
+        proc.kill()
+        await proc.wait()
+    return results
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -469,22 +525,43 @@ async def bench(args: argparse.Namespace) -> None:
                         await against_redis("xadd-1", lambda: redis.xadd_one(args.seconds, body))
             if redis is not None:
                 await against_redis("xadd-pipe", lambda: redis.xadd_pipelined(args.seconds, body))
-            for label, pull_batch, count in (("consume", 32, 32), ("consume+", TUNED_PULL_BATCH, 1000)):
+            for label, pull_batch, batch_size, count in (
+                ("consume", 32, 1, 32),
+                ("consume+", TUNED_PULL_BATCH, 1, 1000),
+                ("consume32", 32, 32, 0),
+            ):
                 figures = await drain(
-                    cluster.namesrv_addr, args.consume, pull_batch, cpu, f"{run}_{pull_batch}"
+                    cluster.namesrv_addr,
+                    args.consume,
+                    pull_batch,
+                    cpu,
+                    f"{run}_{pull_batch}_{batch_size}",
+                    batch_size,
                 )
                 results.setdefault(label, []).append(figures)
                 print(consume_line(label, figures))
-                if redis is not None:
+                if redis is not None and count:
                     await against_redis(
-                        f"xreadgroup-{count}", lambda c=count: redis.xreadgroup(args.consume, body, c)
+                        f"xreadgroup-{count}", functools.partial(redis.xreadgroup, args.consume, body, count)
                     )
     finally:
         await cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
         if redis is not None:
             redis.close()
+    ceiling = await sdk_ceiling(args) if args.ceiling else {}
     summarize(results, latency, peer, args)
+    if ceiling:
+        print()
+        print("=== the SDK alone (instant broker): its ceiling, and the share the real broker adds ===")
+        for label, runs in ceiling.items():
+            ours = median([f.tps for f in results.get(label, [])])
+            alone = median([f.tps for f in runs])
+            client = median([f.per_message_us(f.client_cpu) for f in runs])
+            print(
+                f"{label:<10} SDK alone {alone:>9.0f} msg/s (client CPU {client:5.1f} us/msg)   "
+                f"with the real broker {ours:>9.0f} msg/s"
+            )
 
 
 def summarize(
@@ -554,6 +631,9 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--skip-redis", action="store_true")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
+    parser.add_argument(
+        "--no-ceiling", dest="ceiling", action="store_false", help="skip the SDK-alone runs (instant broker)"
+    )
     args = parser.parse_args()
     run_loop(bench(args))
 

@@ -98,3 +98,25 @@ async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
         assert resumed.distinct_bodies() == {f"m{i}".encode() for i in range(350, 360)}
     finally:
         await cluster.stop()
+
+
+async def test_sends_fail_over_to_another_broker_when_one_dies(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cluster = await start_cluster(tmp_path_factory.mktemp("failover"))
+    try:
+        await cluster.start_broker("broker-b")
+        topic = unique("Failover")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(topic, 2)  # on both brokers
+            assert len(await admin.queues(topic)) == 4
+        async with Producer(unique("pg"), cluster.namesrv_addr, send_timeout=2.0) as producer:
+            before = [await producer.send(Message(topic, f"a{i}".encode())) for i in range(8)]
+            assert {r.queue.broker_name for r in before} == {"broker-a", "broker-b"}
+            await cluster.kill_broker("broker-a")
+            # the cached route still lists broker-a: its attempts fail and move to broker-b
+            after = [await producer.send(Message(topic, f"b{i}".encode())) for i in range(20)]
+        assert {r.queue.broker_name for r in after} == {"broker-b"}
+        assert len({(r.queue.queue_id, r.queue_offset) for r in after}) == 20
+    finally:
+        await cluster.stop()
