@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import time
 from pathlib import Path
 
 from broker.store import GetStatus, MessageStore
@@ -97,7 +96,6 @@ async def verify(root: Path, acked: list[tuple[int, int, int, int]]) -> int:
 
 async def test_acknowledged_messages_survive_kill_9(tmp_path: Path) -> None:
     rng = random.Random(4242)
-    started = time.monotonic()
     total_acked = 0
     # Four directories, each living through TRIALS / 4 kills.
     histories: list[dict[tuple[int, int], tuple[int, int]]] = [{} for _ in range(LANES)]
@@ -120,4 +118,3 @@ async def test_acknowledged_messages_survive_kill_9(tmp_path: Path) -> None:
             entries = await verify(root, everything)
         assert entries >= len(history)
     assert total_acked > TRIALS * 20, f"children acknowledged only {total_acked} messages"
-    assert time.monotonic() - started < 120
