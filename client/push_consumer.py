@@ -100,13 +100,9 @@ def to_millis(moment: float | datetime) -> int:
     return int(moment * 1000)
 
 
-class _ConsumeRequest:
-    __slots__ = ("messages", "pq", "queue")
-
-    def __init__(self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:
-        self.messages = messages
-        self.pq = pq
-        self.queue = queue
+#: One listener call's worth: its messages, their process queue and message queue (a plain
+#: tuple: one is made per message with the default batch size).
+_ConsumeRequest: TypeAlias = tuple[list[MessageExt], ProcessQueue, MessageQueue]
 
 
 _EMPTY: Any = object()
@@ -626,10 +622,13 @@ class PushConsumer:
         size = self.batch_size
         put = self._work.put
         if len(messages) <= size:
-            put(_ConsumeRequest(messages, pq, queue))
+            put((messages, pq, queue))
+        elif size == 1:
+            for msg in messages:
+                put(([msg], pq, queue))
         else:
             for i in range(0, len(messages), size):
-                put(_ConsumeRequest(messages[i : i + size], pq, queue))
+                put((messages[i : i + size], pq, queue))
 
     async def _call_listener(self, messages: list[MessageExt]) -> Any:
         listener = self._listener
@@ -662,12 +661,11 @@ class PushConsumer:
                 request = await work.get()
             if request is None:
                 return
-            pq = request.pq
+            messages, pq, queue = request
             if pq.dropped:
                 continue
-            messages = request.messages
             try:
-                if request.queue.topic == retry_topic:
+                if queue.topic == retry_topic:
                     self._restore_topics(messages)
                 try:
                     outcome: Any = listener(messages)
@@ -685,7 +683,7 @@ class PushConsumer:
                             self.group,
                             outcome,
                         )
-                    acked = await self._handle_failure(messages, pq, request.queue)
+                    acked = await self._handle_failure(messages, pq, queue)
                 if pq.dropped:
                     continue
                 offset = pq.remove(acked)
@@ -694,7 +692,7 @@ class PushConsumer:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("consuming a batch of %s failed", request.queue)
+                log.exception("consuming a batch of %s failed", queue)
 
     async def _handle_failure(
         self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue
@@ -721,7 +719,7 @@ class PushConsumer:
     async def _consume_later(self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:
         await asyncio.sleep(LOCAL_RETRY_DELAY)
         if not pq.dropped and self._state == "running":
-            self._work.put(_ConsumeRequest(messages, pq, queue))
+            self._work.put((messages, pq, queue))
 
     @property
     def _max_reconsume(self) -> int:
