@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 BLANK_MIN_SIZE = 8
 
 _TOTAL_MAGIC = struct.Struct(">ii")
-_SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _BORN_V6 = 0x10
@@ -133,7 +132,10 @@ class CommitLog:
         """TOPICLEN + TOPIC bytes, or None for a topic the record cannot carry."""
         prefix = self._topics.get(topic)
         if prefix is None:
-            raw = topic.encode()
+            try:
+                raw = topic.encode()
+            except UnicodeEncodeError:
+                return None
             # The topic also names a consume-queue directory: no separators, no dot names.
             if not raw or len(raw) > MAX_TOPIC_LENGTH or b"\0" in raw or b"/" in raw or raw[0] == 0x2E:
                 return None
@@ -198,7 +200,10 @@ class CommitLog:
         qoff = queue_offset
         for msg in msgs:
             body = msg.body
-            props = msg.properties.encode()
+            try:
+                props = msg.properties.encode()
+            except UnicodeEncodeError:  # lone surrogates: not representable on the wire
+                return PutStatus.MESSAGE_ILLEGAL
             born = msg.born_host
             if len(born) == 8:
                 head, host_flags, extra = ipv4_born

@@ -44,7 +44,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.queue = MappedFileQueue(root / topic / str(queue_id), file_size)
+        self.queue = MappedFileQueue(root / topic / str(queue_id), file_size, keep_fds=False)
         #: Byte position of the first valid entry.
         self.min_logic_offset = 0
         self.max_offset = 0

@@ -37,7 +37,12 @@ def file_name(offset: int) -> str:
 
 
 class MappedFile:
-    """One file of a log, mapped in full. ``wrote`` is the write position inside the file."""
+    """One file of a log, mapped in full. ``wrote`` is the write position inside the file.
+
+    ``fd`` is -1 for files that do not keep a descriptor: CPython's mmap holds a duplicate of
+    its own, so a store with thousands of consume-queue files would otherwise use two each.
+    They reopen by path for the rare call that needs one (a flush, a recovery cut).
+    """
 
     __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "dir_synced", "closed")
 
@@ -54,7 +59,9 @@ class MappedFile:
         self.closed = False
 
     @classmethod
-    def open(cls, path: Path, start: int, size: int, *, create: bool = False) -> MappedFile:
+    def open(
+        cls, path: Path, start: int, size: int, *, create: bool = False, keep_fd: bool = True
+    ) -> MappedFile:
         """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros."""
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
@@ -69,6 +76,9 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
+        if not keep_fd:
+            os.close(fd)
+            fd = -1
         return cls(path, start, size, fd, mm)
 
     @property
@@ -89,9 +99,17 @@ class MappedFile:
         if self.closed:
             return
         try:
-            os.fdatasync(self.fd)
-        except OSError:
-            if self.closed:  # deleted while we were at it: nothing left to keep
+            if self.fd >= 0:
+                os.fdatasync(self.fd)
+            else:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            # Deleted (or its directory moved away) meanwhile: nothing left to keep.
+            if self.closed or isinstance(exc, FileNotFoundError):
                 return
             raise
         if not self.dir_synced:
@@ -101,8 +119,13 @@ class MappedFile:
     def zero_from(self, pos: int) -> None:
         """Make ``[pos, size)`` read as zeros: cut the file there and grow it back (a hole), so
         stale bytes past a recovered end can never be mistaken for data later."""
-        os.ftruncate(self.fd, pos)
-        os.ftruncate(self.fd, self.size)
+        fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, pos)
+            os.ftruncate(fd, self.size)
+        finally:
+            if fd != self.fd:
+                os.close(fd)
 
     def close(self) -> None:
         """Release our view and unmap, unless readers still hold slices (then the mapping goes
@@ -113,8 +136,9 @@ class MappedFile:
         self.view.release()
         with contextlib.suppress(BufferError):
             self.mm.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
     def destroy(self) -> None:
         """Close and delete the file (blocking: unlinking a large file frees its extents)."""
@@ -160,13 +184,14 @@ class MappedFileQueue:
     ``flushed_where`` is the log offset up to which bytes are known to be on disk.
     """
 
-    __slots__ = ("directory", "file_size", "files", "flushed_where")
+    __slots__ = ("directory", "file_size", "files", "flushed_where", "keep_fds")
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, keep_fds: bool = True) -> None:
         self.directory = directory
         self.file_size = file_size
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        self.keep_fds = keep_fds
 
     def load(self) -> None:
         """Map the existing files (each marked fully written; recovery sets the real ends)."""
@@ -196,7 +221,7 @@ class MappedFileQueue:
                 )
             if start % self.file_size:
                 raise StoreError(f"{self.directory}/{name} is not on a {self.file_size}-byte boundary")
-            mapped = MappedFile.open(self.directory / name, start, self.file_size)
+            mapped = MappedFile.open(self.directory / name, start, self.file_size, keep_fd=self.keep_fds)
             mapped.wrote = self.file_size
             mapped.dir_synced = True
             self.files.append(mapped)
@@ -238,7 +263,9 @@ class MappedFileQueue:
     def create(self, start: int) -> MappedFile:
         """Create (sparse) and append the file starting at ``start``."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile.open(self.directory / file_name(start), start, self.file_size, create=True)
+        mapped = MappedFile.open(
+            self.directory / file_name(start), start, self.file_size, create=True, keep_fd=self.keep_fds
+        )
         self.files.append(mapped)
         return mapped
 

@@ -156,9 +156,9 @@ def _scan(
     dispatching = False
     end = files[start].start + first_pos
     for mapped in files[start:]:
-        if mapped.start != end:
-            break
         pos = first_pos if mapped is files[start] else 0
+        if mapped.start + pos != end:
+            break
         if not dispatching:
             pos, outcome, last = verify(mapped, pos, check_crc, dispatch_at)
             if last >= 0:

@@ -84,6 +84,7 @@ class Retention:
         config = store.config
         ratio = await asyncio.to_thread(disk_used_ratio, str(config.commit_log_dir))
         self.state.disk_ratio = ratio
+        store.stats.disk_used_ratio = ratio
         self.state.rounds += 1
         over_warning = ratio > config.disk_space_warning_level_ratio
         if over_warning != store.disk_full:

@@ -77,6 +77,8 @@ class StoreStats:
     get_message_times_found: int = 0
     get_message_times_miss: int = 0
     get_message_transferred: int = 0
+    #: Fraction of the commit-log disk in use at the last retention round (-1: not yet known).
+    disk_used_ratio: float = -1.0
 
     @property
     def put_latency_avg_ms(self) -> float:
@@ -104,6 +106,8 @@ class MessageStore:
         self.stats = StoreStats()
         #: Set by retention when the disk passes ``diskSpaceWarningLevelRatio``.
         self.disk_full = False
+        #: Set when a put could not write its consume-queue entries; puts are refused after.
+        self.dispatch_failed = False
         self.recovery: RecoveryReport | None = None
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._listeners: list[ArrivalListener] = []
@@ -322,7 +326,7 @@ class MessageStore:
 
     def _put(self, msgs: Sequence[StoreMessage]) -> PutResult:
         stats = self.stats
-        if not self._running or self._slave or self.disk_full:
+        if not self._running or self._slave or self.disk_full or self.dispatch_failed:
             stats.put_message_failures += 1
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         started = time.perf_counter_ns()
@@ -337,32 +341,20 @@ class MessageStore:
             stats.put_message_failures += 1
             return PutResult(appended)
         offsets = appended.offsets
-        sizes = appended.sizes
-        stamps = appended.store_timestamps
         count = len(msgs)
-        index = self.index
-        listeners = self._listeners
-        result_queue_offset = queue_offset
-        if count == 1:
-            tx = first.sys_flag & _TX_MASK
-            if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
-                if cq is None:
-                    cq = self._create_consume_queue(topic, queue_id)
-                cq.put(offsets[0], sizes[0], first.tags_code, queue_offset)
-                self._logics_timestamp = stamps[0]
-                if listeners:
-                    self._notify(topic, queue_id, ((queue_offset + 1, first.tags_code),))
+        try:
+            if count == 1:
+                self._dispatch_one(first, cq, queue_offset, appended)
             else:
-                result_queue_offset = 0
-            if index is not None and (first.keys or first.uniq_key):
-                written = index.build(
-                    topic, offsets[0], stamps[0], first.sys_flag, first.keys, first.uniq_key
-                )
-                if written is not None:
-                    written.write_header()
-                    self._index_timestamp = stamps[0]
-        else:
-            self._dispatch_batch(msgs, cq, queue_offset, appended)
+                self._dispatch_batch(msgs, cq, queue_offset, appended)
+        except OSError as exc:
+            # The records are in the commit log but not in their consume queue (a file that
+            # cannot be created: disk full, too many open files). Like RocketMQ's "logics
+            # queue error": refuse puts until a restart dispatches them from the log.
+            log.error("cannot write consume-queue or index entries, refusing new messages: %s", exc)
+            self.dispatch_failed = True
+            stats.put_message_failures += 1
+            return PutResult(PutStatus.UNKNOWN_ERROR, appended.wrote_offset, appended.wrote_bytes)
         ids = [f"{self._msg_id_prefix}{o:016X}" for o in offsets]
         latency = time.perf_counter_ns() - started
         stats.put_message_times_total += count
@@ -375,11 +367,31 @@ class MessageStore:
             PutStatus.PUT_OK,
             appended.wrote_offset,
             appended.wrote_bytes,
-            result_queue_offset,
+            queue_offset if appended.next_queue_offset > queue_offset else 0,
             count,
             ids,
-            stamps[0],
+            appended.store_timestamps[0],
         )
+
+    def _dispatch_one(
+        self, msg: StoreMessage, cq: ConsumeQueue | None, queue_offset: int, appended: Appended
+    ) -> None:
+        offset = appended.offsets[0]
+        stamp = appended.store_timestamps[0]
+        dispatched = appended.next_queue_offset > queue_offset
+        if dispatched:
+            if cq is None:
+                cq = self._create_consume_queue(msg.topic, msg.queue_id)
+            cq.put(offset, appended.sizes[0], msg.tags_code, queue_offset)
+            self._logics_timestamp = stamp
+        index = self.index
+        if index is not None and (msg.keys or msg.uniq_key):
+            written = index.build(msg.topic, offset, stamp, msg.sys_flag, msg.keys, msg.uniq_key)
+            if written is not None:
+                written.write_header()
+                self._index_timestamp = stamp
+        if dispatched and self._listeners:
+            self._notify(msg.topic, msg.queue_id, ((queue_offset + 1, msg.tags_code),))
 
     def _dispatch_batch(
         self, msgs: Sequence[StoreMessage], cq: ConsumeQueue | None, queue_offset: int, appended: Appended
@@ -753,7 +765,7 @@ class MessageStore:
     def runtime_info(self) -> dict[str, str]:
         """Store figures under RocketMQ's runtime-info names."""
         stats = self.stats
-        ratio = self._retention.state.disk_ratio
+        ratio = stats.disk_used_ratio
         if ratio < 0:
             ratio = disk_used_ratio(str(self.config.commit_log_dir))
         return {

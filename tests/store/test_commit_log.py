@@ -142,6 +142,8 @@ async def test_rejected_messages_write_nothing(tmp_path: Path) -> None:
         assert status(make_message("T" * 128, n=1)) is PutStatus.MESSAGE_ILLEGAL
         assert status(make_message("", n=1)) is PutStatus.MESSAGE_ILLEGAL
         assert status(make_message("../evil", n=1)) is PutStatus.MESSAGE_ILLEGAL
+        assert status(StoreMessage("bad\udc80", 0, b"body", "")) is PutStatus.MESSAGE_ILLEGAL
+        assert status(make_message(n=1, extra={"X": "\udc80"})) is PutStatus.MESSAGE_ILLEGAL
         bad_host = make_message(n=1)
         bad_host.born_host = b"\0" * 5
         assert status(bad_host) is PutStatus.MESSAGE_ILLEGAL
@@ -151,7 +153,7 @@ async def test_rejected_messages_write_nothing(tmp_path: Path) -> None:
         assert not store.put_messages(mixed).ok
         assert store.commit_log_max_offset == end
         assert store.get_max_offset("TopicA", 0) == 1
-        assert store.stats.put_message_failures == 10
+        assert store.stats.put_message_failures == 12
 
 
 async def test_batch_larger_than_a_file_is_illegal(tmp_path: Path) -> None:
@@ -253,3 +255,20 @@ async def test_properties_string_is_stored_verbatim(tmp_path: Path) -> None:
         assert got.properties == {"TAGS": "x", "WAIT": "true", "中文": "値"}
         raw = store.read_record(result.wrote_offset) or b""
         assert raw.endswith(props.encode())
+
+
+async def test_dispatch_failure_refuses_puts_until_restart(tmp_path: Path) -> None:
+    config = small_config(tmp_path)
+    async with running(config) as store:
+        assert store.put_message(make_message(n=0)).ok
+        # A file where the topic's consume-queue directory must go: the entry cannot be written.
+        (tmp_path / "consumequeue" / "Blocked").write_bytes(b"")
+        failed = store.put_message(make_message("Blocked", n=1))
+        assert failed.status is PutStatus.UNKNOWN_ERROR and not failed.ok
+        assert store.put_message(make_message(n=2)).status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert store.read_record(failed.wrote_offset) is not None  # in the log, not dispatched
+    (tmp_path / "consumequeue" / "Blocked").unlink()
+    async with running(config) as store:
+        (msg,) = decode(store.get_messages("g", "Blocked", 0, 0, 32).buffers)
+        assert msg.commit_log_offset == failed.wrote_offset
+        assert store.put_message(make_message(n=2)).queue_offset == 1

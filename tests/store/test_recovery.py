@@ -291,3 +291,24 @@ async def test_the_same_store_object_restarts(tmp_path: Path) -> None:
         assert consume_queue_matches_log(store) == 101
     finally:
         await store.shutdown()
+
+
+async def test_normal_restart_dispatches_what_the_consume_queues_lack(tmp_path: Path) -> None:
+    config = small_config(tmp_path)
+    async with running(config) as store:
+        for n in range(120):
+            store.put_message(make_message("TopicA", n % 2, n, size=800))
+        entries = {q: store.read_consume_queue("TopicA", q, 0, 100) for q in (0, 1)}
+    # Both queues lost their last 7 entries (files zeroed from there). A normal restart
+    # dispatches again from the furthest record any consume queue still has.
+    for queue_id in (0, 1):
+        last = sorted((tmp_path / "consumequeue" / "TopicA" / str(queue_id)).iterdir())[-1]
+        data = bytearray(last.read_bytes())
+        used = (60 % 50) * 20
+        data[used - 7 * 20 :] = bytes(len(data) - used + 7 * 20)
+        last.write_bytes(bytes(data))
+    async with running(config) as store:
+        assert store.recovery is not None and store.recovery.dispatched == 14
+        assert 0 < store.recovery.dispatched_from < store.commit_log_max_offset
+        assert {q: store.read_consume_queue("TopicA", q, 0, 100) for q in (0, 1)} == entries
+        assert consume_queue_matches_log(store) == 120

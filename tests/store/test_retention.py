@@ -103,6 +103,7 @@ async def test_disk_warning_refuses_puts(tmp_path: Path) -> None:
         config.disk_space_warning_level_ratio = 1.0
         await store.clean_once()
         assert store.put_message(make_message(n=1)).ok
+        assert 0 < store.stats.disk_used_ratio < 1
         info = store.runtime_info()
         assert float(info["commitLogDiskRatio"]) > 0
         assert info["putMessageFailedTimes"] == "1"
