@@ -328,20 +328,21 @@ class CommitLog:
             return None
         return mapped.view[pos : pos + size]
 
-    def record_at(self, offset: int, size: int | None = None) -> memoryview | None:
-        """The record starting at ``offset`` (its size read from it if not given)."""
+    def record_at(
+        self, offset: int, size: int | None = None, *, check_crc: bool = False
+    ) -> memoryview | None:
+        """The record starting at ``offset`` (its size read from it if not given); None unless
+        a complete record starts there (and, with ``check_crc``, its body passes the CRC)."""
         mapped = self.queue.find(offset)
         if mapped is None:
             return None
         pos = offset - mapped.start
         if pos < 0 or pos + RECORD_FIXED_SIZE > mapped.wrote:
             return None
-        total, magic = _TOTAL_MAGIC.unpack_from(mapped.view, pos)
-        if magic != MESSAGE_MAGIC_CODE or (size is not None and size != total):
+        found = _inspect(mapped, pos, check_crc)
+        if isinstance(found, int) or (size is not None and size != found[0]) or pos + found[0] > mapped.wrote:
             return None
-        if total < RECORD_FIXED_SIZE or pos + total > mapped.wrote:
-            return None
-        return mapped.view[pos : pos + total]
+        return mapped.view[pos : pos + found[0]]
 
     def store_timestamp_at(self, offset: int) -> int:
         """STORETIMESTAMP of the record at ``offset``; -1 if it is gone."""

@@ -675,13 +675,17 @@ class MessageStore:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def read_record(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
-        """The stored record at ``commit_log_offset`` (a copy); None if gone or not a record."""
-        view = self.commit_log.record_at(commit_log_offset, size)
+    def read_record(
+        self, commit_log_offset: int, size: int | None = None, *, check_crc: bool = False
+    ) -> bytes | None:
+        """The stored record at ``commit_log_offset`` (a copy); None if gone, not a record, or
+        (with ``check_crc``) its body fails the CRC."""
+        view = self.commit_log.record_at(commit_log_offset, size, check_crc=check_crc)
         return bytes(view) if view is not None else None
 
-    def look_message(self, commit_log_offset: int) -> MessageExt | None:
-        view = self.commit_log.record_at(commit_log_offset)
+    def look_message(self, commit_log_offset: int, *, check_crc: bool = False) -> MessageExt | None:
+        """The decoded message at ``commit_log_offset``; None as for :meth:`read_record`."""
+        view = self.commit_log.record_at(commit_log_offset, check_crc=check_crc)
         if view is None:
             return None
         try:

@@ -272,3 +272,16 @@ async def test_dispatch_failure_refuses_puts_until_restart(tmp_path: Path) -> No
         (msg,) = decode(store.get_messages("g", "Blocked", 0, 0, 32).buffers)
         assert msg.commit_log_offset == failed.wrote_offset
         assert store.put_message(make_message(n=2)).queue_offset == 1
+
+
+async def test_crc_check_on_read(tmp_path: Path) -> None:
+    async with running(small_config(tmp_path)) as store:
+        result = store.put_message(make_message(n=1, size=300))
+        assert store.read_record(result.wrote_offset, check_crc=True) is not None
+        with (tmp_path / "commitlog" / "00000000000000000000").open("r+b") as f:
+            f.seek(result.wrote_offset + 150)  # a body byte; the page cache is the mapping's
+            f.write(b"\xee")
+        assert store.read_record(result.wrote_offset) is not None
+        assert store.read_record(result.wrote_offset, check_crc=True) is None
+        assert store.look_message(result.wrote_offset, check_crc=True) is None
+        assert store.look_message(result.wrote_offset) is not None
