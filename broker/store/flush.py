@@ -54,10 +54,10 @@ class CommitLogFlusher:
     """Flushes the commit log: a timed flush (ASYNC_FLUSH), or group commit (SYNC_FLUSH).
 
     A flush is one job on the worker thread; at most one runs at a time. Under SYNC_FLUSH the
-    first put to wait starts one at once, covering everything written so far; the puts that
-    arrive while it runs are covered by the next one, started as soon as it ends. So the
-    event loop keeps appending while the disk syncs, and each ``fdatasync`` serves everyone
-    who arrived during the one before.
+    first put to wait starts one (once the callbacks ready at that moment have run, so that
+    the writers the last flush woke all join it), covering everything written so far; the
+    puts that arrive while it runs are covered by the next one, started as soon as it ends.
+    Each ``fdatasync`` serves everyone who arrived during the one before.
     """
 
     def __init__(
@@ -89,6 +89,7 @@ class CommitLogFlusher:
         #: The running flush: resolves to whether it succeeded.
         self._running: asyncio.Future[bool] | None = None
         self._retry: asyncio.TimerHandle | None = None
+        self._starting = False
         self._task: asyncio.Task[None] | None = None
         self.flush_count = 0
         self.timeouts = 0
@@ -133,9 +134,17 @@ class CommitLogFlusher:
         self._waiters.append((end, deadline, future))
         if self._timer is None:
             self._timer = loop.call_at(deadline, self._expire)
-        if self._running is None and self._retry is None:
-            self._begin(0)
+        if self._running is None and self._retry is None and not self._starting:
+            # Start it once the callbacks ready now have run: the puts of the writers woken
+            # by the last flush join this one instead of each needing a round of its own.
+            self._starting = True
+            loop.call_soon(self._start_soon)
         return future
+
+    def _start_soon(self) -> None:
+        self._starting = False
+        if self._running is None and self._retry is None and self._waiters:
+            self._begin(0)
 
     def _expire(self) -> None:
         """Time out the waiters past their deadline; re-arm for the next one."""
