@@ -6,13 +6,27 @@ Register the source once per Spark session::
     from pipeline import RocketMQDataSource
     spark.dataSource.register(RocketMQDataSource)
 
+or ``pipeline.register(spark)``, which also makes ``spark`` the JVM thread's active session
+(see :func:`register`).
+
 Modules: ``source`` (the data source and its readers), ``sink`` (writers), ``options``
 (option parsing and errors), ``planning`` (driver-side offset resolution), ``reading``
 (executor-side range pulls), ``records`` (pull bodies to Arrow columns), ``schema``.
 """
 
+from typing import Any
+
 from .options import DataLossError, RocketMQOptionError
 from .sink import RocketMQWriteError
 from .source import RocketMQDataSource
 
-__all__ = ["DataLossError", "RocketMQDataSource", "RocketMQOptionError", "RocketMQWriteError"]
+__all__ = ["DataLossError", "RocketMQDataSource", "RocketMQOptionError", "RocketMQWriteError", "register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``rocketmq`` format with ``spark`` and make ``spark`` the active session of
+    the calling JVM thread: Spark finds a Python *streaming sink* through the active session
+    only, and a driver thread that did not build the session (a test runner, a notebook) may
+    have none, which fails ``writeStream.format("rocketmq").start()`` with DATA_SOURCE_NOT_FOUND."""
+    spark.dataSource.register(RocketMQDataSource)
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

@@ -143,10 +143,11 @@ def check_data_loss(
     options: ReadOptions,
     start: Mapping[MessageQueue, int],
     bounds: Mapping[MessageQueue, Bounds],
-    option: str,
+    origin: str,
 ) -> dict[MessageQueue, int]:
     """``start`` with offsets below a queue's first stored offset moved up to it, or (with
-    ``failOnDataLoss``) an error saying which offsets retention deleted."""
+    ``failOnDataLoss``) an error saying which offsets retention deleted; ``origin`` says
+    where the offsets came from (the option, or the stream's checkpoint)."""
     moved = dict(start)
     for queue, offset in start.items():
         bound = bounds.get(queue)
@@ -154,7 +155,7 @@ def check_data_loss(
             continue
         if options.fail_on_data_loss:
             raise DataLossError(
-                f"rocketmq option '{option}': offsets {offset}..{bound.min_offset - 1} of queue "
+                f"rocketmq {origin}: offsets {offset}..{bound.min_offset - 1} of queue "
                 f"{queue.broker_name}:{queue.queue_id} (topic {queue.topic!r}) were deleted by retention; "
                 f"the earliest offset still stored is {bound.min_offset}. Set failOnDataLoss=false to "
                 "skip the lost messages."

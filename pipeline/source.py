@@ -114,7 +114,7 @@ class RocketMQBatchReader(DataSourceReader):
                     "startingOffsets",
                     f"offset {offset} of queue {queue.broker_name}:{queue.queue_id} is after its end {end[queue]}",
                 )
-        start = check_data_loss(options, start, bounds, "startingOffsets")
+        start = check_data_loss(options, start, bounds, "option 'startingOffsets'")
         self.ranges = _partitions(options, start, end)
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -133,6 +133,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._admin: BlockingAdmin | None = None
         self._target: dict[MessageQueue, int] | None = None
+        self._reported: JsonOffsets | None = None
 
     @property
     def admin(self) -> BlockingAdmin:
@@ -146,7 +147,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> JsonOffsets:
         bounds = self._bounds()
         start = resolve_start(self.options, self.admin, bounds)
-        return to_json(check_data_loss(self.options, start, bounds, "startingOffsets"))
+        return to_json(check_data_loss(self.options, start, bounds, "option 'startingOffsets'"))
 
     def _latest(self) -> dict[MessageQueue, int]:
         return {queue: bound.max_offset for queue, bound in self._bounds().items()}
@@ -160,6 +161,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
+        # Spark plans the next micro-batch only once the one ending at ``start`` is
+        # committed, so ``start`` is processed input: report it now rather than one batch
+        # later, when Spark calls commit() while constructing the batch after next.
+        self.commit(start)
         begin = from_json(self.options.topic, start)
         latest = self._latest() if self._target is None else dict(self._target)
         # Never move a queue backwards (a broker that lost its tail, or one that is away).
@@ -181,7 +186,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         finish = from_json(topic, end)
         first = {queue: begin.get(queue, 0) for queue in finish}
         if any(finish[q] > first[q] for q in finish):
-            first = check_data_loss(self.options, first, self._bounds(), "startingOffsets")
+            first = check_data_loss(
+                self.options, first, self._bounds(), "stream (offsets of its last micro-batch)"
+            )
         return _partitions(self.options, first, finish)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -190,8 +197,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: JsonOffsets) -> None:
         group = self.options.consumer_group
-        if group is not None:
-            commit_group_offsets(self.admin, group, from_json(self.options.topic, end))
+        if group is None or end == self._reported:
+            return
+        commit_group_offsets(self.admin, group, from_json(self.options.topic, end))
+        self._reported = end
 
     def stop(self) -> None:
         close_quietly([self._admin])

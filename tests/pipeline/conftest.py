@@ -126,7 +126,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from pipeline import RocketMQDataSource
+    import pipeline
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -141,7 +141,7 @@ def spark() -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(RocketMQDataSource)
+    pipeline.register(session)
     try:
         yield session
     finally:
