@@ -461,7 +461,7 @@ async def bench(args: argparse.Namespace) -> None:
     results: dict[str, list[Figures]] = {}
     latency: list[dict[str, float]] = []
     peer: dict[str, list[float]] = {}
-    why_not = "--skip-redis given" if args.skip_redis else redis_available()
+    why_not = "not needed" if args.skip_redis or args.latency_only else redis_available()
     if why_not is not None:
         print(f"redis comparison skipped: {why_not}")
     redis = RedisPeer() if why_not is None else None
@@ -490,8 +490,11 @@ async def bench(args: argparse.Namespace) -> None:
         print(
             f"cluster: name server {cluster.namesrv_addr}, broker {broker.addr}; topic {TOPIC} ({QUEUES} queues)"
         )
-        async with Producer("benchmark_preload", cluster.namesrv_addr, compress_threshold=1 << 30) as loader:
-            await preload(loader, args.consume, args.size)
+        if not args.latency_only:
+            async with Producer(
+                "benchmark_preload", cluster.namesrv_addr, compress_threshold=1 << 30
+            ) as loader:
+                await preload(loader, args.consume, args.size)
         if args.gc_freeze:
             # What a latency-sensitive service does after start-up: objects alive now (modules,
             # pydantic schemas, ...) leave the collector's generations, so full collections
@@ -508,6 +511,8 @@ async def bench(args: argparse.Namespace) -> None:
                 f"Current Time: {now_str()} | e2e@{args.rate}/s | p50 {percentiles['p50']:.3f} ms | "
                 f"p90 {percentiles['p90']:.3f} ms | p99 {percentiles['p99']:.3f} ms | max {percentiles['max']:.3f} ms"
             )
+            if args.latency_only:
+                continue
             async with Producer(
                 f"benchmark_producer_{run}", cluster.namesrv_addr, compress_threshold=1 << 30
             ) as p:
@@ -549,7 +554,13 @@ async def bench(args: argparse.Namespace) -> None:
         shutil.rmtree(root, ignore_errors=True)
         if redis is not None:
             redis.close()
-    ceiling = await sdk_ceiling(args) if args.ceiling else {}
+    ceiling = await sdk_ceiling(args) if args.ceiling and not args.latency_only else {}
+    if args.latency_only:
+        p99 = median([p["p99"] for p in latency])
+        print(
+            f"e2e@{args.rate}/s median p99 {p99:.3f} ms over {args.runs} runs (load average {os.getloadavg()[0]:.2f})"
+        )
+        return
     summarize(results, latency, peer, args)
     if ceiling:
         print()
@@ -577,7 +588,10 @@ def summarize(
         return median([f.per_message_us(getattr(f, attr)) for f in results[label]])
 
     print()
-    print(f"=== medians of {args.runs} runs, {args.size}-byte messages ===")
+    print(
+        f"=== medians of {args.runs} runs, {args.size}-byte messages; {os.cpu_count()} CPUs, "
+        f"load average now {os.getloadavg()[0]:.2f} (other processes on the machine skew every figure) ==="
+    )
     for label in results:
         rt = median([f.rt_sum / f.messages * 1000 for f in results[label] if f.messages and f.rt_sum])
         line = f"{label:<10} {median(tps(label)):>10.0f} msg/s"
@@ -631,6 +645,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--skip-redis", action="store_true")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
+    parser.add_argument("--latency-only", action="store_true", help="only the end-to-end latency runs")
     parser.add_argument(
         "--no-ceiling", dest="ceiling", action="store_false", help="skip the SDK-alone runs (instant broker)"
     )
