@@ -20,13 +20,26 @@ from .options import DataLossError, RocketMQOptionError
 from .sink import RocketMQWriteError
 from .source import RocketMQDataSource
 
-__all__ = ["DataLossError", "RocketMQDataSource", "RocketMQOptionError", "RocketMQWriteError", "register"]
+__all__ = [
+    "DataLossError",
+    "RocketMQDataSource",
+    "RocketMQOptionError",
+    "RocketMQWriteError",
+    "activate",
+    "register",
+]
 
 
 def register(spark: Any) -> None:
-    """Register the ``rocketmq`` format with ``spark`` and make ``spark`` the active session of
-    the calling JVM thread: Spark finds a Python *streaming sink* through the active session
-    only, and a driver thread that did not build the session (a test runner, a notebook) may
-    have none, which fails ``writeStream.format("rocketmq").start()`` with DATA_SOURCE_NOT_FOUND."""
+    """Register the ``rocketmq`` format with ``spark`` and :func:`activate` it."""
     spark.dataSource.register(RocketMQDataSource)
+    activate(spark)
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the active session of the calling JVM thread. Spark finds a Python
+    *streaming sink* through that thread's active session only, and a driver thread that did
+    not build the session (a test runner, a notebook cell, a thread of yours) may have none,
+    which fails ``writeStream.format("rocketmq").start()`` with DATA_SOURCE_NOT_FOUND; call
+    this just before such a ``start()``."""
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

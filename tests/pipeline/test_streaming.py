@@ -208,8 +208,8 @@ def test_streaming_sink_copies_a_topic(spark: Any, cluster: TestCluster, tmp_pat
     cluster.create_topic(target, 2)
     cluster.produce(messages(source, 0, 250, tags="copy"))
     # Spark looks a Python streaming sink up through the calling JVM thread's active session,
-    # which py4j does not keep across a test run's calls: register() sets it again.
-    pipeline.register(spark)
+    # which py4j does not keep across a test run's calls.
+    pipeline.activate(spark)
     query = (
         stream(spark, cluster, source, startingOffsets="earliest")
         .selectExpr(
