@@ -20,8 +20,6 @@ from protocol.message import MessageExt
 
 from .offset_store import OffsetSlot
 
-_MAX_OFFSET = "MAX_OFFSET"
-
 #: A local orderly lock older than this is treated as lost (the broker keeps it 60 s).
 LOCK_MAX_LIVE_TIME = 30.0
 #: A push queue that has not pulled for this long is dropped and re-created by rebalance.
@@ -39,11 +37,8 @@ class ProcessQueue:
         "locked",
         "last_lock_time",
         "last_pull_time",
-        "last_consume_time",
         "consuming",
-        "backlog",
         "consume_lock",
-        "try_unlock_times",
         "offset_slot",
         "_space",
         "_low_water",
@@ -62,12 +57,9 @@ class ProcessQueue:
         now = time.monotonic()
         self.last_lock_time = now
         self.last_pull_time = now
-        self.last_consume_time = now
         #: Orderly: a consume task is running for this queue.
         self.consuming = False
-        self.backlog = 0
         self.consume_lock = asyncio.Lock()
-        self.try_unlock_times = 0
         #: The queue's entry in the consumer's offset store, set when the queue is taken.
         self.offset_slot = OffsetSlot()
         self._space: asyncio.Future[None] | None = None
@@ -91,13 +83,6 @@ class ProcessQueue:
                     self.max_offset = offset
         self.count += added
         self.size += size
-        if messages:
-            last = messages[-1]
-            max_offset = last.properties.get(_MAX_OFFSET)
-            if max_offset is not None:
-                backlog = int(max_offset) - last.queue_offset
-                if backlog > 0:
-                    self.backlog = backlog
         if table and not self.consuming:
             self.consuming = True
             return True
@@ -182,7 +167,6 @@ class ProcessQueue:
     def take(self, batch_size: int) -> list[MessageExt]:
         """Move up to ``batch_size`` of the oldest messages into the consuming set. An empty
         result ends the consume task (``consuming`` goes false)."""
-        self.last_consume_time = time.monotonic()
         table = self._messages
         taken: list[MessageExt] = []
         while table and len(taken) < batch_size:

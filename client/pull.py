@@ -10,13 +10,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from protocol.body import MessageQueue
-from protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from protocol.codes import PullSysFlag, RequestCode
 from protocol.errors import error_for_code
 from protocol.message import MessageExt, decode_records
 
 from .admin import Admin
 from .client_instance import ClientOptions, default_instance_name
-from .subscription import check_group, parse_tags, tag_filter
+from .subscription import check_group, filter_by_tags, parse_tags, tag_filter
 from .types import PullResult, PullStatus
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ PULL_TIMEOUT_WHEN_SUSPEND = 30.0
 _PULL = int(RequestCode.PULL_MESSAGE)
 _STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
 _FOUND = PullStatus.FOUND
-_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 async def pull(
@@ -90,18 +89,10 @@ async def pull(
         suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", 0)),
     )
     if status is _FOUND and response.body:
-        messages = decode_records(response.body)
+        messages = filter_by_tags(decode_records(response.body), tags)
         broker_name = queue.broker_name
-        if tags is None:
-            for msg in messages:
-                msg.broker_name = broker_name
-        else:
-            kept: list[MessageExt] = []
-            for msg in messages:
-                if msg.properties.get("TAGS") in tags:
-                    msg.broker_name = broker_name
-                    kept.append(msg)
-            messages = kept
+        for msg in messages:
+            msg.broker_name = broker_name
         result.messages = messages
     return result
 

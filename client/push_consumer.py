@@ -480,7 +480,6 @@ class PushConsumer:
             try:
                 await asyncio.wait_for(pq.consume_lock.acquire(), 1.0)
             except TimeoutError:
-                pq.try_unlock_times += 1
                 return False
             try:
                 await store.persist(queue)
@@ -581,9 +580,6 @@ class PushConsumer:
                 pq.pulled_up_to(next_offset)
                 if messages:
                     dispatch = pq.put(messages)
-                    backlog = result.max_offset - messages[-1].queue_offset
-                    if backlog > 0:
-                        pq.backlog = backlog
                     self._submit(messages, pq, queue, dispatch)
                 elif pq.count == 0:
                     slot.advance(next_offset)
