@@ -10,5 +10,7 @@ import pytest
 from protocol.loop import loop_factory
 
 
-def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], Any]]:
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], Any]]:
     return {"preferred": loop_factory()}
