@@ -233,7 +233,7 @@ class MessageStore:
         await asyncio.to_thread(checkpoint.flush)
         for executor in (self._flush_executor, self._io_executor):
             if executor is not None:
-                executor.shutdown(wait=True)
+                await asyncio.to_thread(executor.shutdown, True)
         self._close_files()
         remove_abort_file(self.config.root_dir)
         if self._lock is not None:
