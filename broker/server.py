@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Awaitable
 
-from broker.store import MessageStore, PutResult, StoreConfig, StoreMessage
+from broker.store import FlushDiskType, MessageStore, PutResult, StoreConfig, StoreMessage
 from protocol.codes import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -46,6 +46,8 @@ from .transactions import TransactionService
 log = logging.getLogger(__name__)
 
 _DELAY = PropertyKey.DELAY_TIME_LEVEL
+_PERM_READ = int(Perm.READ)
+_PERM_WRITE = int(Perm.WRITE)
 _REAL_TOPIC = PropertyKey.REAL_TOPIC
 _REAL_QID = PropertyKey.REAL_QUEUE_ID
 
@@ -87,6 +89,7 @@ class Broker:
             handlers.update(family.handlers(self))
         self.server = Server(handlers, name=f"broker {config.broker_name}", on_disconnect=self._disconnected)
         self._tasks: list[asyncio.Task[None]] = []
+        self.is_sync_flush = store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self.started_at = time.time()
         self.running = False
 
@@ -94,15 +97,11 @@ class Broker:
 
     @property
     def writable(self) -> bool:
-        return bool(self.config.broker_permission & Perm.WRITE)
+        return bool(self.config.broker_permission & _PERM_WRITE)
 
     @property
     def readable(self) -> bool:
-        return bool(self.config.broker_permission & Perm.READ)
-
-    @property
-    def is_sync_flush(self) -> bool:
-        return self.store_config.flush_disk_type.value == "SYNC_FLUSH"
+        return bool(self.config.broker_permission & _PERM_READ)
 
     async def start(self, host: str | None = None) -> None:
         self.topics.load()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 _COMMIT = PullSysFlag.COMMIT_OFFSET.value
 _SUSPEND = PullSysFlag.SUSPEND.value
 _SUBSCRIPTION = PullSysFlag.SUBSCRIPTION.value
+_PERM_READ = int(Perm.READ)
 
 _STATUS_CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -93,7 +94,7 @@ class Puller:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
             )
-        if not topic_config.perm & Perm.READ:
+        if not topic_config.perm & _PERM_READ:
             return cmd.response(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
             )

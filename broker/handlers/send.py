@@ -62,6 +62,8 @@ _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _RECONSUME_TIME = PropertyKey.RECONSUME_TIME
 _MAX_RECONSUME_TIMES = PropertyKey.MAX_RECONSUME_TIMES
 DLQ_PERM = int(Perm.WRITE)
+_PERM_WRITE = int(Perm.WRITE)
+_MULTI_TAGS = int(MessageSysFlag.MULTI_TAGS)
 
 
 def handlers(broker: Broker) -> dict[int, Handler]:
@@ -118,13 +120,14 @@ class Sender:
                 f"the broker[{self.config.broker_ip1}] sending message is forbidden",
             )
         topic = h.topic
-        problem = validate_topic_name(topic)
-        if problem is not None:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, problem)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise _Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = broker.topics.get(topic)
         if topic_config is None:
+            # Names in the topic table were validated when they were created.
+            problem = validate_topic_name(topic)
+            if problem is not None:
+                raise _Refused(ResponseCode.SYSTEM_ERROR, problem)
             if topic.startswith(RETRY_PREFIX):
                 topic_config = broker.topics.ensure(topic, 1, PERM_READ_WRITE)
             else:
@@ -137,7 +140,7 @@ class Sender:
                     f"topic[{topic}] not exist, apply first please! "
                     "See https://rocketmq.apache.org/docs/bestPractice/06FAQ",
                 )
-        if not topic_config.perm & Perm.WRITE:
+        if not topic_config.perm & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         queue_id = h.queue_id
         queue_nums = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
@@ -151,7 +154,7 @@ class Sender:
             queue_id = random.randrange(max(1, topic_config.write_queue_nums))
         sys_flag = h.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
-            sys_flag |= MessageSysFlag.MULTI_TAGS
+            sys_flag |= _MULTI_TAGS
         body = cmd.body
         if h.batch:
             return self._send_batch(conn, cmd, h, topic, queue_id, sys_flag)
@@ -310,8 +313,8 @@ class Sender:
             None,
             {
                 "msgId": msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids),
-                "queueId": queue_id,
-                "queueOffset": result.queue_offset,
+                "queueId": str(queue_id),
+                "queueOffset": str(result.queue_offset),
                 "MSG_REGION": self.region,
                 "TRACE_ON": self.trace_on,
             },
@@ -351,7 +354,7 @@ class Sender:
         else:
             topic = retry_topic(h.group)
             config = broker.topics.ensure(topic, group.retry_queue_nums, PERM_READ_WRITE, unit_flag)
-            if not config.perm & Perm.WRITE:
+            if not config.perm & _PERM_WRITE:
                 return cmd.response(
                     ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
                 )
