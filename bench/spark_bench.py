@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs first (JIT, worker start)")
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--broker-conf", action="append", default=[], help="key=value for broker.conf")
     args = parser.parse_args(argv)
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.driver.memory", "2g")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -145,21 +147,34 @@ def main(argv: list[str] | None = None) -> int:
             .cache()
         )
         rows.count()
+        tiny = "SparkBenchTiny"
+        cluster.create_topic(tiny, args.queues)
+        cluster.produce([Message(tiny, b"x") for _ in range(args.queues)])
+        tiny_reader = spark.read.format("rocketmq").option("namesrv", cluster.namesrv).option("topic", tiny)
+        overhead: list[float] = []
         results: dict[str, list[dict[str, float]]] = {"count": [], "parquet": [], "write": []}
         out = root / "parquet"
-        for run in range(1, args.runs + 1):
-            print(f"run {run}/{args.runs}")
+        for run in range(1 - args.warmup, args.runs + 1):
+            print(f"run {run}/{args.runs}" if run > 0 else "warm-up run (not counted)")
 
             def count() -> None:
                 got = reader.load().count()
                 assert got == args.messages, got
 
-            results["count"].append(measure("read -> count()", args.messages, count, pids))
+            began = time.perf_counter()
+            assert tiny_reader.load().count() == args.queues
+            overhead.append(time.perf_counter() - began)
+            print(f"  fixed cost: load() + count() of {args.queues} messages took {overhead[-1]:.2f}s")
+            figures = measure("read -> count()", args.messages, count, pids)
+            if run > 0:
+                results["count"].append(figures)
             shutil.rmtree(out, ignore_errors=True)
-            results["parquet"].append(
-                measure("read -> Parquet", args.messages, lambda: reader.load().write.parquet(str(out)), pids)
+            figures = measure(
+                "read -> Parquet", args.messages, lambda: reader.load().write.parquet(str(out)), pids
             )
-            write_topic = f"SparkBenchWrite{run}"
+            if run > 0:
+                results["parquet"].append(figures)
+            write_topic = f"SparkBenchWrite{run + args.warmup}"
             cluster.create_topic(write_topic, args.queues)
 
             def write(write_topic: str = write_topic) -> None:
@@ -167,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
                     "topic", write_topic
                 ).mode("append").save()
 
-            results["write"].append(measure("write", args.messages, write, pids))
+            figures = measure("write", args.messages, write, pids)
+            if run > 0:
+                results["write"].append(figures)
         print(f"\nmedians over {args.runs} runs (local[2], {BODY}-byte bodies, {args.messages:,} messages):")
+        print(
+            f"  fixed cost of a read query (planning, one task per queue): {statistics.median(overhead[args.warmup :]):.2f}s"
+        )
         targets = {"count": TARGET_READ, "parquet": TARGET_READ, "write": TARGET_WRITE}
         for key, runs in results.items():
             rate = statistics.median(r["rate"] for r in runs)

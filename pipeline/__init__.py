@@ -16,8 +16,7 @@ Modules: ``source`` (the data source and its readers), ``sink`` (writers), ``opt
 
 from typing import Any
 
-from .options import DataLossError, RocketMQOptionError
-from .sink import RocketMQWriteError
+from .options import DataLossError, RocketMQOptionError, RocketMQWriteError
 from .source import RocketMQDataSource
 
 __all__ = [

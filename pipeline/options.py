@@ -60,6 +60,10 @@ class RocketMQOptionError(ValueError):
         self.problem = problem
 
 
+class RocketMQWriteError(RuntimeError):
+    """A sink task could not send its rows."""
+
+
 class DataLossError(RuntimeError):
     """Offsets the query must read are gone (deleted by retention) and ``failOnDataLoss`` is on."""
 

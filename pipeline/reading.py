@@ -18,8 +18,7 @@ import asyncio
 import collections
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from client import PullClient
 from client.client_instance import ClientInstance
@@ -29,7 +28,9 @@ from protocol.errors import error_for_code
 from protocol.loop import new_event_loop
 
 from .options import DataLossError
-from .records import decode_chunk, keep_rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The consumer group named in the source's pull requests (pulls by offset commit nothing).
 READER_GROUP = "spark-rocketmq-reader"
@@ -130,6 +131,9 @@ class _Puller:
 
 def read_range(spec: RangeSpec) -> Iterator[pa.RecordBatch]:
     """Every message of the range whose tag matches, in queue order, as record batches."""
+    # numpy and the Arrow kernels load only in the processes that read, not in the planners.
+    from .records import decode_chunk, keep_rows
+
     loop = new_event_loop()
     client = PullClient(READER_GROUP, spec.namesrv)
     reader: _RangeReader | None = None

@@ -57,6 +57,9 @@ _BODY = 88
 _TAGS = PropertyKey.TAGS
 _KEYS = PropertyKey.KEYS
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+#: Properties shown as columns of their own (tags, keys, msg_id), left out of ``properties``.
+PROMOTED = frozenset({_TAGS, _KEYS, _UNIQ_KEY})
+_PROMOTED_SET = pa.array(sorted(PROMOTED), pa.string())
 
 
 def record_starts(buf: bytes) -> list[int]:
@@ -103,9 +106,10 @@ def _property(keys: pa.Array, values: pa.Array, parents: np.ndarray, rows: int, 
     return values.take(pa.array(index, mask=index < 0))
 
 
-def _split_properties(text: pa.Array, rows: int) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray]:
-    """Offsets, names and values of the properties strings, with Java's rules: segments split
-    at their first ``\\x01``; segments with an empty name or value are dropped."""
+def _split_properties(text: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Names, values and row numbers of the properties in the properties strings, with
+    Java's rules: segments split at their first ``\\x01``; segments with an empty name or
+    value are dropped."""
     segments = pc.split_pattern(text, PROPERTY_SEPARATOR)
     flat = pc.list_flatten(segments)
     parents = pc.list_parent_indices(segments).to_numpy()
@@ -123,10 +127,7 @@ def _split_properties(text: pa.Array, rows: int) -> tuple[pa.Array, pa.Array, pa
         names = names.filter(nonempty)
         values = values.filter(nonempty)
         parents = parents[keep]
-    counts = np.bincount(parents, minlength=rows) if len(parents) else np.zeros(rows, dtype=np.int64)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.array(offsets), names, values, parents
+    return names, values, parents
 
 
 def _utf8(values: list[bytes], what: str) -> pa.Array:
@@ -195,7 +196,7 @@ def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
     ps = props_start.tolist()
     pe = ends.tolist()
     text = _utf8([buf[a:b] for a, b in zip(ps, pe)], "properties")
-    offsets, names, values, parents = _split_properties(text, rows)
+    names, values, parents = _split_properties(text)
 
     uniq = _property(names, values, parents, rows, _UNIQ_KEY)
     commit_log_offset = _gather(u8, starts, _COMMIT_LOG_OFFSET, ">i8")
@@ -217,7 +218,7 @@ def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
         "tags": _property(names, values, parents, rows, _TAGS),
         "keys": _property(names, values, parents, rows, _KEYS),
         "body": body,
-        "properties": pa.MapArray.from_arrays(offsets, names, values),
+        "properties": _other_properties(names, values, parents, rows),
         "born_timestamp": _timestamps(_gather(u8, starts, _BORN_TIMESTAMP, ">i8")),
         "store_timestamp": _timestamps(_gather(u8, starts, _STORE_TIMESTAMP, ">i8")),
         "born_host": _hosts(_gather(u8, starts, _BORN_HOST, ">u8")),
@@ -225,6 +226,20 @@ def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
         "reconsume_times": pa.array(_gather(u8, starts, _RECONSUME_TIMES, ">i4"), pa.int32()),
     }
     return _batch(columns)
+
+
+def _other_properties(names: pa.Array, values: pa.Array, parents: np.ndarray, rows: int) -> pa.Array:
+    """The properties map without the ones that have their own columns."""
+    keep = pc.invert(pc.is_in(names, value_set=_PROMOTED_SET))
+    mask = keep.to_numpy(zero_copy_only=False)
+    if not mask.all():
+        names = names.filter(keep)
+        values = values.filter(keep)
+        parents = parents[mask]
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    if len(parents):
+        np.cumsum(np.bincount(parents, minlength=rows), out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), names, values)
 
 
 def _constant(value: str, rows: int) -> pa.Array:
@@ -268,7 +283,10 @@ def messages_to_batch(messages: Sequence[object], topic: str, broker: str) -> pa
         "tags": pa.array([m.properties.get(_TAGS) for m in msgs], pa.string()),
         "keys": pa.array([m.properties.get(_KEYS) for m in msgs], pa.string()),
         "body": pa.array([m.body for m in msgs], pa.binary()),
-        "properties": pa.array([list(m.properties.items()) for m in msgs], pa.map_(pa.string(), pa.string())),
+        "properties": pa.array(
+            [[(k, v) for k, v in m.properties.items() if k not in PROMOTED] for m in msgs],
+            pa.map_(pa.string(), pa.string()),
+        ),
         "born_timestamp": _timestamps(np.array([m.born_timestamp for m in msgs], dtype=np.int64)),
         "store_timestamp": _timestamps(np.array([m.store_timestamp for m in msgs], dtype=np.int64)),
         "born_host": pa.array([m.born_host for m in msgs], pa.string()),

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 from client.blocking import BlockingProducer
 from protocol.message import Message
 
-from .options import RocketMQOptionError, WriteOptions, check_topic
+from .options import RocketMQOptionError, RocketMQWriteError, WriteOptions, check_topic
 from .planning import open_admin
 
 _COLUMNS: dict[str, tuple[str, tuple[DataType, ...]]] = {
@@ -50,10 +50,6 @@ _COLUMNS: dict[str, tuple[str, tuple[DataType, ...]]] = {
         (MapType(StringType(), StringType(), True), MapType(StringType(), StringType(), False)),
     ),
 }
-
-
-class RocketMQWriteError(RuntimeError):
-    """A sink task could not send its rows."""
 
 
 @dataclass
