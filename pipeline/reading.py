@@ -115,6 +115,8 @@ class _Puller:
                     nxt = max(nxt, first_present)
                 elif code == _RETRY:
                     result.lost.append((offset, min(nxt, end)))
+                elif not spec.fail_on_data_loss:
+                    return result
                 else:
                     raise DataLossError(
                         f"rocketmq: queue {spec.broker}:{spec.queue_id} of topic {spec.topic!r} now ends at "

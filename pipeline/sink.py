@@ -120,7 +120,7 @@ def batch_to_messages(batch: pa.RecordBatch, topic: str | None) -> list[Message]
                 body,
                 tags=tags[i],
                 keys=row_keys.split(" ") if isinstance(row_keys, str) else row_keys,
-                properties=dict(row_props) if row_props else None,
+                properties={k: v for k, v in row_props if v is not None} if row_props else None,
             )
         )
     return messages

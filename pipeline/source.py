@@ -121,7 +121,9 @@ class RocketMQBatchReader(DataSourceReader):
         return self.ranges
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, QueueRangePartition)
+        if not isinstance(partition, QueueRangePartition):
+            # Spark reads one placeholder partition when planning found nothing to read.
+            return iter(())
         return read_range(partition.spec)
 
 
@@ -192,7 +194,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions(self.options, first, finish)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, QueueRangePartition)
+        if not isinstance(partition, QueueRangePartition):
+            # Spark reads one placeholder partition when planning found nothing to read.
+            return iter(())
         return read_range(partition.spec)
 
     def commit(self, end: JsonOffsets) -> None:

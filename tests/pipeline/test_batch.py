@@ -122,6 +122,18 @@ def test_offset_ranges_timestamps_tags_and_partition_splits(spark: Any, cluster:
     assert sorted(int(r.properties["seq"]) for r in split_tags.collect()) == list(range(0, 300, 3))
 
 
+def test_an_empty_topic_or_range_reads_no_rows(spark: Any, cluster: TestCluster) -> None:
+    topic = unique("SparkEmpty")
+    cluster.create_topic(topic, 2)
+    empty = read(spark, cluster, topic)
+    assert empty.count() == 0
+    assert empty.collect() == []
+    cluster.produce(orders(topic, 10))
+    assert read(spark, cluster, topic).count() == 10
+    nothing = '{"broker-a": {"0": -1, "1": -1}, "broker-b": {"0": -1, "1": -1}}'
+    assert read(spark, cluster, topic, startingOffsets=nothing).count() == 0
+
+
 def test_write_then_read_back_every_column(spark: Any, cluster: TestCluster) -> None:
     topic = unique("SparkWrite")
     other = unique("SparkWriteOther")
@@ -133,7 +145,7 @@ def test_write_then_read_back_every_column(spark: Any, cluster: TestCluster) -> 
             topic if i % 4 else other,
             "t1" if i % 2 else None,
             f"k{i} shared",
-            {"n": str(i)},
+            {"n": str(i), "dropped": None},
         )
         for i in range(400)
     ]
@@ -150,6 +162,7 @@ def test_write_then_read_back_every_column(spark: Any, cluster: TestCluster) -> 
         assert row.topic == (topic if i % 4 else other)
         assert row.tags == ("t1" if i % 2 else None)
         assert row.keys == f"k{i} shared"
+        assert "dropped" not in row.properties  # null property values are not sent
 
     # String bodies, array keys, and the topic option instead of a column.
     strings = spark.createDataFrame(
