@@ -1,28 +1,28 @@
 """Reading one queue's offset range on an executor, as Arrow record batches.
 
 A read task owns a private event loop in its own thread (no hop to another thread per pull)
-and a :class:`client.PullClient` on it. The range is cut into windows of ``pull_batch_size``
-offsets; several windows are pulled at once, so the broker serves the next pulls while this
+and a client instance (:class:`client.Admin`) on it. The range is cut into windows of
+``pull_batch_size`` offsets; several windows are pulled at once, so the broker serves the next pulls while this
 process decodes the previous ones. Each window keeps pulling until it is covered, and keeps
 only its own offsets, so a broker that answers with fewer messages than asked (its per-pull
 caps) or one that scans past the window (a tag filter) never loses or repeats a row.
 
 Pull responses are decoded straight into columns (:mod:`pipeline.records`); the raw bodies
-are why this module sends PULL_MESSAGE itself rather than through ``PullClient.pull``, which
-returns decoded message objects.
+are why this module sends PULL_MESSAGE itself rather than through ``client.PullClient``,
+whose pulls return decoded message objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from client import PullClient
+from client import Admin
 from client.client_instance import ClientInstance
-from protocol.body import MessageQueue
 from protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from protocol.errors import error_for_code
 from protocol.loop import new_event_loop
@@ -77,7 +77,6 @@ class _Puller:
         self.instance = instance
         self.addr = addr
         self.spec = spec
-        self.queue = MessageQueue(topic=spec.topic, broker_name=spec.broker, queue_id=spec.queue_id)
 
     async def window(self, start: int, end: int) -> _Window:
         spec = self.spec
@@ -137,11 +136,11 @@ def read_range(spec: RangeSpec) -> Iterator[pa.RecordBatch]:
     from .records import decode_chunk, keep_rows
 
     loop = new_event_loop()
-    client = PullClient(READER_GROUP, spec.namesrv)
+    admin = Admin(spec.namesrv, instance_name=f"spark-reader-{os.getpid()}")
     reader: _RangeReader | None = None
     try:
-        loop.run_until_complete(client.start())
-        instance = client.admin.instance
+        loop.run_until_complete(admin.start())
+        instance = admin.instance
         addr = loop.run_until_complete(instance.find_broker_addr(spec.broker, topic=spec.topic))
         reader = _RangeReader(_Puller(instance, addr, spec))
         while not reader.done:
@@ -157,7 +156,7 @@ def read_range(spec: RangeSpec) -> Iterator[pa.RecordBatch]:
     finally:
         if reader is not None:
             loop.run_until_complete(reader.cancel())
-        loop.run_until_complete(client.shutdown())
+        loop.run_until_complete(admin.shutdown())
         loop.close()
 
 
