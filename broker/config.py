@@ -6,40 +6,15 @@ the broker reads both from the same file, so an operator's existing ``broker.con
 
 from __future__ import annotations
 
-import re
 import socket
 from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from protocol.codes import PERM_READ_WRITE
-from protocol.settings import ConfigError, Settings
-
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def local_ipv4() -> str:
-    """The address other hosts would reach us at (RocketMQ's default ``brokerIP1``)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            return str(s.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """``"1s 5s 10s ..."`` → delays in ms; level N is index N-1."""
-    delays = []
-    for item in text.split():
-        match = re.fullmatch(r"(\d+)([smhd])", item)
-        if not match:
-            raise ConfigError(f"messageDelayLevel item {item!r} is not <number><s|m|h|d>")
-        delays.append(int(match.group(1)) * _UNITS[match.group(2)])
-    if not delays:
-        raise ConfigError("messageDelayLevel defines no level")
-    return delays
+from protocol.message import local_ipv4
+from protocol.settings import Settings
 
 
 class BrokerConfig(Settings):

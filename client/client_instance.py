@@ -16,7 +16,6 @@ import functools
 import logging
 import os
 import random
-import socket
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
@@ -36,7 +35,7 @@ from protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import ConnectionClosedError, MQError, NoRouteError, RemotingError, error_for_code
 from protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
-from protocol.message import MessageExt, UniqueIdGenerator, decode_record, split_address
+from protocol.message import MessageExt, UniqueIdGenerator, decode_record, local_ipv4, split_address
 from protocol.transport import Connection, Handler
 
 from .errors import ClientError
@@ -155,16 +154,6 @@ async def open_connection(
     except (TimeoutError, OSError) as exc:
         raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
     return conn
-
-
-def local_ip() -> str:
-    """The address other hosts would see this one by (loopback when offline)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            return str(s.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
 
 
 def parse_namesrv(namesrv: str | Iterable[str] | None) -> list[str]:
@@ -608,7 +597,7 @@ _instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Clien
 
 
 def client_id_for(instance_name: str, options: ClientOptions) -> str:
-    return f"{options.client_ip or local_ip()}@{instance_name}"
+    return f"{options.client_ip or local_ipv4()}@{instance_name}"
 
 
 def acquire_instance(

@@ -205,7 +205,7 @@ class UniqueIdGenerator:
 
     def __init__(self, ip: bytes | None = None) -> None:
         if ip is None:
-            ip = _local_ipv4()
+            ip = socket.inet_aton(local_ipv4())
         pid = os.getpid() & 0xFFFF
         instance = (id(self) ^ int(time.time_ns())) & 0x7FFFFFFF
         self._prefix = (ip[-4:] + pid.to_bytes(2, "big") + instance.to_bytes(4, "big")).hex().upper()
@@ -235,13 +235,15 @@ class UniqueIdGenerator:
         return f"{self._prefix}{delta:08X}{next(self._counter) & 0xFFFF:04X}"
 
 
-def _local_ipv4() -> bytes:
+def local_ipv4() -> str:
+    """The IPv4 address other hosts would see this one by (loopback when offline): the
+    source address of a route to a non-local network; nothing is sent."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(("10.255.255.255", 1))
-            return socket.inet_aton(s.getsockname()[0])
+            return str(s.getsockname()[0])
     except OSError:
-        return socket.inet_aton("127.0.0.1")
+        return "127.0.0.1"
 
 
 _default_ids: UniqueIdGenerator | None = None
