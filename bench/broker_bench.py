@@ -2,12 +2,15 @@
 
 Starts a real name server and broker, then:
 
-* **send**: P producer processes x T threads, each sending 128-byte messages synchronously
+* **send**: P producer processes x T threads of the official C++ client, each sending 128-byte
+  messages synchronously
   (``send_sync``) for D seconds; reports send TPS, average and max RT, and the broker's CPU;
 * **consume**: one C++ push consumer process draining what was sent; reports consume TPS.
 
-Run: ``.venv/bin/python -m bench.broker_bench [--producers 3 --threads 6 --seconds 10]``.
-The C++ client serializes its sends per connection, so load comes from several processes.
+Run: ``.venv/bin/python -m bench.broker_bench [--producers 1 --threads 16 --seconds 10]``.
+The load is ``bench/cpp_load.c``, built here with gcc against the wheel's librocketmq.so, so
+no Python runs on the client side; each producer process shares one connection per broker
+among its threads, as the C++ client does.
 """
 
 from __future__ import annotations
@@ -26,62 +29,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "BenchmarkBroker"
 
-PRODUCER = r"""
-import json, sys, threading, time
-from rocketmq.client import Producer, Message
-namesrv, threads, seconds, size, name = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-producer = Producer("bench-producer-" + name)
-producer.set_namesrv_addr(namesrv)
-producer.start()
-warm = Message(TOPIC); warm.set_body("w"); producer.send_sync(warm)
-counts = [0] * threads; rt_sums = [0.0] * threads; rt_max = [0.0] * threads; failures = [0] * threads
-start_at = float(sys.stdin.readline())
-while time.time() < start_at:
-    time.sleep(0.001)
-stop = start_at + seconds
-def run(i):
-    msg = Message(TOPIC); msg.set_body("x" * size)
-    while time.time() < stop:
-        t = time.perf_counter()
-        try:
-            producer.send_sync(msg)
-        except Exception:
-            failures[i] += 1
-            continue
-        d = time.perf_counter() - t
-        counts[i] += 1; rt_sums[i] += d; rt_max[i] = max(rt_max[i], d)
-workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-for w in workers: w.start()
-for w in workers: w.join()
-print(json.dumps({"sent": sum(counts), "rt_sum": sum(rt_sums), "rt_max": max(rt_max), "failures": sum(failures)}))
-producer.shutdown()
-""".replace("TOPIC", repr(TOPIC))
+CPP_LOAD = Path(__file__).with_name("cpp_load.c")
 
-CONSUMER = r"""
-import json, sys, threading, time
-from rocketmq.client import PushConsumer
-namesrv, expected, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-lock = threading.Lock(); state = {"n": 0, "first": None, "last": None}
-done = threading.Event()
-def on_message(msg):
-    now = time.time()
-    with lock:
-        state["n"] += 1
-        if state["first"] is None: state["first"] = now
-        state["last"] = now
-        if state["n"] >= expected: done.set()
-consumer = PushConsumer("bench-consumer")
-consumer.set_namesrv_addr(namesrv)
-consumer.set_thread_count(4)
-consumer.set_message_batch_max_size(32)
-consumer.subscribe(TOPIC, on_message)
-consumer.start()
-done.wait(timeout)
-with lock:
-    n, first, last = state["n"], state["first"], state["last"]
-print(json.dumps({"consumed": n, "seconds": (last - first) if first and last else 0.0}))
-consumer.shutdown()
-""".replace("TOPIC", repr(TOPIC))
+
+def build_cpp_load(work: Path) -> Path:
+    """Compile bench/cpp_load.c against the official client's librocketmq.so (from the
+    rocketmq==0.4.4 wheel) so the load has no Python in its path."""
+    import rocketmq
+
+    lib = Path(rocketmq.__file__).parent
+    binary = work / "cpp_load"
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            "-o",
+            str(binary),
+            str(CPP_LOAD),
+            f"-L{lib}",
+            "-lrocketmq",
+            f"-Wl,-rpath,{lib}",
+            "-lpthread",
+        ],
+        check=True,
+    )
+    return binary
 
 
 def free_port() -> int:
@@ -126,45 +98,45 @@ def run_once(args: argparse.Namespace, work: Path) -> dict[str, float]:
     try:
         wait_port(broker_port)
         namesrv_addr = f"127.0.0.1:{ns_port}"
+        start_at = time.time() + 3.0  # every producer connected and warmed up by then
         producers = [
             subprocess.Popen(
                 [
-                    sys.executable,
-                    "-c",
-                    PRODUCER,
+                    str(args.load),
+                    "produce",
                     namesrv_addr,
+                    TOPIC,
                     str(args.threads),
                     str(args.seconds),
                     str(args.size),
-                    str(i),
+                    f"{start_at:.3f}",
                 ],
                 cwd=work,
-                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
                 text=True,
             )
-            for i in range(args.producers)
+            for _ in range(args.producers)
         ]
-        time.sleep(2.0)  # producers connected and warmed up
-        start_at = time.time() + 0.5
-        for proc in producers:
-            assert proc.stdin is not None
-            proc.stdin.write(f"{start_at}\n")
-            proc.stdin.flush()
         time.sleep(max(0.0, start_at - time.time()))
         cpu_before = cpu_seconds(broker.pid)
-        results = [json.loads(proc.communicate()[0].strip().splitlines()[-1]) for proc in producers]
+        outputs = []
+        for proc in producers:
+            outputs.append(proc.communicate()[0])
         broker_cpu = (cpu_seconds(broker.pid) - cpu_before) / args.seconds
+        results = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
         sent = sum(r["sent"] for r in results)
         send = {
             "send_tps": sent / args.seconds,
-            "avg_rt_ms": 1000 * sum(r["rt_sum"] for r in results) / max(1, sent),
-            "max_rt_ms": 1000 * max(r["rt_max"] for r in results),
-            "send_failed": sum(r["failures"] for r in results),
+            "avg_rt_ms": sum(r["rt_sum_us"] for r in results) / 1000 / max(1, sent),
+            "max_rt_ms": max(r["rt_max_us"] for r in results) / 1000,
+            "send_failed": sum(r["failed"] for r in results),
             "broker_cpu_pct": 100 * broker_cpu,
+            "broker_us_per_send": 1e6 * broker_cpu * args.seconds / max(1, sent),
         }
+        cpu_before = cpu_seconds(broker.pid)
         consumer = subprocess.run(
-            [sys.executable, "-c", CONSUMER, namesrv_addr, str(sent), "120"],
+            [str(args.load), "consume", namesrv_addr, TOPIC, "bench-consumer", str(sent), "120", "4"],
             cwd=work,
             capture_output=True,
             text=True,
@@ -173,6 +145,9 @@ def run_once(args: argparse.Namespace, work: Path) -> dict[str, float]:
         consumed = json.loads(consumer.stdout.strip().splitlines()[-1])
         send["consumed"] = consumed["consumed"]
         send["consume_tps"] = consumed["consumed"] / max(1e-9, consumed["seconds"])
+        send["broker_us_per_consumed"] = (
+            1e6 * (cpu_seconds(broker.pid) - cpu_before) / max(1, consumed["consumed"])
+        )
         return send
     finally:
         for proc in (broker, namesrv):
@@ -184,13 +159,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--producers", type=int, default=3, help="producer processes")
-    parser.add_argument("--threads", type=int, default=6, help="threads per producer process")
+    parser.add_argument("--producers", type=int, default=1, help="producer processes")
+    parser.add_argument("--threads", type=int, default=16, help="sending threads per producer process")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--size", type=int, default=128, help="message body bytes")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     args = parser.parse_args()
+    build_dir = Path(tempfile.mkdtemp(prefix="cpp-load-"))
+    args.load = build_cpp_load(build_dir)
     runs = []
     for i in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +176,8 @@ def main() -> None:
         print(
             f"run {i + 1}: Send TPS: {result['send_tps']:.0f} | Max RT(ms): {result['max_rt_ms']:.1f} | "
             f"Average RT(ms): {result['avg_rt_ms']:7.3f} | Send Failed: {result['send_failed']:.0f} | "
-            f"broker CPU: {result['broker_cpu_pct']:.0f}% | Consume TPS: {result['consume_tps']:.0f}",
+            f"broker CPU: {result['broker_cpu_pct']:.0f}% ({result['broker_us_per_send']:.0f} us/send) | "
+            f"Consume TPS: {result['consume_tps']:.0f} ({result['broker_us_per_consumed']:.1f} us/msg)",
             flush=True,
         )
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}

@@ -238,10 +238,13 @@ class Broker:
         reconsume_times: int = 0,
         prepared_transaction_offset: int = 0,
         store_timestamp: int = 0,
+        encoded: str | None = None,
     ) -> StoreMessage:
         """A store message, diverted to ``SCHEDULE_TOPIC_XXXX`` when it carries a delay level
         (and is not a prepared transaction): the consume-queue tags slot then holds its
-        delivery time and ``REAL_TOPIC``/``REAL_QID`` remember where it goes."""
+        delivery time and ``REAL_TOPIC``/``REAL_QID`` remember where it goes.
+
+        ``encoded`` is ``properties`` already in wire form, when the caller has it."""
         tags = properties.get(PropertyKey.TAGS)
         code = tags_code(tags)
         delay = properties.get(_DELAY)
@@ -259,11 +262,12 @@ class Broker:
                 if not store_timestamp:
                     store_timestamp = time.time_ns() // 1_000_000
                 code = store_timestamp + self.delay_levels[level - 1]
+                encoded = None
         return StoreMessage(
             topic=topic,
             queue_id=queue_id,
             body=body,
-            properties=encode_properties(properties),
+            properties=encoded if encoded is not None else encode_properties(properties),
             flag=flag,
             sys_flag=sys_flag,
             born_timestamp=born_timestamp,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from protocol.body import MessageQueue
 from protocol.codes import PullSysFlag, RequestCode
+from protocol.command import RemotingCommand
 from protocol.errors import error_for_code
 from protocol.message import MessageExt, decode_records
 
@@ -36,6 +37,45 @@ _STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullSt
 _FOUND = PullStatus.FOUND
 
 
+async def pull_raw(
+    instance: ClientInstance,
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    sys_flag: int = 0,
+    commit_offset: int = 0,
+    suspend: float = BROKER_SUSPEND_MAX,
+    timeout: float = PULL_TIMEOUT_WHEN_SUSPEND,
+    sub_version: int = 0,
+    expression: str | None = None,
+    addr: str | None = None,
+) -> RemotingCommand:
+    """One PULL_MESSAGE round trip to the queue's master (or ``addr``); the response as it
+    came, its body the stored records (for readers that decode them their own way)."""
+    if addr is None:
+        brokers = instance.brokers.get(queue.broker_name)
+        addr = brokers.get(0) if brokers else None
+    if addr is None:
+        addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
+    fields: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": queue.topic,
+        "queueId": queue.queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": max_nums,
+        "sysFlag": sys_flag | (SUBSCRIPTION if expression is not None else 0),
+        "commitOffset": commit_offset,
+        "suspendTimeoutMillis": int(suspend * 1000),
+        "subVersion": sub_version,
+        "expressionType": "TAG",
+    }
+    if expression is not None:
+        fields["subscription"] = expression
+    return await instance.invoke(addr, _PULL, fields, timeout=timeout)
+
+
 async def pull(
     instance: ClientInstance,
     group: str,
@@ -58,25 +98,19 @@ async def pull(
     Raises the broker's error for any response other than found / not found / no match /
     offset moved.
     """
-    brokers = instance.brokers.get(queue.broker_name)
-    addr = brokers.get(0) if brokers else None
-    if addr is None:
-        addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
-    fields: dict[str, Any] = {
-        "consumerGroup": group,
-        "topic": queue.topic,
-        "queueId": queue.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": max_nums,
-        "sysFlag": sys_flag | (SUBSCRIPTION if expression is not None else 0),
-        "commitOffset": commit_offset,
-        "suspendTimeoutMillis": int(suspend * 1000),
-        "subVersion": sub_version,
-        "expressionType": "TAG",
-    }
-    if expression is not None:
-        fields["subscription"] = expression
-    response = await instance.invoke(addr, _PULL, fields, timeout=timeout)
+    response = await pull_raw(
+        instance,
+        group,
+        queue,
+        offset,
+        max_nums=max_nums,
+        sys_flag=sys_flag,
+        commit_offset=commit_offset,
+        suspend=suspend,
+        timeout=timeout,
+        sub_version=sub_version,
+        expression=expression,
+    )
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)

@@ -8,8 +8,8 @@ only its own offsets, so a broker that answers with fewer messages than asked (i
 caps) or one that scans past the window (a tag filter) never loses or repeats a row.
 
 Pull responses are decoded straight into columns (:mod:`pipeline.records`); the raw bodies
-are why this module sends PULL_MESSAGE itself rather than through ``client.PullClient``,
-whose pulls return decoded message objects.
+are why this module uses ``client.pull.pull_raw`` rather than ``client.PullClient``, whose
+pulls return decoded message objects.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from client import Admin
 from client.client_instance import ClientInstance
+from client.pull import pull_raw
+from protocol.body import MessageQueue
 from protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from protocol.errors import error_for_code
 from protocol.loop import new_event_loop
@@ -77,26 +79,24 @@ class _Puller:
         self.instance = instance
         self.addr = addr
         self.spec = spec
+        self.queue = MessageQueue(topic=spec.topic, broker_name=spec.broker, queue_id=spec.queue_id)
 
     async def window(self, start: int, end: int) -> _Window:
         spec = self.spec
         result = _Window(end, [], [])
         offset = start
         while offset < end:
-            fields = {
-                "consumerGroup": READER_GROUP,
-                "topic": spec.topic,
-                "queueId": spec.queue_id,
-                "queueOffset": offset,
-                "maxMsgNums": end - offset,
-                "sysFlag": _SUBSCRIPTION,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": 0,
-                "subVersion": 0,
-                "expressionType": "TAG",
-                "subscription": spec.expression,
-            }
-            response = await self.instance.invoke(self.addr, _PULL, fields, timeout=PULL_TIMEOUT)
+            response = await pull_raw(
+                self.instance,
+                READER_GROUP,
+                self.queue,
+                offset,
+                max_nums=end - offset,
+                suspend=0,
+                timeout=PULL_TIMEOUT,
+                expression=spec.expression,
+                addr=self.addr,
+            )
             code = response.code
             if code not in (_FOUND, _NOT_FOUND, _RETRY, _MOVED):
                 raise error_for_code(code, response.remark)

@@ -28,9 +28,12 @@ from protocol.headers import (
 )
 from protocol.message import (
     MAX_PROPERTIES_LENGTH,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
     PropertyKey,
     decode_batch,
     decode_properties,
+    java_hash,
 )
 from protocol.transport import Connection, Handler
 
@@ -58,6 +61,7 @@ _STATUS_CODES = {
 }
 _CLUSTER = PropertyKey.CLUSTER
 _WAIT = PropertyKey.WAIT_STORE_MSG_OK
+_DELAY = PropertyKey.DELAY_TIME_LEVEL
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _RECONSUME_TIME = PropertyKey.RECONSUME_TIME
 _MAX_RECONSUME_TIMES = PropertyKey.MAX_RECONSUME_TIMES
@@ -92,6 +96,8 @@ class Sender:
         self.max_body = broker.store_config.max_message_size
         self.region = self.config.region_id
         self.trace_on = "true" if self.config.trace_on else "false"
+        self.cluster = self.config.broker_cluster_name
+        self.cluster_property = f"{_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
 
     # -- SEND ----------------------------------------------------------------------------
 
@@ -163,13 +169,16 @@ class Sender:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size {len(body)} bytes is over the maximum {self.max_body}",
             )
-        props = decode_properties(h.properties) if h.properties else {}
+        raw = h.properties or ""
+        props = decode_properties(raw) if raw else {}
         reconsume_times = h.reconsume_times or 0
-        if topic.startswith(RETRY_PREFIX):
+        retry = topic.startswith(RETRY_PREFIX)
+        if retry:
             topic, queue_id = self._retry_or_dlq(cmd, h, topic, queue_id, props)
-        wait = props.pop(_WAIT, "true") != "false"
-        props[_CLUSTER] = self.config.broker_cluster_name
+        wait = props.get(_WAIT) != "false"
+        props[_CLUSTER] = self.cluster
         transactional = props.get(_TRAN_MSG) == "true"
+        encoded: str | None = None
         if transactional:
             if self.config.reject_transaction_message:
                 raise _Refused(
@@ -180,6 +189,14 @@ class Sender:
             props[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
             topic, queue_id = TRANS_HALF_TOPIC, 0
             sys_flag = reset_transaction_type(sys_flag, 0)
+        elif not retry:
+            # The common case changes nothing but the cluster name: append it to the string
+            # the producer sent instead of encoding the properties again.
+            encoded = (
+                f"{raw}{self.cluster_property}"
+                if raw.endswith(PROPERTY_SEPARATOR) or not raw
+                else (f"{raw}{PROPERTY_SEPARATOR}{self.cluster_property}")
+            )
         msg = broker.build_message(
             topic,
             queue_id,
@@ -190,6 +207,7 @@ class Sender:
             born_timestamp=h.born_timestamp,
             born_host=broker.born_host(conn),
             reconsume_times=reconsume_times,
+            encoded=encoded,
         )
         if len(msg.properties) > MAX_PROPERTIES_LENGTH:
             raise _Refused(
@@ -256,33 +274,51 @@ class Sender:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         header_props = decode_properties(h.properties) if h.properties else {}
         wait = header_props.pop(_WAIT, "true") != "false"
-        broker = self.broker
-        born_host = broker.born_host(conn)
-        cluster = self.config.broker_cluster_name
+        born_host = self.broker.born_host(conn)
+        born_timestamp = h.born_timestamp
+        # What the broker appends to every entry's own properties (Java 4.9: the header's
+        # properties, then the cluster); entries are stored with their own string plus this.
+        extra = PROPERTY_SEPARATOR.join(
+            [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in header_props.items()] + [self.cluster_property]
+        )
+        tags_key, keys_key, uniq_key = (
+            PropertyKey.TAGS,
+            PropertyKey.KEYS,
+            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        )
         messages: list[StoreMessage] = []
         for entry in entries:
-            props = decode_properties(entry.properties)
-            if props.get(PropertyKey.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            raw = entry.properties
+            props = decode_properties(raw) if raw else {}
+            if props.get(_DELAY, "0") not in ("", "0"):
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot have a delay level")
-            if props.pop(_WAIT, "true") == "false":
+            if props.get(_WAIT) == "false":
                 wait = False
-            for key, value in header_props.items():
-                props.setdefault(key, value)
-            props[_CLUSTER] = cluster
-            msg = broker.build_message(
-                topic,
-                queue_id,
-                entry.body,
-                props,
-                flag=entry.flag,
-                sys_flag=sys_flag,
-                born_timestamp=h.born_timestamp,
-                born_host=born_host,
-            )
-            if len(msg.properties) > MAX_PROPERTIES_LENGTH:
+            if not raw or raw.endswith(PROPERTY_SEPARATOR):
+                encoded = raw + extra
+            else:
+                encoded = f"{raw}{PROPERTY_SEPARATOR}{extra}"
+            if len(encoded) > MAX_PROPERTIES_LENGTH:
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message's properties are too large")
-            messages.append(msg)
-        result = broker.put_batch(messages)
+            tags = props.get(tags_key)
+            messages.append(
+                StoreMessage(
+                    topic,
+                    queue_id,
+                    entry.body,
+                    encoded,
+                    entry.flag,
+                    sys_flag,
+                    born_timestamp,
+                    born_host,
+                    0,
+                    0,
+                    java_hash(tags) if tags else 0,
+                    props.get(keys_key),
+                    props.get(uniq_key),
+                )
+            )
+        result = self.broker.put_batch(messages)
         return self._respond(cmd, result, queue_id, wait)
 
     def _respond(

@@ -113,7 +113,6 @@ async def test_send_and_pull_round_trip(broker_conn: Connection, serialize_type:
     )
     assert msg.commit_log_offset == offset
     assert msg.properties[PropertyKey.CLUSTER] == "DefaultCluster"
-    assert "WAIT" not in msg.properties
     assert msg.store_host == address
     assert msg.born_host.startswith("127.0.0.1:")
 
