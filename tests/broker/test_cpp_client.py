@@ -28,6 +28,7 @@ from protocol.body import SubscriptionGroupConfig
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_records
 from tests.cluster import Cluster
+from tests.cpp_client import shutdown_safely
 
 from .conftest import ConnectTo
 from .requests import call, max_offset
@@ -108,10 +109,11 @@ def cpp_producer(cluster: Cluster, group: str) -> Iterator[CppProducer]:
     producer = CppProducer(group)
     producer.set_namesrv_addr(cluster.namesrv_addr)
     producer.start()
+    started_at = time.monotonic()
     try:
         yield producer
     finally:
-        producer.shutdown()
+        shutdown_safely(producer, started_at)
 
 
 def start_push_consumer(
@@ -142,6 +144,7 @@ def start_push_consumer(
     ffi_check(dll.Subscribe(consumer._handle, topic.encode(), expression.encode()))
     consumer._register_callback(on_message)
     consumer.start()
+    consumer.started_at = time.monotonic()
     return consumer
 
 
@@ -154,7 +157,7 @@ def collecting(collector: Collector) -> Callable[[RecvMessage], int]:
 
 
 async def stop_consumer(consumer: CppPushConsumer) -> None:
-    await asyncio.to_thread(consumer.shutdown)
+    await asyncio.to_thread(shutdown_safely, consumer, consumer.started_at)
 
 
 async def test_sync_send_and_clustering_consume_keep_every_field(cluster: Cluster) -> None:
@@ -315,18 +318,20 @@ async def test_delay_level_message_arrives_no_earlier_than_its_delay(cluster: Cl
     topic = "CppDelay"
     collector = Collector()
 
-    def produce() -> float:
+    def produce(body: str, level: int = 0) -> float:
         with cpp_producer(cluster, "cpp-delay-producer") as producer:
-            producer.send_sync(cpp_message(topic, "now"))
-            msg = cpp_message(topic, "later")
-            msg.set_delay_time_level(3)
+            msg = cpp_message(topic, body)
+            if level:
+                msg.set_delay_time_level(level)
             sent_at = time.time()
             assert producer.send_sync(msg).status == SendStatus.OK
             return sent_at
 
-    sent_at = await asyncio.to_thread(produce)
+    await asyncio.to_thread(produce, "now")
     consumer = start_push_consumer(cluster, "cpp-delay-consumer", topic, collecting(collector))
     try:
+        await collector.wait_for(lambda items: any(i.body == "now" for i in items), 30)
+        sent_at = await asyncio.to_thread(produce, "later", 3)
         items = await collector.wait_for(lambda items: any(i.body == "later" for i in items), 30)
     finally:
         await stop_consumer(consumer)
@@ -383,10 +388,11 @@ async def test_pull_consumer_reads_every_queue_from_zero(cluster: Cluster) -> No
         consumer = CppPullConsumer("cpp-pull-consumer")
         consumer.set_namesrv_addr(cluster.namesrv_addr)
         consumer.start()
+        started_at = time.monotonic()
         try:
             return [(m.queue_id, m.queue_offset, m.body.decode()) for m in consumer.pull(topic)]
         finally:
-            consumer.shutdown()
+            shutdown_safely(consumer, started_at)
 
     rows = await asyncio.to_thread(read_all)
     assert sorted(body for _q, _o, body in rows) == sorted(f"p{i}" for i in range(100))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from rocketmq.client import SendStatus as CppSendStatus
 
 from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from tests.cluster import Cluster
+from tests.cpp_client import shutdown_safely
 
 from .conftest import Collector, unique
 
@@ -114,10 +116,11 @@ async def test_sdk_producer_to_cpp_push_consumer(cluster: Cluster, admin: Admin)
     consumer.set_instance_name(unique("cpp_instance"))
     consumer.subscribe(topic, collector)
     await asyncio.to_thread(consumer.start)
+    started_at = time.monotonic()
     try:
         items = await collector.wait_count(len(sent))
     finally:
-        await asyncio.to_thread(consumer.shutdown)
+        await asyncio.to_thread(shutdown_safely, consumer, started_at)
     by_body = {item.body: item for item in items}
     assert set(by_body) == set(sent)
     for i in range(30):
@@ -141,6 +144,7 @@ async def test_cpp_producer_to_sdk_push_consumer(cluster: Cluster, admin: Admin)
         producer = CppProducer(unique("cpp_pg"))
         producer.set_namesrv_addr(cluster.namesrv_addr)
         producer.start()
+        started_at = time.monotonic()
         try:
             ids = {}
             for i in range(30):
@@ -158,7 +162,7 @@ async def test_cpp_producer_to_sdk_push_consumer(cluster: Cluster, admin: Admin)
             ids[b"x" * 20000] = producer.send_sync(big).msg_id
             return ids
         finally:
-            producer.shutdown()
+            shutdown_safely(producer, started_at)
 
     ids = await asyncio.to_thread(produce)
     collector = Collector()
