@@ -251,20 +251,24 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     )
     queries = start_sinks(results, args.namesrv, args.output_topic, args.parquet, args.checkpoint, args.once)
 
-    def shutdown(signum: int, frame: FrameType | None) -> None:
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        # Only flag it: the main thread is inside a Py4J call, and a Py4J call made from a
+        # signal handler on that same thread would interleave with it on one connection.
         stop.set()
-        for query in queries:
-            query.stop()
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, shutdown)
+        signal.signal(signal.SIGTERM, request_stop)
     try:
-        for query in queries:
-            query.awaitTermination()
+        while not stop.is_set() and any(q.isActive for q in queries):
+            for query in queries:
+                query.awaitTermination(1)
     except KeyboardInterrupt:
-        shutdown(signal.SIGINT, None)
+        pass
     finally:
         stop.set()
+        for query in queries:
+            if query.isActive:
+                query.stop()
     failed = [q for q in queries if q.exception() is not None]
     for query in failed:
         print(f"query {query.name} failed: {query.exception()}", file=sys.stderr)

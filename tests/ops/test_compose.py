@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,19 @@ from typing import Any
 import pytest
 import yaml
 
+from client import Admin
 from protocol.body import ClusterInfo
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.errors import MQError
 from protocol.transport import connect
 from tests.support import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
 VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+#: The interpreter inside the image (python:3.11-slim).
+IMAGE_PYTHON = "/usr/local/bin/python"
 
 
 def check_schema(path: Path) -> subprocess.CompletedProcess[str]:
@@ -92,9 +96,12 @@ class LocalCompose:
         self.hosts = set(self.doc["services"])
 
     def localize(self, text: str) -> str:
-        """Interpolate ``${VAR:-default}`` and send service host names to 127.0.0.1 where they
-        are used as hosts: ``name:port``, a quoted ``'name'``, or an argument that is the name."""
+        """Interpolate ``${VAR:-default}``, use this interpreter for the image's, and send
+        service host names to 127.0.0.1 where they are used as hosts: ``name:port``, a quoted
+        ``'name'``, or an argument that is the name."""
         text = VARIABLE.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
+        if text == IMAGE_PYTHON:
+            return sys.executable
         if text in self.hosts:
             return "127.0.0.1"
         for host in sorted(self.hosts, key=len, reverse=True):
@@ -174,9 +181,18 @@ class LocalCompose:
             for dependency, rule in service.spec.get("depends_on", {}).items():
                 if rule.get("condition") == "service_healthy":
                     await self.healthy(self.services[dependency])
+            (self.workdir / service.name).mkdir(parents=True, exist_ok=True)
+            env = {
+                **os.environ,
+                **{k: self.localize(str(v)) for k, v in service.spec.get("environment", {}).items()},
+            }
             with service.log.open("wb") as log:
                 service.process = await asyncio.create_subprocess_exec(
-                    *self.command(service), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+                    *self.command(service),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.workdir / service.name,
+                    env=env,
                 )
         for service in self.services.values():
             if "healthcheck" in service.spec:
@@ -199,31 +215,44 @@ class LocalCompose:
         return codes
 
 
+StartCompose = Callable[..., Awaitable[LocalCompose]]
+
+
 @pytest.fixture
-async def compose(tmp_path: Path) -> AsyncIterator[LocalCompose]:
-    busy = []
-    for service in yaml.safe_load(COMPOSE.read_text())["services"].values():
-        for mapping in service.get("ports", []):
-            port = int(str(mapping).split(":")[-1])
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1)
-                writer.close()
-                busy.append(port)
-    assert not busy, f"ports {busy} from docker-compose.yml are in use on this machine (is `make run` up?)"
-    local = LocalCompose(COMPOSE, tmp_path)
-    try:
-        yield local
-    finally:
+async def compose(tmp_path: Path) -> AsyncIterator[StartCompose]:
+    """Start the compose file's services (the default ones, plus ``profiles``) locally; at
+    the end each must stop cleanly on SIGTERM."""
+    started: list[LocalCompose] = []
+
+    async def start(profiles: tuple[str, ...] = ()) -> LocalCompose:
+        busy = []
+        for service in yaml.safe_load(COMPOSE.read_text())["services"].values():
+            for mapping in service.get("ports", []):
+                port = int(str(mapping).split(":")[-1])
+                with contextlib.suppress(OSError):
+                    _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1)
+                    writer.close()
+                    busy.append(port)
+        assert not busy, (
+            f"ports {busy} from docker-compose.yml are in use on this machine (is `make run` up?)"
+        )
+        local = LocalCompose(COMPOSE, tmp_path, profiles)
+        started.append(local)
+        await local.up()
+        return local
+
+    yield start
+    for local in started:
         codes = await local.down()
         for name, code in codes.items():
             assert code == 0, f"{name} exited with {code}:\n{local.services[name].log.read_text()}"
 
 
-async def test_compose_services_run_together(compose: LocalCompose) -> None:
-    await compose.up()
+async def test_compose_services_run_together(compose: StartCompose) -> None:
+    cluster = await compose()
     published = {
         name: [int(str(p).split(":")[-1]) for p in svc.spec.get("ports", [])]
-        for name, svc in compose.services.items()
+        for name, svc in cluster.services.items()
     }
     for ports in published.values():
         for port in ports:
@@ -266,3 +295,23 @@ def test_dockerfile_installs_what_the_compose_commands_run() -> None:
             )
     for package in ("protocol", "namesrv", "broker", "client"):
         assert f"COPY {package} " in dockerfile
+
+
+async def test_compose_pipeline_profile_produces_revenue(compose: StartCompose) -> None:
+    """The optional example pipeline runs against the file's cluster and emits closed windows
+    to its result topic and to Parquet."""
+    local = await compose(("pipeline",))
+    pipeline = local.services["pipeline"]
+    data_dir = Path(local.mounts(pipeline)["/data"])
+    async with Admin(namesrv="127.0.0.1:9876") as admin:
+        deadline = time.monotonic() + 240
+        results = 0
+        while results == 0:
+            assert pipeline.process is not None and pipeline.process.returncode is None, (
+                pipeline.log.read_text()
+            )
+            assert time.monotonic() < deadline, f"no revenue results yet:\n{pipeline.log.read_text()[-4000:]}"
+            await asyncio.sleep(1)
+            with contextlib.suppress(MQError):
+                results = sum([await admin.max_offset(q) for q in await admin.queues("CategoryRevenue")])
+    assert list((data_dir / "revenue-parquet").glob("*.parquet"))
