@@ -39,7 +39,7 @@ from .long_polling import LongPolling
 from .metrics import MetricsExporter
 from .offsets import OffsetTable
 from .registration import NameServerRegistration
-from .stats import BrokerStats
+from .stats import BrokerStats, TpsSampler
 from .topics import SCHEDULE_TOPIC, TopicTable
 from .transactions import TransactionService
 
@@ -70,6 +70,7 @@ class Broker:
         self.store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
         self.store = MessageStore(store_config, store_host=self.store_host)
         self.stats = BrokerStats()
+        self.tps = TpsSampler(self.stats)
         self.topics = TopicTable(config, on_change=self._topics_changed)
         self.groups = GroupTable(config, on_change=lambda: self._group_saver.request())
         self.offsets = OffsetTable(config)
@@ -129,6 +130,7 @@ class Broker:
         self.running = True
         self.delay.start()
         self.transactions.start()
+        self._spawn(self._sample_tps_periodically())
         self._spawn(self._persist_offsets_periodically())
         self._spawn(self._expire_clients_periodically())
         self._spawn(self.long_polling.recheck_periodically())
@@ -168,6 +170,11 @@ class Broker:
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coro))
+
+    async def _sample_tps_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.tps.sample()
 
     async def _persist_offsets_periodically(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000

@@ -4,7 +4,7 @@ topic, messages got per group and topic, send-backs, put latency; TPS comes from
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,3 +61,34 @@ class BrokerStats:
     @property
     def total_got(self) -> int:
         return sum(self.got_messages.values())
+
+
+class TpsSampler:
+    """Totals of messages put and got, sampled every second for ten minutes, so runtime info
+    can report RocketMQ's ``putTps``/``getTransferedTps`` triples (last 10 s, 1 min, 10 min)."""
+
+    WINDOWS = (10, 60, 600)
+
+    def __init__(self, stats: BrokerStats) -> None:
+        self.stats = stats
+        self._samples: deque[tuple[float, int, int]] = deque(maxlen=self.WINDOWS[-1] + 1)
+        self.sample()
+
+    def sample(self) -> None:
+        self._samples.append((time.monotonic(), self.stats.total_put, self.stats.total_got))
+
+    def _rate(self, index: int, seconds: int) -> float:
+        now, *totals = time.monotonic(), self.stats.total_put, self.stats.total_got
+        for at, put, got in self._samples:
+            if now - at <= seconds + 0.5:
+                elapsed = now - at
+                if elapsed <= 0:
+                    return 0.0
+                return (totals[index] - (put, got)[index]) / elapsed
+        return 0.0
+
+    def put_tps(self) -> str:
+        return " ".join(f"{self._rate(0, w):.2f}" for w in self.WINDOWS)
+
+    def get_tps(self) -> str:
+        return " ".join(f"{self._rate(1, w):.2f}" for w in self.WINDOWS)

@@ -21,7 +21,7 @@ from protocol.body import (
     TopicOffset,
     TopicStatsTable,
 )
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import (
     CreateTopicRequestHeader,
@@ -71,6 +71,15 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: a.consumed_by,
         RequestCode.TRIGGER_DELETE_FILES: a.delete_files,
     }
+
+
+def _uptime(seconds: float) -> str:
+    """RocketMQ's ``runtime`` format: ``[ 0 days, 1 hours, 2 minutes, 3 seconds ]``."""
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
 class AdminHandlers:
@@ -157,19 +166,27 @@ class AdminHandlers:
     # -- statistics -----------------------------------------------------------------------
 
     def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_RUNTIME_INFO under RocketMQ's key names (what ``mqadmin clusterList`` and
+        ``brokerStatus`` show), plus a few of our own."""
         broker = self.broker
         store = broker.store
         stats = broker.stats
+        earliest = store.look_message(store.commit_log_min_offset) if store.commit_log_max_offset else None
         table = {
+            **store.runtime_info(),
             "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerVersion": str(CURRENT_VERSION),
             "brokerName": broker.config.broker_name,
             "brokerAddr": broker.config.broker_addr,
             "bootTimestamp": str(int(broker.started_at * 1000)),
-            "runtime": f"{int(time.time() - broker.started_at)}s",
-            "commitLogMinOffset": str(store.commit_log_min_offset),
-            "commitLogMaxOffset": str(store.commit_log_max_offset),
+            "runtime": _uptime(time.time() - broker.started_at),
+            "putTps": broker.tps.put_tps(),
+            "getTransferedTps": broker.tps.get_tps(),
+            "msgPutTotalTodayNow": str(stats.total_put),
+            "msgGetTotalTodayNow": str(stats.total_got),
             "msgPutTotal": str(stats.total_put),
             "msgGetTotal": str(stats.total_got),
+            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest is not None else -1),
             "putFailures": str(stats.put_failures),
             "topicCount": str(len(broker.topics.topics)),
             "consumerGroupCount": str(len(broker.clients.consumers)),
@@ -177,9 +194,6 @@ class AdminHandlers:
             "heldPullRequests": str(broker.long_polling.held_count),
             "openTransactions": str(len(broker.transactions.pending)),
             "delayedDelivered": str(broker.delay.delivered),
-            "putLatencyAvgMs": f"{stats.put_latency_sum_ms / stats.put_latency_count:.3f}"
-            if stats.put_latency_count
-            else "0",
         }
         return cmd.response(body=KVTable(table=table).encode())
 

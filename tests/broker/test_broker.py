@@ -668,3 +668,18 @@ async def test_sync_flush_acknowledged_messages_survive_kill(cluster: Cluster, c
     await cluster.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
     conn = await connect_to(port)
     assert [m.body for m in await pull_all(conn, "Killed", 0)] == acked
+
+
+async def test_runtime_info_reports_rates_and_store_figures(broker_conn: Connection) -> None:
+    for i in range(5):
+        await send_ok(broker_conn, "Runtime", f"r{i}".encode())
+    response = await call(broker_conn, RequestCode.GET_BROKER_RUNTIME_INFO)
+    table = KVTable.decode(response.body).table
+    put_tps = [float(x) for x in table["putTps"].split()]
+    assert len(put_tps) == 3 and put_tps[0] > 0  # last 10 s, 1 min, 10 min
+    assert len(table["getTransferedTps"].split()) == 3
+    assert int(table["msgPutTotalTodayNow"]) == 5
+    assert abs(int(table["earliestMessageTimeStamp"]) - time.time() * 1000) < 60_000
+    assert 0 <= float(table["commitLogDiskRatio"]) <= 1
+    assert int(table["commitLogMaxOffset"]) > int(table["commitLogMinOffset"])
+    assert table["runtime"].startswith("[ 0 days, 0 hours")
