@@ -37,6 +37,7 @@ from .producer import Producer, TransactionProducer
 from .pull import PullClient
 from .push_consumer import PushConsumer
 from .types import (
+    BrokerIdentity,
     ConsumeFrom,
     ConsumeResult,
     PullResult,
@@ -51,6 +52,7 @@ __all__ = [
     "Admin",
     "AllocateStrategy",
     "BrokerError",
+    "BrokerIdentity",
     "ClientError",
     "ClientOptions",
     "ClientStateError",

@@ -1,32 +1,55 @@
-"""The administration API (what ``mqadmin`` is built on): topics, routes, cluster info,
-subscription groups, consume progress and lag, topic statistics, message queries by id and
-by key, offset resets by time, client connections, broker runtime info and configuration."""
+"""The administration API (what ``mqadmin`` is built on): topics (queue counts, permission,
+flags, ordered-topic configs) and waiting for their routes, cluster info, subscription groups,
+consume progress and lag, which groups consume a topic, topic statistics, message queries by
+id and by key, offset resets by time, client connections, the name servers' KV config, broker
+runtime info, configuration and on-demand retention."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from protocol.body import (
+    ORDER_TOPIC_CONFIG,
     ClusterInfo,
     ConsumerConnection,
     ConsumeStats,
+    GroupList,
     KVTable,
     MessageQueue,
     ProducerConnection,
+    QueueData,
     ResetOffsetBody,
     SubscriptionGroupConfig,
+    TopicConfig,
     TopicList,
     TopicOffset,
     TopicRouteData,
     TopicStatsTable,
+    format_order_topic_conf,
+    parse_order_topic_conf,
 )
 from protocol.codes import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode
-from protocol.errors import BrokerError, MQError, QueryNotFoundError, TopicNotExistError
+from protocol.errors import (
+    BrokerError,
+    MQError,
+    QueryNotFoundError,
+    RemotingError,
+    TopicNotExistError,
+)
+from protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteKVConfigRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetKVConfigRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+)
 from protocol.message import MessageExt, decode_offset_msg_id, decode_records
 from protocol.settings import read_properties
 
@@ -41,6 +64,7 @@ from .errors import ClientError, ClientStateError, NoRouteError
 from .rebalance import queue_offset, search_offset
 from .routing import subscribe_queues
 from .subscription import check_topic
+from .types import BrokerIdentity
 
 QUERY_TIMEOUT = 10.0
 
@@ -117,8 +141,69 @@ class Admin:
             raise NoRouteError("no master broker is registered with the name servers")
         return addrs
 
+    async def brokers_by_addr(self) -> dict[str, BrokerIdentity]:
+        """Every address the name servers know a broker at (masters and slaves) -> who it is."""
+        info = await self.cluster_info()
+        cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+        return {
+            addr: BrokerIdentity(cluster_of.get(name, data.cluster), name, broker_id)
+            for name, data in info.broker_addr_table.items()
+            for broker_id, addr in data.broker_addrs.items()
+        }
+
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.instance.update_route(topic)
+
+    async def wait_for_route(
+        self,
+        topic: str,
+        *,
+        brokers: Iterable[str] | None = None,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        perm: int | None = None,
+        timeout: float = 10.0,
+    ) -> TopicRouteData:
+        """Wait until the name servers route ``topic`` on every broker named in ``brokers``
+        (on at least one broker when None) with these queue counts and permission (any,
+        where None); adopt that route and return it. Raises :class:`ClientError` when they
+        do not within ``timeout`` seconds."""
+        names = set(brokers) if brokers is not None else None
+
+        def routed(route: TopicRouteData) -> bool:
+            matching = {
+                q.broker_name
+                for q in route.queue_datas
+                if _is_set(q, read_queue_nums, write_queue_nums, perm)
+            }
+            return names <= matching if names is not None else bool(matching)
+
+        wanted = f" on {sorted(names)}" if names else ""
+        return await self._await_route(
+            topic,
+            routed,
+            timeout,
+            f"no name server routes topic {topic!r} as wanted{wanted} after {timeout:g}s",
+        )
+
+    async def _await_route(
+        self, topic: str, routed: Callable[[TopicRouteData], bool], timeout: float, failure: str
+    ) -> TopicRouteData:
+        # Brokers re-register right after a topic change; the name servers then route it.
+        deadline = time.monotonic() + timeout
+        while True:
+            last: MQError | None = None
+            try:
+                route = await self.instance.fetch_route(topic)
+            except (TopicNotExistError, RemotingError) as exc:  # not yet, or a name server away
+                last = exc
+            else:
+                if routed(route):
+                    self.instance.adopt_route(topic, route)
+                    return route
+            if time.monotonic() >= deadline:
+                raise ClientError(failure) from last
+            await asyncio.sleep(0.05)
 
     async def topic_list(self) -> list[str]:
         response = await self.instance.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
@@ -143,49 +228,66 @@ class Admin:
         topic: str,
         queue_nums: int = 8,
         *,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
         cluster: str | None = None,
         broker_addr: str | None = None,
         perm: int = PERM_READ_WRITE,
         order: bool = False,
+        topic_sys_flag: int = 0,
         wait: float = 10.0,
-    ) -> None:
-        """Create (or update) ``topic`` with ``queue_nums`` read and write queues on every
-        master (of ``cluster``, or only ``broker_addr``), then wait up to ``wait`` seconds
-        until the name servers route it."""
+    ) -> TopicConfig:
+        """Create (or update) ``topic`` on every master (of ``cluster``, or only
+        ``broker_addr``) with ``queue_nums`` read and write queues (``read_queue_nums`` and
+        ``write_queue_nums`` set either count alone), permission ``perm`` (:class:`Perm`
+        bits), the broker-side ``order`` flag and ``topic_sys_flag`` (:class:`TopicSysFlag`
+        bits); then wait up to ``wait`` seconds until the name servers route these settings
+        on every broker written to. Returns the configuration sent.
+
+        ``order`` only marks the topic on the brokers; producers keep a topic's messages in
+        order across brokers through :meth:`update_order_topic_conf`."""
         check_topic(topic)
-        if queue_nums < 1:
-            raise ValueError("queue_nums must be at least 1")
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queue_nums if read_queue_nums is None else read_queue_nums,
+            write_queue_nums=queue_nums if write_queue_nums is None else write_queue_nums,
+            perm=perm,
+            topic_sys_flag=topic_sys_flag,
+            order=order,
+        )
+        if config.read_queue_nums < 1 or config.write_queue_nums < 1:
+            raise ValueError("a topic needs at least 1 read queue and 1 write queue")
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
-        fields = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": queue_nums,
-            "writeQueueNums": queue_nums,
-            "perm": perm,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": order,
-        }
+        fields = CreateTopicRequestHeader(
+            topic=topic,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        ).to_fields()
         for addr in addrs:
             await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
         if wait > 0:
-            await self._wait_for_route(topic, len(addrs), queue_nums, wait)
 
-    async def _wait_for_route(self, topic: str, brokers: int, queue_nums: int, wait: float) -> None:
-        # Brokers re-register right after a topic change; the name server then routes it.
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                route = await self.instance.fetch_route(topic)
-                datas = [q for q in route.queue_datas if q.write_queue_nums == queue_nums]
-                if len(datas) >= brokers:
-                    self.instance.adopt_route(topic, route)
-                    return
-            except TopicNotExistError:
-                pass
-            if time.monotonic() >= deadline:
-                raise ClientError(f"topic {topic!r} was created but no name server routes it after {wait:g}s")
-            await asyncio.sleep(0.05)
+            def routed(route: TopicRouteData) -> bool:
+                # Brokers are known here by address: the route says which name each one has.
+                name_of = {a: d.broker_name for d in route.broker_datas for a in d.broker_addrs.values()}
+                matching = {
+                    q.broker_name
+                    for q in route.queue_datas
+                    if _is_set(q, config.read_queue_nums, config.write_queue_nums, config.perm)
+                }
+                return all(name_of.get(addr) in matching for addr in addrs)
+
+            await self._await_route(
+                topic,
+                routed,
+                wait,
+                f"topic {topic!r} was created but no name server routes it after {wait:g}s",
+            )
+        return config
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete ``topic`` from the brokers (of ``cluster``) and from every name server."""
@@ -197,6 +299,38 @@ class Admin:
         for addr in self.instance.namesrv_addrs:
             await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
         self.instance.routes.pop(topic, None)
+
+    async def order_topic_conf(self, topic: str) -> dict[str, int]:
+        """Broker name -> queue count of an ordered topic, as the name servers route it
+        (``orderTopicConf``); empty when the topic is not ordered."""
+        return parse_order_topic_conf(await self.kv_config(ORDER_TOPIC_CONFIG, topic) or "")
+
+    async def update_order_topic_conf(
+        self, topic: str, queue_nums: Mapping[str, int], *, merge: bool = False
+    ) -> str:
+        """Make ``topic`` ordered: producers then choose among exactly the first
+        ``queue_nums[name]`` queues of each broker, brokers in this order (the route's
+        ``orderTopicConf``), whatever the routed queue counts say. With ``merge`` the entries
+        of brokers not in ``queue_nums`` are kept. Written on every name server; returns the
+        stored ``brokerName:queues;...``."""
+        if any(count < 1 for count in queue_nums.values()):
+            raise ValueError("every broker of an ordered topic needs at least 1 queue")
+        if merge:
+            queue_nums = {**await self.order_topic_conf(topic), **queue_nums}
+        text = format_order_topic_conf(queue_nums)
+        await self.update_kv_config(ORDER_TOPIC_CONFIG, topic, text)
+        return text
+
+    async def consumer_groups_of(self, topic: str) -> list[str]:
+        """The consumer groups of ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO on each master of its
+        route): those with online members subscribed to it and those with committed offsets
+        on it."""
+        fields = QueryTopicConsumeByWhoRequestHeader(topic=topic).to_fields()
+        groups: set[str] = set()
+        for addr in (await self._route_masters(topic)).values():
+            response = await self.instance.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields)
+            groups.update(GroupList.decode(response.body).group_list)
+        return sorted(groups)
 
     async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """Min/max offset and last update time of every queue of ``topic``."""
@@ -220,14 +354,21 @@ class Admin:
             )
 
     async def delete_subscription_group(
-        self, group: str, *, cluster: str | None = None, remove_offsets: bool = False
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        remove_offsets: bool = False,
     ) -> None:
-        for addr in await self.master_addrs(cluster):
-            await self.instance.call(
-                addr,
-                RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                {"groupName": group, "removeOffset": remove_offsets},
-            )
+        """Delete a consumer group's settings from every master (of ``cluster``, or only
+        ``broker_addr``); with ``remove_offsets`` its committed offsets there go too."""
+        fields = DeleteSubscriptionGroupRequestHeader(
+            group_name=group, remove_offset=remove_offsets
+        ).to_fields()
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        for addr in addrs:
+            await self.instance.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)
 
     # -- consumption ----------------------------------------------------------------------
 
@@ -264,14 +405,18 @@ class Admin:
             return sorted((await self._route_masters(topic)).values())
         return await self.master_addrs()
 
-    async def consumer_connections(self, group: str) -> ConsumerConnection:
-        """The connected members of ``group``, their subscriptions and consume settings."""
+    async def consumer_connections(self, group: str, *, broker_addr: str | None = None) -> ConsumerConnection:
+        """The connected members of ``group``, their subscriptions and consume settings, as
+        the first master that has the group online knows them (or as ``broker_addr`` does:
+        then a broker's refusal, such as the group not being online there, is raised as is)."""
+        fields = GetConsumerConnectionListRequestHeader(consumer_group=group).to_fields()
+        if broker_addr:
+            response = await self.instance.call(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)
+            return ConsumerConnection.decode(response.body)
         last: MQError | None = None
         for addr in await self.master_addrs():
             try:
-                response = await self.instance.call(
-                    addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
-                )
+                response = await self.instance.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)
             except BrokerError as exc:
                 last = exc
                 continue
@@ -413,6 +558,29 @@ class Admin:
                 return msg
         raise QueryNotFoundError(f"no message {msg_id} in topic {topic!r}")
 
+    # -- name-server KV config ------------------------------------------------------------
+
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """Create or update a KV config entry on every name server (they share nothing)."""
+        fields = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_fields()
+        for addr in self.instance.namesrv_addrs:
+            await self.instance.call(addr, RequestCode.PUT_KV_CONFIG, fields)
+
+    async def kv_config(self, namespace: str, key: str) -> str | None:
+        """A KV config value, as the first name server that answers has it; None if it has none."""
+        fields = GetKVConfigRequestHeader(namespace=namespace, key=key).to_fields()
+        try:
+            response = await self.instance.call_namesrv(RequestCode.GET_KV_CONFIG, fields)
+        except QueryNotFoundError:
+            return None
+        return response.ext_fields.get("value")
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """Delete a KV config entry from every name server (deleting a missing one succeeds)."""
+        fields = DeleteKVConfigRequestHeader(namespace=namespace, key=key).to_fields()
+        for addr in self.instance.namesrv_addrs:
+            await self.instance.call(addr, RequestCode.DELETE_KV_CONFIG, fields)
+
     # -- brokers --------------------------------------------------------------------------
 
     async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
@@ -422,3 +590,23 @@ class Admin:
     async def broker_config(self, broker_addr: str) -> dict[str, str]:
         response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CONFIG, {})
         return read_properties(response.body.decode())
+
+    async def trigger_delete_files(self, broker_addr: str) -> str:
+        """Make the broker at ``broker_addr`` run its commit-log retention now rather than at
+        its ``deleteWhen`` hour (TRIGGER_DELETE_FILES); returns the broker's remark. Ours
+        deletes at once every commit-log file but the one being written, expired or not, with
+        the consume-queue and index files that pointed into them, and says how many; a Java
+        broker deletes only expired files, in the background, and says nothing."""
+        response = await self.instance.call(broker_addr, RequestCode.TRIGGER_DELETE_FILES, {})
+        return response.remark or ""
+
+
+def _is_set(
+    queue: QueueData, read_queue_nums: int | None, write_queue_nums: int | None, perm: int | None
+) -> bool:
+    """Whether a route's queue data has these settings (None: any)."""
+    return (
+        (read_queue_nums is None or queue.read_queue_nums == read_queue_nums)
+        and (write_queue_nums is None or queue.write_queue_nums == write_queue_nums)
+        and (perm is None or queue.perm == perm)
+    )

@@ -17,16 +17,18 @@ import asyncio
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from protocol.body import (
     ClusterInfo,
+    ConsumerConnection,
     ConsumeStats,
     MessageQueue,
     SubscriptionGroupConfig,
+    TopicConfig,
     TopicOffset,
     TopicRouteData,
 )
@@ -37,7 +39,7 @@ from .admin import Admin
 from .errors import ClientStateError
 from .producer import Producer
 from .pull import PullClient
-from .types import PullResult, SendResult
+from .types import BrokerIdentity, PullResult, SendResult
 
 T = TypeVar("T")
 
@@ -223,14 +225,47 @@ class BlockingAdmin(_Blocking):
         self.admin = Admin(namesrv, **kwargs)
         self._run(self.admin.start())
 
-    def create_topic(self, topic: str, queue_nums: int = 8, **kwargs: Any) -> None:
-        self._run(self.admin.create_topic(topic, queue_nums, **kwargs))
+    def create_topic(self, topic: str, queue_nums: int = 8, **kwargs: Any) -> TopicConfig:
+        """:meth:`Admin.create_topic <client.admin.Admin.create_topic>`; same keywords."""
+        return self._run(self.admin.create_topic(topic, queue_nums, **kwargs))
 
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         self._run(self.admin.delete_topic(topic, cluster=cluster))
 
     def topic_route(self, topic: str) -> TopicRouteData:
         return self._run(self.admin.topic_route(topic))
+
+    def wait_for_route(
+        self,
+        topic: str,
+        *,
+        brokers: Iterable[str] | None = None,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        perm: int | None = None,
+        timeout: float = 10.0,
+    ) -> TopicRouteData:
+        return self._run(
+            self.admin.wait_for_route(
+                topic,
+                brokers=brokers,
+                read_queue_nums=read_queue_nums,
+                write_queue_nums=write_queue_nums,
+                perm=perm,
+                timeout=timeout,
+            )
+        )
+
+    def order_topic_conf(self, topic: str) -> dict[str, int]:
+        return self._run(self.admin.order_topic_conf(topic))
+
+    def update_order_topic_conf(
+        self, topic: str, queue_nums: Mapping[str, int], *, merge: bool = False
+    ) -> str:
+        return self._run(self.admin.update_order_topic_conf(topic, queue_nums, merge=merge))
+
+    def consumer_groups_of(self, topic: str) -> list[str]:
+        return self._run(self.admin.consumer_groups_of(topic))
 
     def topic_list(self) -> list[str]:
         return self._run(self.admin.topic_list())
@@ -241,6 +276,12 @@ class BlockingAdmin(_Blocking):
     def cluster_info(self) -> ClusterInfo:
         return self._run(self.admin.cluster_info())
 
+    def master_addrs(self, cluster: str | None = None) -> list[str]:
+        return self._run(self.admin.master_addrs(cluster))
+
+    def brokers_by_addr(self) -> dict[str, BrokerIdentity]:
+        return self._run(self.admin.brokers_by_addr())
+
     def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         return self._run(self.admin.topic_stats(topic))
 
@@ -250,8 +291,27 @@ class BlockingAdmin(_Blocking):
     def consumer_lag(self, group: str, topic: str | None = None) -> int:
         return self._run(self.admin.consumer_lag(group, topic))
 
-    def update_subscription_group(self, config: SubscriptionGroupConfig) -> None:
-        self._run(self.admin.update_subscription_group(config))
+    def update_subscription_group(
+        self, config: SubscriptionGroupConfig, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> None:
+        self._run(self.admin.update_subscription_group(config, cluster=cluster, broker_addr=broker_addr))
+
+    def delete_subscription_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        remove_offsets: bool = False,
+    ) -> None:
+        self._run(
+            self.admin.delete_subscription_group(
+                group, cluster=cluster, broker_addr=broker_addr, remove_offsets=remove_offsets
+            )
+        )
+
+    def consumer_connections(self, group: str, *, broker_addr: str | None = None) -> ConsumerConnection:
+        return self._run(self.admin.consumer_connections(group, broker_addr=broker_addr))
 
     def reset_offset_by_time(self, group: str, topic: str, timestamp: float) -> dict[MessageQueue, int]:
         return self._run(self.admin.reset_offset_by_time(group, topic, timestamp))
@@ -282,6 +342,18 @@ class BlockingAdmin(_Blocking):
 
     def broker_config(self, broker_addr: str) -> dict[str, str]:
         return self._run(self.admin.broker_config(broker_addr))
+
+    def trigger_delete_files(self, broker_addr: str) -> str:
+        return self._run(self.admin.trigger_delete_files(broker_addr))
+
+    def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        self._run(self.admin.update_kv_config(namespace, key, value))
+
+    def kv_config(self, namespace: str, key: str) -> str | None:
+        return self._run(self.admin.kv_config(namespace, key))
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        self._run(self.admin.delete_kv_config(namespace, key))
 
     def close(self) -> None:
         if not self._closed:

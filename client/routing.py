@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from protocol.body import MessageQueue, TopicRouteData
+from protocol.body import MessageQueue, TopicRouteData, parse_order_topic_conf
 from protocol.codes import MASTER_ID, Perm
 
 _WRITE = int(Perm.WRITE)
@@ -30,13 +30,11 @@ def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue
     broker that has a master counts, brokers sorted by name.
     """
     if route.order_topic_conf:
-        queues: list[MessageQueue] = []
-        for item in route.order_topic_conf.split(";"):
-            name, _, count = item.partition(":")
-            if name and count.isdigit():
-                queues.extend(
-                    MessageQueue(topic=topic, broker_name=name, queue_id=i) for i in range(int(count))
-                )
+        queues = [
+            MessageQueue(topic=topic, broker_name=name, queue_id=i)
+            for name, count in parse_order_topic_conf(route.order_topic_conf).items()
+            for i in range(count)
+        ]
         return queues, True
     masters = {data.broker_name for data in route.broker_datas if MASTER_ID in data.broker_addrs}
     queues = []

@@ -1,5 +1,5 @@
 """The SDK's small value types: send and pull results, consume results, where a new consumer
-group starts, transaction states."""
+group starts, transaction states, who a broker address is."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from protocol.codes import ResponseCode
 from protocol.message import MessageExt
 
 __all__ = [
+    "BrokerIdentity",
     "ConsumeFrom",
     "ConsumeResult",
     "MessageModel",
@@ -126,3 +127,13 @@ class PullResult:
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
     suggest_which_broker_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    """Who a registered broker address is: its cluster, its broker name (shared by a master
+    and its slaves) and its broker id (0 for the master)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int

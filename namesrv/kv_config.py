@@ -18,8 +18,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-
 Table = dict[str, dict[str, str]]
 
 

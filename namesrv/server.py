@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from protocol.body import (
+    ORDER_TOPIC_CONFIG,
     DataVersion,
     KVTable,
     RegisterBrokerBody,
@@ -46,7 +47,7 @@ from protocol.headers import (
 from protocol.transport import Connection, Handler, Server
 
 from .config import NamesrvSettings
-from .kv_config import ORDER_TOPIC_CONFIG, KVConfig
+from .kv_config import KVConfig
 from .routes import LiveBroker, RouteRegistry
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Mapping
 from enum import Enum, StrEnum
 from typing import Annotated, Any, Self
 
@@ -238,6 +239,26 @@ class BrokerData(Body):
             "brokerName": self.broker_name,
             "cluster": self.cluster,
         }
+
+
+#: The name-server KV namespace of ordered topics: topic -> its ``orderTopicConf``.
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def parse_order_topic_conf(text: str) -> dict[str, int]:
+    """An ``orderTopicConf`` (``brokerName:queues;...``) -> {broker name: queue count}, in
+    the text's order; malformed items are skipped."""
+    queue_nums: dict[str, int] = {}
+    for item in text.split(";"):
+        name, _, count = item.partition(":")
+        if name and count.isdigit():
+            queue_nums[name] = int(count)
+    return queue_nums
+
+
+def format_order_topic_conf(queue_nums: Mapping[str, int]) -> str:
+    """{broker name: queue count} -> ``brokerName:queues;...``."""
+    return ";".join(f"{name}:{count}" for name, count in queue_nums.items())
 
 
 class TopicRouteData(Body):

@@ -40,13 +40,17 @@ class Cluster:
     def namesrv_addr(self) -> str:
         return ";".join(f"127.0.0.1:{port}" for port in self.namesrv_ports)
 
-    async def start_namesrv(self, count: int = 1) -> None:
+    async def start_namesrv(self, count: int = 1, **settings: Any) -> None:
+        """Start ``count`` name servers; ``settings`` (``orderMessageEnable=True``, ...) go to
+        each one's properties file."""
         for i in range(count):
             port = free_port()
-            proc = ServerProcess(
-                "namesrv",
-                ["--listen-port", str(port), "--store-dir", str(self.root / f"namesrv{i}")],
-            )
+            args = ["--listen-port", str(port), "--store-dir", str(self.root / f"namesrv{i}")]
+            if settings:
+                conf = self.root / f"namesrv{i}.conf"
+                conf.write_text("".join(f"{k}={_property(v)}\n" for k, v in settings.items()))
+                args += ["-c", str(conf)]
+            proc = ServerProcess("namesrv", args)
             await proc.start()
             self.namesrv_processes.append(proc)
             self.namesrv_ports.append(port)
@@ -104,3 +108,7 @@ class Cluster:
                 await broker.process.stop()
         for proc in self.namesrv_processes:
             await proc.stop()
+
+
+def _property(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

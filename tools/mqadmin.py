@@ -9,8 +9,7 @@
 Each command prints aligned text for people, or one JSON document with ``--json`` (RocketMQ's
 field names). A command that fails prints one line saying why on stderr and exits 1; bad
 arguments print the usage and exit 2. Everything goes through the SDK (:class:`Admin`,
-:class:`PullClient`, :class:`Producer`); the few requests its Admin does not offer yet are in
-:mod:`tools.admin_requests`.
+:class:`PullClient`, :class:`Producer`).
 """
 
 from __future__ import annotations
@@ -31,29 +30,24 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from client import Admin, ClientOptions, Message, MessageExt, MessageQueue, Producer, PullClient, PullStatus
-from client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
-from protocol.body import (
-    ConsumerConnection,
-    SubscriptionGroupConfig,
-    TopicConfig,
+from client import (
+    Admin,
+    ClientError,
+    ClientOptions,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullClient,
+    PullStatus,
 )
+from client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
+from protocol.body import ConsumerConnection, SubscriptionGroupConfig, TopicConfig
 from protocol.codes import MQVersion, Perm, TopicSysFlag
 from protocol.errors import MQError, TopicNotExistError
 from protocol.loop import run
 from protocol.message import decode_offset_msg_id
 
-from .admin_requests import (
-    broker_names_by_addr,
-    consumer_connections_at,
-    consumer_groups_of,
-    delete_kv_config,
-    delete_subscription_group_at,
-    put_kv_config,
-    update_order_conf,
-    update_topic_config,
-    wait_for_topic_route,
-)
 from .cli import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -264,8 +258,8 @@ async def broker_status(ctx: Context, args: argparse.Namespace) -> Result:
         addrs = [args.broker_addr]
     else:
         # Slaves too, as RocketMQ's tool shows them.
-        known = await broker_names_by_addr(ctx.admin)
-        addrs = sorted(addr for addr, (cluster, _, _) in known.items() if cluster == args.cluster)
+        known = await ctx.admin.brokers_by_addr()
+        addrs = sorted(addr for addr, broker in known.items() if broker.cluster == args.cluster)
         if not addrs:
             raise CommandFailed(f"cluster {args.cluster!r} has no broker")
     tables = await asyncio.gather(*(ctx.admin.broker_runtime_info(addr) for addr in addrs))
@@ -328,10 +322,10 @@ async def topic_list(ctx: Context, args: argparse.Namespace) -> Result:
             continue
         try:
             route = await admin.topic_route(topic)
+            groups = await admin.consumer_groups_of(topic) or [""]
         except TopicNotExistError:
             continue  # deleted since the list was fetched
         cluster = route.broker_datas[0].cluster if route.broker_datas else ""
-        groups = await consumer_groups_of(admin, route, topic) or [""]
         rows.extend({"clusterName": cluster, "topic": topic, "consumerGroup": group} for group in groups)
     return Result(
         {"topics": rows},
@@ -413,36 +407,50 @@ async def topic_status(ctx: Context, args: argparse.Namespace) -> Result:
 async def update_topic(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
     sys_flag = (TopicSysFlag.UNIT if args.unit else 0) | (TopicSysFlag.UNIT_SUB if args.unit_sub else 0)
-    config = TopicConfig(
-        topic_name=args.topic,
-        read_queue_nums=args.read_queues,
-        write_queue_nums=args.write_queues,
-        perm=args.perm,
-        topic_sys_flag=int(sys_flag),
-        order=args.order,
-    )
     addrs = await target_masters(admin, args)
-    names_by_addr = await broker_names_by_addr(admin)
+    known = await admin.brokers_by_addr()
     lines: list[str] = []
     for addr in addrs:
-        await update_topic_config(admin, addr, config)
+        # Waiting comes once, below, for the brokers the name servers know.
+        config = await admin.create_topic(
+            args.topic,
+            read_queue_nums=args.read_queues,
+            write_queue_nums=args.write_queues,
+            broker_addr=addr,
+            perm=args.perm,
+            order=args.order,
+            topic_sys_flag=int(sys_flag),
+            wait=0,
+        )
         lines.append(f"create topic to {addr} success.")
-    broker_names = {names_by_addr[addr][1] for addr in addrs if addr in names_by_addr}
+    broker_names = {known[addr].broker_name for addr in addrs if addr in known}
     document: dict[str, Any] = {"brokerAddrs": addrs, "topicConfig": config.to_wire()}
     if args.order:
-        entries = dict.fromkeys(sorted(broker_names), config.write_queue_nums)
+        queue_nums = dict.fromkeys(sorted(broker_names), config.write_queue_nums)
         # One broker (-b) keeps the other brokers' entries; a cluster (-c) replaces them all.
-        order_conf = await update_order_conf(admin, config.topic_name, entries, merge=bool(args.broker_addr))
+        order_conf = await admin.update_order_topic_conf(
+            config.topic_name, queue_nums, merge=bool(args.broker_addr)
+        )
         scope = "broker" if args.broker_addr else "cluster"
         lines.append(f"set {scope} orderConf. isOrder={str(args.order).lower()}, orderConf=[{order_conf}]")
         document["orderConf"] = order_conf
     lines.append(_topic_config_text(config))
     # A broker this name server does not know cannot be waited for: its route never shows here.
-    if broker_names and not await wait_for_topic_route(admin, config, broker_names, ROUTE_WAIT):
-        raise CommandFailed(
-            f"topic {config.topic_name!r} was updated but the name servers do not route the new "
-            f"settings after {ROUTE_WAIT:g}s"
-        )
+    if broker_names:
+        try:
+            await admin.wait_for_route(
+                config.topic_name,
+                brokers=broker_names,
+                read_queue_nums=config.read_queue_nums,
+                write_queue_nums=config.write_queue_nums,
+                perm=config.perm,
+                timeout=ROUTE_WAIT,
+            )
+        except ClientError:
+            raise CommandFailed(
+                f"topic {config.topic_name!r} was updated but the name servers do not route the new "
+                f"settings after {ROUTE_WAIT:g}s"
+            ) from None
     return Result(document, lines)
 
 
@@ -570,8 +578,8 @@ async def delete_sub_group(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
     lines = []
     if args.broker_addr:
-        await delete_subscription_group_at(
-            admin, args.broker_addr, args.group, remove_offsets=args.remove_offset
+        await admin.delete_subscription_group(
+            args.group, broker_addr=args.broker_addr, remove_offsets=args.remove_offset
         )
         lines.append(f"delete subscription group [{args.group}] from broker [{args.broker_addr}] success.")
         return Result({"group": args.group, "brokerAddrs": [args.broker_addr]}, lines)
@@ -689,11 +697,7 @@ async def _all_groups_progress(admin: Admin) -> Result:
     arg("-b", "--brokerAddr", dest="broker_addr", help="broker address"),
 )
 async def consumer_connection(ctx: Context, args: argparse.Namespace) -> Result:
-    admin = ctx.admin
-    if args.broker_addr:
-        conn = await consumer_connections_at(admin, args.broker_addr, args.group)
-    else:
-        conn = await admin.consumer_connections(args.group)
+    conn = await ctx.admin.consumer_connections(args.group, broker_addr=args.broker_addr)
     rows = [[c.client_id, c.client_addr, c.language, version_desc(c.version)] for c in conn.connection_set]
     lines = table(["#ClientId", "#ClientAddr", "#Language", "#Version"], rows)
     lines += ["", "Below is subscription:"]
@@ -819,7 +823,7 @@ async def _view_by_offset_id(admin: Admin, msg_id: str) -> MessageExt:
         addr, _ = decode_offset_msg_id(msg_id)
     except MQError:
         addr = ""
-    if addr not in await broker_names_by_addr(admin):
+    if addr not in await admin.brokers_by_addr():
         raise CommandFailed(
             f"{msg_id} is not an offset message id of a known broker; "
             "for a unique (client) message id give the topic: -t TOPIC"
@@ -1099,7 +1103,7 @@ async def send_message(ctx: Context, args: argparse.Namespace) -> Result:
     arg("-v", "--value", required=True, help="the key value"),
 )
 async def update_kv_config(ctx: Context, args: argparse.Namespace) -> Result:
-    await put_kv_config(ctx.admin, args.namespace, args.key, args.value)
+    await ctx.admin.update_kv_config(args.namespace, args.key, args.value)
     return Result(
         {"namespace": args.namespace, "key": args.key, "value": args.value},
         ["create or update kv config to namespace success."],
@@ -1113,7 +1117,7 @@ async def update_kv_config(ctx: Context, args: argparse.Namespace) -> Result:
     arg("-k", "--key", required=True, help="the key name"),
 )
 async def delete_kv_config_cmd(ctx: Context, args: argparse.Namespace) -> Result:
-    await delete_kv_config(ctx.admin, args.namespace, args.key)
+    await ctx.admin.delete_kv_config(args.namespace, args.key)
     return Result(
         {"namespace": args.namespace, "key": args.key}, ["delete kv config from namespace success."]
     )

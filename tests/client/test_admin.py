@@ -1,14 +1,20 @@
-"""The admin API and the blocking facade against a real name server and broker."""
+"""The admin API and the blocking facade against a real name server and broker (and, for what
+spans name servers and for retention, a cluster of two name servers and a small-file broker)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import AsyncIterator
 
 import pytest
+import pytest_asyncio
 
 from client import (
     Admin,
+    BrokerIdentity,
+    ClientError,
     ConsumeFrom,
     ConsumeResult,
     Message,
@@ -19,13 +25,37 @@ from client import (
     SendResult,
 )
 from client.blocking import BlockingAdmin, BlockingProducer, BlockingPullClient
-from client.errors import ClientStateError, TopicNotExistError
+from client.errors import BrokerError, ClientStateError, TopicNotExistError
+from protocol.body import (
+    ORDER_TOPIC_CONFIG,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+)
+from protocol.codes import PERM_READ_WRITE, Perm, RequestCode, ResponseCode, TopicSysFlag
 from protocol.errors import QueryNotFoundError
 from tests.cluster import Cluster
 
 from .conftest import Collector, unique, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def wide_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    """Two name servers that route ordered topics (``orderMessageEnable``) and one broker
+    registered with both, rolling its commit log every 64 KiB so that retention has files."""
+    cluster = Cluster(tmp_path_factory.mktemp("wide-cluster"))
+    try:
+        await cluster.start_namesrv(2, orderMessageEnable=True)
+        await cluster.start_broker("broker-a", mappedFileSizeCommitLog=64 * 1024)
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+def namesrv_addrs(cluster: Cluster) -> list[str]:
+    return cluster.namesrv_addr.split(";")
 
 
 async def test_topics_routes_and_cluster_info(cluster: Cluster, admin: Admin) -> None:
@@ -202,3 +232,228 @@ async def test_blocking_facade_for_scripts_and_executors(cluster: Cluster, admin
         await admin.committed_offset(group, MessageQueue(topic=topic, broker_name="broker-a", queue_id=0))
         == end0
     )
+
+
+async def test_topic_with_separate_read_and_write_queues_and_flags(cluster: Cluster, admin: Admin) -> None:
+    topic = unique("AdminReadWrite")
+    addr = cluster.brokers["broker-a"].addr
+    config = await admin.create_topic(
+        topic, read_queue_nums=6, write_queue_nums=3, order=True, topic_sys_flag=TopicSysFlag.UNIT
+    )
+    assert (config.read_queue_nums, config.write_queue_nums, config.perm, config.order) == (6, 3, 6, True)
+    # What the broker holds...
+    response = await admin.instance.call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+    assert TopicConfigSerializeWrapper.decode(response.body).topic_config_table[topic] == config
+    # ...and the route create_topic waited for and adopted: readers see 6 queues, writers 3.
+    route = admin.instance.routes[topic]
+    assert [
+        (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+        for q in route.queue_datas
+    ] == [("broker-a", 6, 3, 6, 1)]
+    assert len(await admin.queues(topic)) == 6
+    async with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+        assert [q.queue_id for q in await producer.queues(topic)] == [0, 1, 2]
+
+    # Only the permission changes: create_topic returns once the name server routes it.
+    await admin.create_topic(topic, read_queue_nums=6, write_queue_nums=3, perm=Perm.READ, broker_addr=addr)
+    assert [
+        (q.read_queue_nums, q.write_queue_nums, q.perm) for q in admin.instance.routes[topic].queue_datas
+    ] == [(6, 3, Perm.READ)]
+    routed = await admin.wait_for_route(
+        topic, brokers=["broker-a"], read_queue_nums=6, perm=Perm.READ, timeout=1
+    )
+    assert routed.queue_datas[0].write_queue_nums == 3
+    with pytest.raises(ClientError, match="as wanted on \\['broker-a'\\]"):
+        await admin.wait_for_route(topic, brokers=["broker-a"], perm=PERM_READ_WRITE, timeout=0.3)
+    with pytest.raises(ClientError, match="as wanted on \\['broker-x'\\]"):
+        await admin.wait_for_route(topic, brokers=["broker-x"], timeout=0.3)
+    with pytest.raises(ClientError) as missing:
+        await admin.wait_for_route(unique("NoSuchTopic"), timeout=0.3)
+    assert isinstance(missing.value.__cause__, TopicNotExistError)
+    with pytest.raises(ValueError):
+        await admin.create_topic(topic, read_queue_nums=0)
+
+
+async def test_brokers_by_addr(cluster: Cluster, admin: Admin) -> None:
+    assert await admin.brokers_by_addr() == {
+        cluster.brokers["broker-a"].addr: BrokerIdentity("DefaultCluster", "broker-a", 0)
+    }
+
+
+async def test_consumer_groups_of_a_topic(cluster: Cluster, admin: Admin) -> None:
+    topic, committed, online = unique("AdminConsumedBy"), unique("cg_committed"), unique("cg_online")
+    await admin.create_topic(topic, 2)
+    assert await admin.consumer_groups_of(topic) == []
+    # One group only has committed offsets, the other only a member online.
+    await admin.update_consumer_offset(
+        committed, MessageQueue(topic=topic, broker_name="broker-a", queue_id=1), 0
+    )
+    consumer = PushConsumer(online, cluster.namesrv_addr)
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+    async with consumer:
+        assert await admin.consumer_groups_of(topic) == sorted([committed, online])
+    with pytest.raises(TopicNotExistError):
+        await admin.consumer_groups_of(unique("NoSuchTopic"))
+
+
+async def group_configs(admin: Admin, addr: str) -> dict[str, SubscriptionGroupConfig]:
+    response = await admin.instance.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+    return SubscriptionGroupWrapper.decode(response.body).subscription_group_table
+
+
+async def test_delete_subscription_group_on_one_broker(cluster: Cluster, admin: Admin) -> None:
+    addr = cluster.brokers["broker-a"].addr
+    group, topic = unique("cg_deleted"), unique("AdminGroupDelete")
+    await admin.create_topic(topic, 1)
+    queue = MessageQueue(topic=topic, broker_name="broker-a", queue_id=0)
+    await admin.update_subscription_group(
+        SubscriptionGroupConfig(group_name=group, retry_max_times=3), broker_addr=addr
+    )
+    await admin.update_consumer_offset(group, queue, 5)
+    assert (await group_configs(admin, addr))[group].retry_max_times == 3
+
+    await admin.delete_subscription_group(group, broker_addr=addr)
+    assert group not in await group_configs(admin, addr)
+    # Its offsets stay unless asked to go too.
+    assert await admin.committed_offset(group, queue) == 5
+    assert await admin.consumer_groups_of(topic) == [group]
+    await admin.delete_subscription_group(group, broker_addr=addr, remove_offsets=True)
+    assert await admin.consumer_groups_of(topic) == []
+    assert await admin.committed_offset(group, queue) in (-1, 0)  # "none", as the broker says it
+
+
+async def test_consumer_connections_on_one_broker(cluster: Cluster, admin: Admin) -> None:
+    addr = cluster.brokers["broker-a"].addr
+    topic, group = unique("AdminConnections"), unique("cg_conn")
+    await admin.create_topic(topic, 1)
+    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer.subscribe(topic, "a || b")
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+    async with consumer:
+        connections = await admin.consumer_connections(group, broker_addr=addr)
+        assert [c.client_id for c in connections.connection_set] == [consumer.client_id]
+        assert connections.subscription_table[topic].sub_string == "a || b"
+    # Aimed at one broker, its refusal comes as is (over all masters: "not online").
+    with pytest.raises(BrokerError) as refused:
+        await admin.consumer_connections(unique("cg_absent"), broker_addr=addr)
+    assert refused.value.code == ResponseCode.CONSUMER_NOT_ONLINE
+    with pytest.raises(ClientError, match="is not online"):
+        await admin.consumer_connections(unique("cg_absent"))
+
+
+async def test_kv_config_on_every_name_server(wide_cluster: Cluster) -> None:
+    key = unique("key")
+    first, second = namesrv_addrs(wide_cluster)
+    async with (
+        Admin(wide_cluster.namesrv_addr) as admin,
+        Admin(first) as on_first,
+        Admin(second) as on_second,
+    ):
+        assert await admin.kv_config("ADMIN_TEST", key) is None
+        await admin.update_kv_config("ADMIN_TEST", key, "v1")
+        assert [await a.kv_config("ADMIN_TEST", key) for a in (on_first, on_second)] == ["v1", "v1"]
+        await admin.update_kv_config("ADMIN_TEST", key, "v2")
+        assert [await a.kv_config("ADMIN_TEST", key) for a in (on_first, on_second)] == ["v2", "v2"]
+        await admin.delete_kv_config("ADMIN_TEST", key)
+        assert [await a.kv_config("ADMIN_TEST", key) for a in (on_first, on_second)] == [None, None]
+        await admin.delete_kv_config("ADMIN_TEST", key)  # already gone: still fine
+
+
+async def test_ordered_topic_conf_routes_producers(wide_cluster: Cluster) -> None:
+    topic = unique("AdminOrdered")
+    async with Admin(wide_cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, 4, order=True)
+        assert await admin.order_topic_conf(topic) == {}
+        assert await admin.update_order_topic_conf(topic, {"broker-a": 2}) == "broker-a:2"
+        assert await admin.order_topic_conf(topic) == {"broker-a": 2}
+        for addr in namesrv_addrs(wide_cluster):
+            async with Admin(addr) as one:
+                assert (await one.topic_route(topic)).order_topic_conf == "broker-a:2"
+        async with Producer(unique("pg"), wide_cluster.namesrv_addr) as producer:
+            assert [q.queue_id for q in await producer.queues(topic)] == [0, 1]  # not all 4
+
+        merged = await admin.update_order_topic_conf(topic, {"broker-b": 3}, merge=True)
+        assert merged == "broker-a:2;broker-b:3"
+        assert (
+            await admin.update_order_topic_conf(topic, {"broker-a": 1}, merge=True) == "broker-a:1;broker-b:3"
+        )
+        assert await admin.update_order_topic_conf(topic, {"broker-b": 1}) == "broker-b:1"
+        assert await admin.kv_config(ORDER_TOPIC_CONFIG, topic) == "broker-b:1"
+        with pytest.raises(ValueError):
+            await admin.update_order_topic_conf(topic, {"broker-a": 0})
+        await admin.delete_kv_config(ORDER_TOPIC_CONFIG, topic)
+        assert await admin.order_topic_conf(topic) == {}
+        assert (await admin.topic_route(topic)).order_topic_conf is None
+
+
+async def test_trigger_delete_files_runs_retention_now(wide_cluster: Cluster) -> None:
+    topic = unique("AdminRetention")
+    addr = wide_cluster.brokers["broker-a"].addr
+    async with Admin(wide_cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, 1)
+        queue = MessageQueue(topic=topic, broker_name="broker-a", queue_id=0)
+        async with Producer(unique("pg"), wide_cluster.namesrv_addr) as producer:
+            for batch in range(6):  # 300 messages of 1 KB: several 64 KiB commit-log files
+                await producer.send_batch(
+                    [Message(topic, b"r" * 1000, keys=[f"{batch}-{i}"]) for i in range(50)], queue=queue
+                )
+        await wait_until(lambda: _max_offset_is(admin, queue, 300), timeout=10)
+        assert await admin.min_offset(queue) == 0
+
+        remark = await admin.trigger_delete_files(addr)
+        deleted = re.fullmatch(r"(\d+) commit log files deleted", remark)
+        assert deleted is not None and int(deleted.group(1)) >= 4, remark
+        await wait_until(lambda: _min_offset_above(admin, queue, 200), timeout=30)
+        assert await admin.max_offset(queue) == 300
+        # Only the file being written is left.
+        assert await admin.trigger_delete_files(addr) == "0 commit log files deleted"
+
+
+async def _max_offset_is(admin: Admin, queue: MessageQueue, offset: int) -> bool:
+    return await admin.max_offset(queue) == offset
+
+
+async def _min_offset_above(admin: Admin, queue: MessageQueue, offset: int) -> bool:
+    return await admin.min_offset(queue) > offset
+
+
+async def test_blocking_admin_for_scripts(wide_cluster: Cluster) -> None:
+    topic, key = unique("BlockingAdmin"), unique("key")
+    addr = wide_cluster.brokers["broker-a"].addr
+
+    def script() -> None:
+        with BlockingAdmin(wide_cluster.namesrv_addr) as admin:
+            config = admin.create_topic(topic, read_queue_nums=4, write_queue_nums=2)
+            assert (config.read_queue_nums, config.write_queue_nums) == (4, 2)
+            route = admin.wait_for_route(topic, brokers=["broker-a"], read_queue_nums=4, write_queue_nums=2)
+            assert route.queue_datas[0].perm == PERM_READ_WRITE
+            assert admin.brokers_by_addr()[addr].broker_name == "broker-a"
+            assert admin.master_addrs() == [addr]
+            admin.update_kv_config("BLOCKING_TEST", key, "v")
+            assert admin.kv_config("BLOCKING_TEST", key) == "v"
+            admin.delete_kv_config("BLOCKING_TEST", key)
+            assert admin.kv_config("BLOCKING_TEST", key) is None
+            assert admin.update_order_topic_conf(topic, {"broker-a": 2}) == "broker-a:2"
+            assert admin.order_topic_conf(topic) == {"broker-a": 2}
+            group = unique("cg")
+            admin.update_consumer_offset(
+                group, MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), 0
+            )
+            assert admin.consumer_groups_of(topic) == [group]
+            admin.update_subscription_group(SubscriptionGroupConfig(group_name=group), broker_addr=addr)
+            admin.delete_subscription_group(group, broker_addr=addr, remove_offsets=True)
+            assert admin.consumer_groups_of(topic) == []
+            with pytest.raises(BrokerError):
+                admin.consumer_connections(group, broker_addr=addr)
+            assert re.fullmatch(r"\d+ commit log files deleted", admin.trigger_delete_files(addr))
+
+    await asyncio.to_thread(script)

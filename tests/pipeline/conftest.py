@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 import pytest
 
 from client.blocking import BlockingAdmin, BlockingProducer
-from protocol.codes import RequestCode
 from protocol.loop import new_event_loop
 from protocol.message import Message
 from tests.cluster import Cluster
@@ -76,15 +75,7 @@ class TestCluster:
 
     def wait_for_route(self, topic: str, broker: str | None) -> None:
         """Until the name server routes ``topic`` on ``broker`` (every broker when None)."""
-        wanted = {broker} if broker else set(self.cluster.brokers)
-        deadline = time.monotonic() + 30
-        while True:
-            names = {q.broker_name for q in self.admin.queues(topic)}
-            if wanted <= names:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"topic {topic} not routed on {wanted} (got {names})")
-            time.sleep(0.05)
+        self.admin.wait_for_route(topic, brokers=[broker] if broker else self.cluster.brokers, timeout=30)
 
     def produce(self, messages: list[Message]) -> None:
         """Send ``messages`` (one topic) spread round robin over all the topic's queues, as
@@ -98,10 +89,8 @@ class TestCluster:
                 self.producer.send_batch(share[first : first + 256], queue=queue)
 
     def delete_files(self, broker: str) -> None:
-        """Run the broker's retention now (TRIGGER_DELETE_FILES)."""
-        instance = self.admin.admin.instance
-        addr = self.broker_addr(broker)
-        self.admin._run(instance.call(addr, RequestCode.TRIGGER_DELETE_FILES, {}))
+        """Run the broker's retention now."""
+        self.admin.trigger_delete_files(self.broker_addr(broker))
 
     def stop(self) -> None:
         self.producer.close()
