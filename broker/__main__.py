@@ -65,8 +65,8 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
     try:
+        await broker.start()
         await stop.wait()
     finally:
         await broker.shutdown()

@@ -44,6 +44,7 @@ class BrokerConfig(Settings):
     flush_consumer_offset_interval: int = Field(5000, alias="flushConsumerOffsetInterval")
     flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval")
     channel_expired_timeout: int = Field(120_000, alias="channelExpiredTimeout")
+    server_channel_max_idle_time_seconds: int = Field(120, alias="serverChannelMaxIdleTimeSeconds")
     client_housekeeping_interval: int = Field(10_000, alias="clientHousekeepingInterval")
     lock_max_live_time: int = Field(60_000, alias="rebalanceLockMaxLiveTime")
     region_id: str = Field("DefaultRegion", alias="regionId")

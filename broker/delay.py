@@ -65,6 +65,9 @@ class DelayService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+
+    async def flush(self) -> None:
+        """Write ``delayOffset.json`` now."""
         await self._saver.flush()
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
@@ -103,6 +106,9 @@ class DelayService:
                     break
                 offset += 1
                 self.offsets[level] = offset
+            # A backlog of due messages is delivered a batch at a time, letting the rest of
+            # the broker run between batches.
+            await asyncio.sleep(0)
 
     def _deliver(self, commit_log_offset: int) -> bool:
         """Re-store one due message to its real topic; False to retry later."""

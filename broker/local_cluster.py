@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not _wait_for_port(args.namesrv_port, namesrv):
         print("local cluster: the name server did not start", file=sys.stderr)
+        namesrv.terminate()
+        namesrv.wait(30)
         return 1
     broker_cmd = [
         sys.executable, "-m", "broker",

@@ -79,7 +79,12 @@ class NameServerRegistration:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._soon.wait(), wait)
             self._soon.clear()
-            await self.register_all()
+            try:
+                await self.register_all()
+            except Exception:
+                # Whatever went wrong this round, the broker must keep re-registering.
+                log.exception("registering with the name servers failed")
+                self._all_registered = False
 
     async def _connection(self, address: str) -> Connection:
         conn = self._conns.get(address)
@@ -111,8 +116,14 @@ class NameServerRegistration:
     async def _register(self, address: str) -> bool:
         try:
             conn = await self._connection(address)
+        except (MQError, ValueError) as exc:
+            log.warning("cannot reach name server %s: %s", address, exc)
+            return False
+        try:
             response = await conn.request(self._registration(), REGISTER_TIMEOUT)
         except MQError as exc:
+            # A connection that times out may be half-open: start over with a new one.
+            conn.abort()
             log.warning("registering with name server %s failed: %s", address, exc)
             return False
         if response.code != ResponseCode.SUCCESS:

@@ -13,7 +13,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from broker.store import FlushDiskType, MessageStore, PutResult, StoreConfig, StoreMessage
 from protocol.codes import (
@@ -40,7 +40,7 @@ from .metrics import MetricsExporter
 from .offsets import OffsetTable
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
-from .topics import SCHEDULE_TOPIC, TopicTable
+from .topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicTable
 from .transactions import TransactionService
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,15 @@ class Broker:
         handlers: dict[int, Handler] = {}
         for family in (send, pull, consumer, query, transaction, admin):
             handlers.update(family.handlers(self))
-        self.server = Server(handlers, name=f"broker {config.broker_name}", on_disconnect=self._disconnected)
+        self.server = Server(
+            handlers,
+            name=f"broker {config.broker_name}",
+            on_disconnect=self._disconnected,
+            idle_timeout=config.server_channel_max_idle_time_seconds,
+        )
         self._tasks: list[asyncio.Task[None]] = []
+        self._store_started = False
+        self._stopped = False
         self.is_sync_flush = store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self.started_at = time.time()
         self.running = False
@@ -109,6 +116,7 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         await self.store.start()
+        self._store_started = True
         self.store.add_arrival_listener(self.long_polling.on_arrival)
         self.store.add_arrival_listener(self.delay.on_arrival)
         self.delay.load()
@@ -146,27 +154,47 @@ class Broker:
         )
 
     async def shutdown(self) -> None:
-        """Unregister, stop serving, persist everything, close the store."""
-        if not self.running:
+        """Unregister, stop serving, persist everything, close the store. Works on a broker
+        whose start failed half-way; a step that fails is logged and the rest still run, so
+        the store is closed whenever it was opened."""
+        if self._stopped:
             return
+        self._stopped = True
         self.running = False
         log.info("broker %s shutting down", self.config.broker_name)
-        await self.registration.stop()
-        await self.metrics.stop()
-        await self.server.close()
-        self.long_polling.clear()
         for task in self._tasks:
             task.cancel()
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("unregister from the name servers", self.registration.stop),
+            ("stop the metrics endpoint", self.metrics.stop),
+            ("close client connections", self.server.close),
+            ("stop background tasks", self._stop_tasks),
+            ("stop delayed delivery", self.delay.stop),
+            ("stop transaction checks", self.transactions.stop),
+        ]
+        if self._store_started:
+            # Only a broker that owns its store directory writes to it (a second broker
+            # started on a directory in use fails in store.start() and must leave it alone).
+            steps += [
+                ("save delayOffset.json", self.delay.flush),
+                ("save topics.json", self._topic_saver.flush),
+                ("save subscriptionGroup.json", self._group_saver.flush),
+                ("save consumerOffset.json", self._offset_saver.flush),
+                ("close the store", self.store.shutdown),
+            ]
+        for what, step in steps:
+            try:
+                await step()
+            except Exception:
+                log.exception("shutdown: cannot %s", what)
+        self.long_polling.clear()
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def _stop_tasks(self) -> None:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.delay.stop()
-        await self.transactions.stop()
-        await self._topic_saver.flush()
-        await self._group_saver.flush()
-        await self._offset_saver.flush()
-        await self.store.shutdown()
-        log.info("broker %s stopped", self.config.broker_name)
+        self._tasks.clear()
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coro))
@@ -188,7 +216,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             for conn in self.clients.expire(self.config.channel_expired_timeout / 1000):
-                conn.close("no heartbeat")
+                # Silent for two minutes: it is gone or stuck, so do not wait for it to read.
+                conn.close_reason = "no heartbeat"
+                conn.abort()
 
     # -- events ---------------------------------------------------------------------------
 
@@ -255,7 +285,11 @@ class Broker:
         tags = properties.get(PropertyKey.TAGS)
         code = tags_code(tags)
         delay = properties.get(_DELAY)
-        if delay and transaction_type(sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+        if (
+            delay
+            and topic != TRANS_HALF_TOPIC
+            and transaction_type(sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+        ):
             try:
                 level = int(delay)
             except ValueError:

@@ -56,6 +56,9 @@ class TransactionService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.pending: dict[int, HalfMessage] = {}
+        #: Half messages given up on after ``transactionCheckMax`` checks, by commit-log
+        #: offset: their producer may still decide (kept until a restart).
+        self.discarded: dict[int, HalfMessage] = {}
         self._task: asyncio.Task[None] | None = None
 
     # -- state ----------------------------------------------------------------------------
@@ -135,7 +138,8 @@ class TransactionService:
             return ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong"
         if half.commit_log_offset != h.commit_log_offset:
             return ResponseCode.SYSTEM_ERROR, "The commit log offset wrong"
-        if h.commit_log_offset not in self.pending:
+        half_state = self.pending.get(h.commit_log_offset) or self.discarded.get(h.commit_log_offset)
+        if half_state is None:
             log.debug("transaction %s already decided", h.transaction_id or h.msg_id)
             return ResponseCode.SUCCESS, None
         if kind == TRANSACTION_COMMIT_TYPE:
@@ -164,7 +168,10 @@ class TransactionService:
             log.debug(
                 "transaction %s rolled back%s", h.transaction_id or h.msg_id, f": {remark}" if remark else ""
             )
-        self._settle(self.pending[h.commit_log_offset])
+        if h.commit_log_offset in self.pending:
+            self._settle(half_state)
+        else:
+            del self.discarded[h.commit_log_offset]
         return ResponseCode.SUCCESS, None
 
     def _settle(self, half: HalfMessage) -> None:
@@ -216,16 +223,20 @@ class TransactionService:
                     half.commit_log_offset,
                     half.check_times,
                 )
+                # A decision that arrives later is still applied (as RocketMQ does).
+                self.discarded[half.commit_log_offset] = half
                 self._settle(half)
-                continue
-            channels = broker.clients.producer_channels(half.producer_group)
-            if not channels:
                 continue
             msg = broker.store.look_message(half.commit_log_offset)
             if msg is None:
                 self._settle(half)
                 continue
+            # A round counts whether or not a producer of the group is online to ask, so the
+            # half messages of a group that is gone are discarded in the end.
             half.check_times += 1
+            channels = broker.clients.producer_channels(half.producer_group)
+            if not channels:
+                continue
             uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             offset_msg_id = msg.offset_msg_id
             msg.topic = msg.properties.get(PropertyKey.REAL_TOPIC, msg.topic)

@@ -70,7 +70,10 @@ class NameServer:
         self.clock = clock
         self.routes = RouteRegistry(settings.broker_expiry)
         self.kv = kv if kv is not None else KVConfig.load(settings.kv_config_file)
-        self.server = Server(self._handlers(), name="namesrv", on_disconnect=self._connection_closed)
+        # Like RocketMQ (serverChannelMaxIdleTimeSeconds): brokers and clients talk every 30 s.
+        self.server = Server(
+            self._handlers(), name="namesrv", on_disconnect=self._connection_closed, idle_timeout=120.0
+        )
         self.port: int | None = None
         self._scanner: asyncio.Task[None] | None = None
 

@@ -10,8 +10,11 @@ Requests that arrive in one read are answered with one write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
@@ -27,6 +30,10 @@ Handler: TypeAlias = "Callable[[Connection, RemotingCommand], HandlerResult]"
 _RESPONSE = RpcFlag.RESPONSE.value
 _ONEWAY = RpcFlag.ONEWAY.value
 DEFAULT_TIMEOUT = 3.0
+#: Bytes a connection may have waiting to be sent before its peer is judged gone.
+DEFAULT_MAX_WRITE_BACKLOG = 64 * 1024 * 1024
+#: How long a closing server waits for its connections to flush before aborting them.
+CLOSE_GRACE = 3.0
 
 
 def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
@@ -74,6 +81,9 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.close_reason: str | None = None
         self.name = name
+        #: ``time.monotonic()`` of the last bytes received (idle detection).
+        self.last_activity = time.monotonic()
+        self.max_write_backlog = DEFAULT_MAX_WRITE_BACKLOG
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
         #: Free-form state owned by the application (client id, registered groups, ...).
@@ -93,6 +103,7 @@ class Connection(asyncio.Protocol):
             self.local = (local[0], local[1])
 
     def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -114,6 +125,8 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
             transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self._paused:
+                self._check_backlog()
         error = self._decoder.error
         if error is not None:
             log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, error)
@@ -199,6 +212,22 @@ class Connection(asyncio.Protocol):
             out.append(frame)
         elif self._transport is not None and not self.closed:
             self._transport.write(frame)
+            if self._paused:
+                self._check_backlog()
+
+    def _check_backlog(self) -> None:
+        """A peer that stops reading must not make us buffer without bound: past
+        ``max_write_backlog`` bytes waiting to be sent, the connection is dropped."""
+        transport = self._transport
+        if transport is not None and transport.get_write_buffer_size() > self.max_write_backlog:
+            log.warning(
+                "%s: dropping %s, which stopped reading (%d bytes unsent)",
+                self.name or "connection",
+                self.address,
+                transport.get_write_buffer_size(),
+            )
+            self.close_reason = self.close_reason or "peer stopped reading"
+            transport.abort()
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is over its high-water mark."""
@@ -359,6 +388,7 @@ class Server:
         default_handler: Handler | None = None,
         on_connect: Callable[[Connection], None] | None = None,
         on_disconnect: Callable[[Connection], None] | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = dict(handlers)
         self.name = name
@@ -366,7 +396,10 @@ class Server:
         self._default_handler = default_handler
         self._on_connect = on_connect
         self._on_disconnect = on_disconnect
+        #: Close connections that sent nothing for this long (RocketMQ: 120 s); None: never.
+        self.idle_timeout = idle_timeout
         self._servers: list[asyncio.Server] = []
+        self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
 
     def _make_connection(self) -> Connection:
@@ -395,21 +428,46 @@ class Server:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(self._make_connection, host, port, reuse_address=True)
         self._servers.append(server)
+        if self.idle_timeout is not None and self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._close_idle(self.idle_timeout))
         return int(server.sockets[0].getsockname()[1])
+
+    async def _close_idle(self, idle_timeout: float) -> None:
+        while True:
+            await asyncio.sleep(min(30.0, max(0.05, idle_timeout / 4)))
+            deadline = time.monotonic() - idle_timeout
+            for conn in [c for c in self.connections if c.last_activity < deadline]:
+                log.info("%s: closing %s, idle for %.0fs", self.name, conn.address, idle_timeout)
+                conn.close("idle")
 
     @property
     def ports(self) -> list[int]:
         return [int(s.sockets[0].getsockname()[1]) for s in self._servers if s.sockets]
 
-    async def close(self) -> None:
+    async def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Stop listening and close every connection; those that cannot flush within
+        ``grace`` seconds (a peer that stopped reading) are aborted."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         for server in self._servers:
             server.close()
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        for conn in conns:
             conn.close("server shutting down")
+        if conns:
+            _done, stuck = await asyncio.wait(
+                [asyncio.ensure_future(c.wait_closed()) for c in conns], timeout=grace
+            )
+            if stuck:
+                for conn in conns:
+                    if not conn.closed:
+                        conn.abort()
+                await asyncio.wait(stuck, timeout=grace)
         for server in self._servers:
             await server.wait_closed()
-        for conn in list(self.connections):
-            await conn.wait_closed()
         self._servers.clear()
 
     def broadcast_oneway(self, conns: Iterable[Connection], cmd: RemotingCommand) -> None:
@@ -425,4 +483,9 @@ class _ServerConnection(Connection):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Half-open connections (a peer host that vanished) are found by the kernel.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._server._connected(self)

@@ -64,11 +64,7 @@ class Puller:
         self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool = True
     ) -> RemotingCommand | None:
         h = PullMessageRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
-        response = self._pull(conn, cmd, h, allow_suspend)
-        if allow_suspend and h.sys_flag & _COMMIT:
-            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        return response
+        return self._pull(conn, cmd, h, allow_suspend)
 
     def _pull(
         self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader, allow_suspend: bool
@@ -131,6 +127,10 @@ class Puller:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
                 )
             tag_codes = parse_tag_codes(sub.sub_string)
+        if allow_suspend and h.sys_flag & _COMMIT:
+            # The piggy-backed progress is stored once the pull passed its checks, and only on
+            # its first run (a woken long poll does not commit again).
+            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = broker.store.get_messages(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, tag_codes
         )

@@ -13,21 +13,35 @@ from protocol.transport import Connection, Handler
 if TYPE_CHECKING:
     from ..server import Broker
 
+#: At most this many messages per QUERY_MESSAGE (RocketMQ's ``maxMsgsNumBatch``) ...
+MAX_QUERY_NUM = 64
+#: ... and about this many bytes of them.
+MAX_QUERY_BYTES = 8 * 1024 * 1024
+
 
 def handlers(broker: Broker) -> dict[int, Handler]:
     def query_message(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_fields(cmd.ext_fields)
-        max_num = broker.config.default_query_max_num if h.unique_key_query else h.max_num
+        max_num = broker.config.default_query_max_num if h.unique_key_query else min(h.max_num, MAX_QUERY_NUM)
         result = broker.store.query_by_key(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        records: list[bytes] = []
+        size = 0
+        for record in result.records:
+            # Stay well inside a client's frame limit (16 MiB): a bigger answer would cost it
+            # the connection and every request in flight on it.
+            size += len(record)
+            if records and size > MAX_QUERY_BYTES:
+                break
+            records.append(record)
         fields = {
             "indexLastUpdateTimestamp": result.index_last_update_timestamp,
             "indexLastUpdatePhyoffset": result.index_last_update_phyoffset,
         }
-        if not result.records:
+        if not records:
             return cmd.response(
                 ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
             )
-        return cmd.response(ext_fields=fields, body=b"".join(result.records))
+        return cmd.response(ext_fields=fields, body=b"".join(records))
 
     def view_message(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_fields(cmd.ext_fields)

@@ -65,7 +65,8 @@ _DELAY = PropertyKey.DELAY_TIME_LEVEL
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _RECONSUME_TIME = PropertyKey.RECONSUME_TIME
 _MAX_RECONSUME_TIMES = PropertyKey.MAX_RECONSUME_TIMES
-DLQ_PERM = int(Perm.WRITE)
+#: Dead-letter topics are readable, so operators can consume and replay them (Java 4.9).
+DLQ_PERM = PERM_READ_WRITE
 _PERM_WRITE = int(Perm.WRITE)
 _MULTI_TAGS = int(MessageSysFlag.MULTI_TAGS)
 
@@ -187,7 +188,6 @@ class Sender:
                 )
             props[PropertyKey.REAL_TOPIC] = topic
             props[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
-            topic, queue_id = TRANS_HALF_TOPIC, 0
             sys_flag = reset_transaction_type(sys_flag, 0)
         elif not retry:
             # The common case changes nothing but the cluster name: append it to the string
@@ -198,8 +198,10 @@ class Sender:
                 else (f"{raw}{PROPERTY_SEPARATOR}{self.cluster_property}")
             )
         msg = broker.build_message(
-            topic,
-            queue_id,
+            # A half message waits in the half topic; the queue the producer chose is in
+            # REAL_QID and in the answer (its delay, if any, applies once it is committed).
+            TRANS_HALF_TOPIC if transactional else topic,
+            0 if transactional else queue_id,
             body,
             props,
             flag=h.flag,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import sys
 import time
 
 import pytest
@@ -442,6 +443,9 @@ async def test_send_back_retries_then_dead_letters(broker_conn: Connection) -> N
     )
     assert back.code == ResponseCode.SUCCESS
     assert await max_offset(broker_conn, "%DLQ%rg", 0) == 1
+    # Dead letters can be read back (the DLQ topic is readable, as in RocketMQ 4.9).
+    (pulled,) = await pull_all(broker_conn, "%DLQ%rg", 0)
+    assert pulled.body == b"payload"
     found = await call(
         broker_conn,
         RequestCode.QUERY_MESSAGE,
@@ -683,3 +687,111 @@ async def test_runtime_info_reports_rates_and_store_figures(broker_conn: Connect
     assert 0 <= float(table["commitLogDiskRatio"]) <= 1
     assert int(table["commitLogMaxOffset"]) > int(table["commitLogMinOffset"])
     assert table["runtime"].startswith("[ 0 days, 0 hours")
+
+
+async def test_transactional_message_with_a_delay_is_delayed_after_commit(broker_conn: Connection) -> None:
+    await create_topic(broker_conn, "TxLater", 1)
+    sent = await send_half(broker_conn, "TxLater", b"late commit", "txd", DELAY="2")
+    assert sent.ext_fields["queueId"] == "0"
+    await end_transaction(broker_conn, sent, "txd", 8)
+    committed_at = time.monotonic()
+    response = await pull(broker_conn, "TxLater", 0, 0, suspend_ms=10_000)
+    (msg,) = decode_records(response.body)
+    assert msg.body == b"late commit"
+    assert time.monotonic() - committed_at >= 0.9  # level 2 is 1 s on the test cluster
+    assert PropertyKey.TRANSACTION_PREPARED not in msg.properties
+
+
+async def test_undecided_transactions_of_a_vanished_group_are_discarded(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    await cluster.stop_broker("broker-a")
+    await cluster.start_broker(
+        "broker-a", transactionCheckInterval=100, transactionTimeOut=50, transactionCheckMax=2
+    )
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    await create_topic(conn, "TxGone", 1)
+    sent = await send_half(conn, "TxGone", b"orphan", "no-such-producer")
+    deadline = time.monotonic() + 15
+    while True:
+        runtime = KVTable.decode((await call(conn, RequestCode.GET_BROKER_RUNTIME_INFO)).body).table
+        if runtime["openTransactions"] == "0":
+            break
+        assert time.monotonic() < deadline, "the orphan half message was never discarded"
+        await asyncio.sleep(0.1)
+    # A decision that arrives after the broker gave up is still applied.
+    await end_transaction(conn, sent, "no-such-producer", 8)
+    response = await pull(conn, "TxGone", 0, 0, suspend_ms=5000)
+    assert [m.body for m in decode_records(response.body)] == [b"orphan"]
+
+
+async def test_query_message_caps_the_number_of_answers(broker_conn: Connection) -> None:
+    for i in range(70):
+        await send_ok(broker_conn, "ManyKeys", f"k{i}".encode(), keys="same")
+    found = await call(
+        broker_conn,
+        RequestCode.QUERY_MESSAGE,
+        {"topic": "ManyKeys", "key": "same", "maxNum": 100_000, "beginTimestamp": 0, "endTimestamp": 2**62},
+    )
+    assert found.code == ResponseCode.SUCCESS
+    assert len(decode_records(found.body)) == 64
+
+
+async def test_a_refused_pull_commits_no_offset(broker_conn: Connection) -> None:
+    refused = await pull(broker_conn, "NoSuchTopicHere", 0, 5, group="cg-refused", commit_offset=123)
+    assert refused.code == ResponseCode.TOPIC_NOT_EXIST
+    await create_topic(broker_conn, "NoSuchTopicHere", 1)
+    query = {"consumerGroup": "cg-refused", "topic": "NoSuchTopicHere", "queueId": 0}
+    stored = await call(broker_conn, RequestCode.QUERY_CONSUMER_OFFSET, query)
+    assert stored.ext_fields.get("offset") != "123"
+
+
+async def test_idle_connections_are_closed(cluster: Cluster) -> None:
+    await cluster.stop_broker("broker-a")
+    await cluster.start_broker("broker-a", serverChannelMaxIdleTimeSeconds=1)
+    reader, writer = await asyncio.open_connection("127.0.0.1", cluster.brokers["broker-a"].port)
+    started = time.monotonic()
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # closed by the broker
+    assert time.monotonic() - started >= 0.9
+    writer.close()
+
+
+async def test_shutdown_does_not_wait_for_a_client_that_stopped_reading(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    port = cluster.brokers["broker-a"].port
+    conn = await connect_to(port)
+    sent = await send_ok(conn, "Heavy", b"x" * 1_000_000)
+    _, offset = decode_offset_msg_id(sent.ext_fields["msgId"])
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    view = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}).encode()
+    writer.write(view * 30)  # ~30 MB of answers this client will never read
+    await writer.drain()
+    stopped = time.monotonic()
+    assert await cluster.stop_broker("broker-a") == 0
+    assert time.monotonic() - stopped < 15
+    writer.close()
+
+
+async def test_a_second_broker_on_a_store_in_use_fails_and_leaves_it_alone(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    first = cluster.brokers["broker-a"]
+    conn = await connect_to(first.port)
+    await create_topic(conn, "Owned", 1)
+    await send_ok(conn, "Owned", b"mine")
+    topics_file = first.store_dir / "config" / "topics.json"
+    deadline = time.monotonic() + 10
+    while not (topics_file.exists() and b"Owned" in topics_file.read_bytes()):
+        assert time.monotonic() < deadline, "topics.json never saved"
+        await asyncio.sleep(0.05)
+    topics_before = topics_file.read_bytes()
+    intruder = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "broker", "-c", str(first.conf), "--listen-port", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(intruder.communicate(), 60)
+    assert intruder.returncode != 0
+    assert b"in use" in output
+    assert topics_file.read_bytes() == topics_before
+    assert [m.body for m in await pull_all(conn, "Owned", 0)] == [b"mine"]
