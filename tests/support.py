@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -18,6 +19,16 @@ from pathlib import Path
 
 READY = re.compile(r"listening on \S+:(\d+)")
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: if the test process dies (a crash in a C++ client it
+    loaded, say), the kernel sends the child SIGTERM, so no server outlives its test run."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
@@ -57,6 +68,7 @@ class ServerProcess:
             stderr=asyncio.subprocess.STDOUT,
             env=self.env,
             cwd=str(ROOT),
+            preexec_fn=die_with_parent,
         )
         self._reader = asyncio.ensure_future(self._drain())
         try:

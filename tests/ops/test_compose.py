@@ -26,7 +26,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import MQError
 from protocol.transport import connect
-from tests.support import ROOT
+from tests.support import ROOT, die_with_parent
 
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
@@ -189,6 +189,7 @@ class LocalCompose:
             with service.log.open("wb") as log:
                 service.process = await asyncio.create_subprocess_exec(
                     *self.command(service),
+                    preexec_fn=die_with_parent,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=self.workdir / service.name,
