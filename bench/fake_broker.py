@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import functools
 import struct
+import time
 
 from protocol.body import (
     BrokerData,
@@ -23,12 +24,21 @@ from protocol.body import (
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.loop import run
-from protocol.message import RECORD_QUEUE_OFFSET_POS, encode_properties, encode_record, pack_host
+from protocol.message import (
+    RECORD_BORN_HOST_POS,
+    RECORD_QUEUE_OFFSET_POS,
+    encode_properties,
+    encode_record,
+    pack_host,
+)
 from protocol.transport import Connection, Server
 
 QUEUES = 8
 PULL_RECORDS = 32
 _OFFSET = struct.Struct(">q")
+# born and store timestamps sit either side of the 8-byte IPv4 born host
+_BORN_TIMESTAMP_POS = RECORD_BORN_HOST_POS - 8
+_STORE_TIMESTAMP_POS = RECORD_BORN_HOST_POS + 8
 
 
 class FakeBroker:
@@ -87,8 +97,13 @@ class FakeBroker:
         offset = int(cmd.ext_fields["queueOffset"])
         count = min(PULL_RECORDS, int(cmd.ext_fields["maxMsgNums"]))
         body = bytearray(self.template[: count * self.record_size])
+        # stamped at serve time so the consumer's born/stored-to-consumed figures mean something
+        now = int(time.time() * 1000)
         for i in range(count):
-            _OFFSET.pack_into(body, i * self.record_size + RECORD_QUEUE_OFFSET_POS, offset + i)
+            start = i * self.record_size
+            _OFFSET.pack_into(body, start + RECORD_QUEUE_OFFSET_POS, offset + i)
+            _OFFSET.pack_into(body, start + _BORN_TIMESTAMP_POS, now)
+            _OFFSET.pack_into(body, start + _STORE_TIMESTAMP_POS, now)
         fields = {
             "suggestWhichBrokerId": 0,
             "nextBeginOffset": offset + count,
