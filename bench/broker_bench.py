@@ -4,7 +4,8 @@ Starts a real name server and broker, then:
 
 * **send**: P producer processes x T threads of the official C++ client, each sending 128-byte
   messages synchronously
-  (``send_sync``) for D seconds; reports send TPS, average and max RT, and the broker's CPU;
+  (``send_sync``) for D seconds; reports send TPS, average and max RT, and the CPU the broker
+  and the client each spend per send;
 * **consume**: one C++ push consumer process draining what was sent; reports consume TPS.
 
 Run: ``.venv/bin/python -m bench.broker_bench [--producers 1 --threads 16 --seconds 10]``.
@@ -133,6 +134,8 @@ def run_once(args: argparse.Namespace, work: Path) -> dict[str, float]:
             "send_failed": sum(r["failed"] for r in results),
             "broker_cpu_pct": 100 * broker_cpu,
             "broker_us_per_send": 1e6 * broker_cpu * args.seconds / max(1, sent),
+            # the C++ client's own CPU: on two cores, client + broker per send bound the rate
+            "client_us_per_send": 1e6 * sum(r["cpu_s"] for r in results) / max(1, sent),
         }
         cpu_before = cpu_seconds(broker.pid)
         consumer = subprocess.run(
@@ -177,13 +180,15 @@ def main() -> None:
             f"run {i + 1}: Send TPS: {result['send_tps']:.0f} | Max RT(ms): {result['max_rt_ms']:.1f} | "
             f"Average RT(ms): {result['avg_rt_ms']:7.3f} | Send Failed: {result['send_failed']:.0f} | "
             f"broker CPU: {result['broker_cpu_pct']:.0f}% ({result['broker_us_per_send']:.0f} us/send) | "
+            f"client CPU: {result['client_us_per_send']:.0f} us/send | "
             f"Consume TPS: {result['consume_tps']:.0f} ({result['broker_us_per_consumed']:.1f} us/msg)",
             flush=True,
         )
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     print(
         f"median of {len(runs)}: Send TPS: {median['send_tps']:.0f} | Max RT(ms): {median['max_rt_ms']:.1f} | "
-        f"Average RT(ms): {median['avg_rt_ms']:7.3f} | broker CPU: {median['broker_cpu_pct']:.0f}% | "
+        f"Average RT(ms): {median['avg_rt_ms']:7.3f} | broker CPU: {median['broker_cpu_pct']:.0f}% "
+        f"({median['broker_us_per_send']:.0f} us/send) | client CPU: {median['client_us_per_send']:.0f} us/send | "
         f"Consume TPS: {median['consume_tps']:.0f}"
     )
 

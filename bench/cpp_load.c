@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +80,13 @@ static void *send_loop(void *arg) {
     return NULL;
 }
 
+/* CPU seconds (user + system) this process has used, all threads included. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static int produce(int argc, char **argv) {
     if (argc != 8) return 2;
     const char *namesrv = argv[2], *topic = argv[3];
@@ -99,6 +107,7 @@ static int produce(int argc, char **argv) {
     SendMessageSync(producer, warm, &result); /* routes resolved before the clock starts */
     DestroyMessage(warm);
     while (now_s() < start_at) usleep(1000);
+    double cpu_before = cpu_s();
     struct sender *senders = calloc(threads, sizeof *senders);
     for (int i = 0; i < threads; i++) {
         senders[i] = (struct sender){.producer = producer, .topic = topic, .body = body, .size = size,
@@ -113,8 +122,9 @@ static int produce(int argc, char **argv) {
         rt_sum += senders[i].rt_sum_us;
         if (senders[i].rt_max_us > rt_max) rt_max = senders[i].rt_max_us;
     }
-    printf("{\"sent\": %lld, \"failed\": %lld, \"rt_sum_us\": %lld, \"rt_max_us\": %lld}\n", sent, failed,
-           rt_sum, rt_max);
+    double cpu_used = cpu_s() - cpu_before;
+    printf("{\"sent\": %lld, \"failed\": %lld, \"rt_sum_us\": %lld, \"rt_max_us\": %lld, \"cpu_s\": %.6f}\n",
+           sent, failed, rt_sum, rt_max, cpu_used);
     fflush(stdout);
     ShutdownProducer(producer);
     return 0;

@@ -1,4 +1,5 @@
-"""Every Python snippet of ``docs/sdk.md`` runs, as its own process, against a real cluster."""
+"""Every Python snippet of ``docs/sdk.md``, and the README's SDK example, runs as its own process
+against a real cluster."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ import pytest
 from tests.cluster import Cluster
 from tests.support import ROOT
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
-SNIPPETS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+DOC = ROOT / "docs" / "sdk.md"
+README = ROOT / "README.md"
 
 
-def test_the_guide_has_snippets() -> None:
-    assert len(SNIPPETS) >= 8
+def python_snippets(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+
+
+GUIDE_SNIPPETS = python_snippets(DOC)
+# the README's Spark snippet needs a SparkSession; tests/pipeline covers the connector
+README_SNIPPETS = [code for code in python_snippets(README) if "from client import" in code]
+SNIPPETS = GUIDE_SNIPPETS + README_SNIPPETS
+
+
+def test_the_docs_have_snippets() -> None:
+    assert len(GUIDE_SNIPPETS) >= 8
+    assert len(README_SNIPPETS) == 1
 
 
 @pytest.mark.asyncio(loop_scope="module")
