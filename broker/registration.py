@@ -76,8 +76,11 @@ class NameServerRegistration:
             # that started before its name server should not stay unknown for 30 s.
             wait = period if self._all_registered else retry
             retry = RETRY_FIRST if self._all_registered else min(period, retry * 2)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # lands as the event fires, and shutdown would then wait on this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._soon.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._soon.wait()
             self._soon.clear()
             try:
                 await self.register_all()

@@ -223,11 +223,12 @@ class ClientInstance:
         if not self.running:
             return
         self.running = False
-        for task in [*self._tasks, *self._background]:
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
             task.cancel()
-        for task in [*self._tasks, *self._background]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # gather, not a suppress(CancelledError) around each await: that would also swallow a
+        # cancel aimed at whoever is awaiting this shutdown.
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._background.clear()
         conns = list(self._conns.values())
@@ -545,8 +546,11 @@ class ClientInstance:
     async def _rebalance_loop(self) -> None:
         delay = self.options.rebalance_interval
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # lands as the event fires, and shutdown would then wait on this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._rebalance_wakeup.wait()
             self._rebalance_wakeup.clear()
             again = False
             for consumer in list(self.consumers.values()):

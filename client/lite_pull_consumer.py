@@ -427,6 +427,10 @@ class LitePullConsumer:
                 self.seek(queue, offset)
 
     def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self._state != "running":
+            # A rebalance that began before shutdown may finish after it: no new pulls then.
+            pq.dropped = True
+            return
         old = self._states.get(queue)
         if old is not None and old.task is not None:
             old.task.cancel()

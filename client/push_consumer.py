@@ -455,6 +455,10 @@ class PushConsumer:
     # -- rebalance owner ------------------------------------------------------------------
 
     def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self._state != "running":
+            # A rebalance that began before shutdown may finish after it: no new pulls then.
+            pq.dropped = True
+            return
         pq.offset_slot = self.offset_store.slot(queue)
         old = self._pull_tasks.pop(queue, None)
         if old is not None:
@@ -478,7 +482,8 @@ class PushConsumer:
             # Wait for the batch in progress so its commit is part of what gets persisted
             # before the lock is released to the next owner.
             try:
-                await asyncio.wait_for(pq.consume_lock.acquire(), 1.0)
+                async with asyncio.timeout(1.0):  # unlike 3.11's wait_for, never eats a cancel
+                    await pq.consume_lock.acquire()
             except TimeoutError:
                 return False
             try:

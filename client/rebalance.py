@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT = 1.0
+#: Rounds (about a second apart) that a subscribed topic without a route is looked up again
+#: before rebalancing falls back to its normal interval for it.
+ROUTE_RETRY_ROUNDS = 15
 
 
 class RebalanceOwner(Protocol):
@@ -84,6 +87,7 @@ class Rebalance:
         #: topic -> its readable queues, from the route
         self.topic_queues: dict[str, set[MessageQueue]] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._route_misses: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
     # -- rebalance ------------------------------------------------------------------------
@@ -116,7 +120,13 @@ class Rebalance:
         owner = self.owner
         queues = await self._queues_of(topic)
         if queues is None:
-            return False
+            # No route yet, typically a topic the broker has just auto-created and not yet
+            # registered: look again within a second for a while instead of waiting a whole
+            # rebalance interval (20 s); a topic that stays unknown drops back to that pace.
+            misses = self._route_misses.get(topic, 0) + 1
+            self._route_misses[topic] = misses
+            return misses <= ROUTE_RETRY_ROUNDS
+        self._route_misses.pop(topic, None)
         if owner.model == MessageModel.BROADCASTING:
             mine = set(queues)
         else:

@@ -159,7 +159,8 @@ async def every(interval: float, action: Callable[[], None]) -> None:
 async def pause(stop: asyncio.Event, seconds: float) -> None:
     """Sleep, unless the run is stopped meanwhile."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):  # unlike 3.11's wait_for, never eats a cancel
+            await stop.wait()
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:

@@ -34,20 +34,17 @@ def test_the_docs_have_snippets() -> None:
 
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("index", range(len(SNIPPETS)))
-async def test_snippet_runs(cluster: Cluster, index: int) -> None:
+async def test_snippet_runs(cluster: Cluster, index: int, tmp_path: Path) -> None:
     code = SNIPPETS[index].replace("127.0.0.1:9876", cluster.namesrv_addr)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(proc.communicate(), 90)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"snippet {index} did not finish") from None
-    assert proc.returncode == 0, f"snippet {index} failed:\n{output.decode()}"
+    log = tmp_path / "output.txt"
+    with log.open("wb") as out:  # a file, so that a hung snippet's output can still be shown
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, cwd=str(ROOT), stdout=out, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            await asyncio.wait_for(proc.wait(), 90)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise AssertionError(f"snippet {index} did not finish:\n{log.read_text()}") from None
+    assert proc.returncode == 0, f"snippet {index} failed:\n{log.read_text()}"

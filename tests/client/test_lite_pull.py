@@ -10,6 +10,7 @@ import pytest
 
 from client import Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, MessageQueue, Producer
 from client.errors import ClientError, ClientStateError
+from client.process_queue import ProcessQueue
 from tests.cluster import Cluster
 
 from .conftest import unique, wait_until
@@ -194,3 +195,18 @@ async def test_lite_misuse_is_refused(cluster: Cluster) -> None:
     async with lite:
         with pytest.raises(ValueError):
             await lite.poll(timeout=-1)
+
+
+async def test_a_rebalance_finishing_after_shutdown_starts_no_pulls(cluster: Cluster, admin: Admin) -> None:
+    topic = unique("LiteLate")
+    await admin.create_topic(topic, 2)
+    lite = LitePullConsumer(unique("lg"), cluster.namesrv_addr)
+    lite.subscribe(topic)
+    await lite.start()
+    await lite.shutdown()
+    before = dict(lite._states)
+    pq = ProcessQueue()
+    lite.queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
+    assert pq.dropped
+    assert lite._states == before  # no new queue state, so no new pull task
+    assert all(state.task is None or state.task.done() for state in lite._states.values())

@@ -24,6 +24,7 @@ from client import (
     PushConsumer,
 )
 from client.errors import ClientStateError, MQError
+from client.process_queue import ProcessQueue
 from protocol.body import SubscriptionGroupConfig
 from tests.cluster import Cluster
 
@@ -535,3 +536,32 @@ async def test_send_back_falls_back_to_resending_into_the_retry_topic(cluster: C
     assert again.body == b"again" and again.topic == topic and again.tags == "t" and again.keys == ["k"]
     assert again.reconsume_times == 1
     assert again.properties.get("ORIGIN_MESSAGE_ID") == sent.msg_id
+
+
+async def test_a_consumer_started_before_its_topic_is_routed_picks_it_up_within_seconds(
+    cluster: Cluster,
+) -> None:
+    """A topic the broker auto-creates reaches the name server a moment later; a consumer
+    that found no route looks again about every second instead of waiting for the next
+    rebalance (20 s)."""
+    topic = unique("Late")
+    collector = Collector()
+    async with collecting_consumer(
+        cluster, unique("cg"), topic, collector, consume_from=ConsumeFrom.FIRST_OFFSET
+    ):
+        async with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+            await producer.send(Message(topic, b"first"))  # creates the topic
+        await collector.wait_count(1, timeout=10)
+    assert collector.bodies() == [b"first"]
+
+
+async def test_a_rebalance_finishing_after_shutdown_starts_no_pulls(cluster: Cluster, admin: Admin) -> None:
+    topic = unique("T")
+    await admin.create_topic(topic, 2)
+    consumer = collecting_consumer(cluster, unique("cg"), topic, Collector())
+    await consumer.start()
+    await consumer.shutdown()
+    pq = ProcessQueue()
+    consumer.queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
+    assert pq.dropped
+    assert not consumer._pull_tasks

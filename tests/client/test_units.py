@@ -416,3 +416,21 @@ async def test_flow_control_wakes_when_the_queue_drains_to_its_low_water_mark() 
     began = asyncio.get_running_loop().time()
     await pq.wait_for_space(low_water=0, timeout=0.05)  # limits other than the count: timeout
     assert asyncio.get_running_loop().time() - began >= 0.04
+
+
+# -- shutdown ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("turns", range(4))
+async def test_a_cancel_landing_as_the_rebalance_loop_wakes_still_stops_it(turns: int) -> None:
+    """The instance's shutdown cancels its rebalance loop; a cancel that lands as a wake-up
+    fires must not be lost (Python 3.11's ``wait_for`` lost it, and shutdown hung)."""
+    instance = ClientInstance("10.0.0.1@x", ["127.0.0.1:9876"], ClientOptions())
+    instance.start()
+    await asyncio.sleep(0)  # the loop is parked on its wake-up event
+    instance.rebalance_soon()
+    for _ in range(turns):  # the cancel lands 0..3 loop turns after the wake-up
+        await asyncio.sleep(0)
+    stopping = asyncio.ensure_future(instance.shutdown())
+    done, _ = await asyncio.wait({stopping}, timeout=5)
+    assert stopping in done, "shutdown hung on a rebalance loop that ignored its cancel"
