@@ -106,8 +106,8 @@ async def append(
     calls: list[list[StoreMessage]] = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
     warm_calls = warm // batch
 
-    async def put(todo: list[list[StoreMessage]]) -> None:
-        for i, group in enumerate(todo):
+    async def put(batches: list[list[StoreMessage]]) -> None:
+        for i, group in enumerate(batches):
             result = store.put_messages(group) if batch > 1 else store.put_message(group[0])
             if not result.ok:
                 raise RuntimeError(result.status)

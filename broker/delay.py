@@ -9,12 +9,12 @@ sleeps until its head entry is due, and waits for an arrival when the queue is e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from protocol.body import DelayOffsetTable
+from protocol.loop import cancel_and_wait
 from protocol.message import PropertyKey
 
 from .config_files import ConfigFile, Saver
@@ -59,11 +59,7 @@ class DelayService:
         self._tasks.append(asyncio.ensure_future(self._persist_periodically()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
 
     async def flush(self) -> None:

@@ -12,12 +12,13 @@ Rates are per second over the last ~10 s, from counter snapshots taken every sec
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
+
+from protocol.loop import cancel_and_wait
 
 from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS
 from .topics import DLQ_PREFIX, RETRY_PREFIX
@@ -66,10 +67,8 @@ class MetricsExporter:
         return self.port
 
     async def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+        await cancel_and_wait(self._ticker)
+        self._ticker = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

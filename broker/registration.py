@@ -18,6 +18,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import MQError
 from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from protocol.loop import cancel_and_wait, wait_event
 from protocol.message import split_address
 from protocol.transport import Connection, connect
 
@@ -52,11 +53,8 @@ class NameServerRegistration:
         self._task = asyncio.ensure_future(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self.unregister_all()
         for conn in self._conns.values():
             conn.close("broker shutting down")
@@ -76,11 +74,7 @@ class NameServerRegistration:
             # that started before its name server should not stay unknown for 30 s.
             wait = period if self._all_registered else retry
             retry = RETRY_FIRST if self._all_registered else min(period, retry * 2)
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
-            # lands as the event fires, and shutdown would then wait on this loop for ever.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._soon.wait()
+            await wait_event(self._soon, wait)
             self._soon.clear()
             try:
                 await self.register_all()

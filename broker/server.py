@@ -7,7 +7,6 @@ Everything runs on one event loop; the store hands fsync and file preallocation 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import logging
 import random
@@ -25,6 +24,7 @@ from protocol.codes import (
 )
 from protocol.command import RemotingCommand
 from protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from protocol.loop import cancel_and_wait
 from protocol.message import PropertyKey, encode_properties, pack_host, tags_code
 from protocol.transport import Connection, Handler, Server
 
@@ -191,9 +191,7 @@ class Broker:
         log.info("broker %s stopped", self.config.broker_name)
 
     async def _stop_tasks(self) -> None:
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
 
     def _spawn(self, coro: Awaitable[None]) -> None:

@@ -16,6 +16,7 @@ from protocol.codes import PERM_READ_WRITE, Perm, TopicSysFlag
 
 from .config import BrokerConfig
 from .config_files import ConfigFile
+from .store.store import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,6 @@ AUTO_CREATE_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"

@@ -10,7 +10,6 @@ Open half messages are rebuilt from the two topics at start-up, so a restart los
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -26,6 +25,7 @@ from protocol.codes import (
 )
 from protocol.command import RemotingCommand
 from protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from protocol.loop import cancel_and_wait
 from protocol.message import MessageExt, PropertyKey, encode_message_ext
 
 from .topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -193,11 +193,8 @@ class TransactionService:
         self._task = asyncio.ensure_future(self._check_periodically())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _check_periodically(self) -> None:
         interval = self.broker.config.transaction_check_interval / 1000

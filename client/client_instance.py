@@ -35,6 +35,7 @@ from protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import ConnectionClosedError, MQError, NoRouteError, RemotingError, error_for_code
 from protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
+from protocol.loop import cancel_and_wait, wait_event
 from protocol.message import MessageExt, UniqueIdGenerator, decode_record, local_ipv4, split_address
 from protocol.transport import Connection, Handler
 
@@ -223,12 +224,7 @@ class ClientInstance:
         if not self.running:
             return
         self.running = False
-        tasks = [*self._tasks, *self._background]
-        for task in tasks:
-            task.cancel()
-        # gather, not a suppress(CancelledError) around each await: that would also swallow a
-        # cancel aimed at whoever is awaiting this shutdown.
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks, *self._background)
         self._tasks.clear()
         self._background.clear()
         conns = list(self._conns.values())
@@ -546,11 +542,7 @@ class ClientInstance:
     async def _rebalance_loop(self) -> None:
         delay = self.options.rebalance_interval
         while True:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
-            # lands as the event fires, and shutdown would then wait on this loop for ever.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._rebalance_wakeup.wait()
+            await wait_event(self._rebalance_wakeup, delay)
             self._rebalance_wakeup.clear()
             again = False
             for consumer in list(self.consumers.values()):

@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 from .codes import RequestCode, ResponseCode, RpcFlag
 from .command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
 from .errors import BrokerError, ConnectionClosedError, MQError, ProtocolError, RequestTimeoutError
+from .loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -447,11 +448,8 @@ class Server:
     async def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop listening and close every connection; those that cannot flush within
         ``grace`` seconds (a peer that stopped reading) are aborted."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await cancel_and_wait(self._sweeper)
+        self._sweeper = None
         for server in self._servers:
             server.close()
         conns = list(self.connections)

@@ -151,6 +151,15 @@ def command(
 
 # Option shapes several commands share.
 TOPIC = arg("-t", "--topic", required=True, help="topic name")
+_TIME_HELP = "currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS"
+END_TIMESTAMP = arg("-e", "--endTimestamp", dest="end", type=timestamp_millis, help=_TIME_HELP)
+
+
+def begin_timestamp(flag: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """``--beginTimestamp``, whose short flag differs between RocketMQ's commands."""
+    return arg(flag, "--beginTimestamp", dest="begin", type=timestamp_millis, help=_TIME_HELP)
+
+
 GROUP = arg("-g", "--groupName", dest="group", required=True, help="consumer group name")
 BROKER_ADDR = arg("-b", "--brokerAddr", dest="broker_addr", help="broker address (host:port)")
 CLUSTER = arg("-c", "--clusterName", dest="cluster", help="cluster name")
@@ -933,20 +942,8 @@ async def _bounds(
         default="*",
         help="subscribe expression (eg: TagA || TagB)",
     ),
-    arg(
-        "-b",
-        "--beginTimestamp",
-        dest="begin",
-        type=timestamp_millis,
-        help="currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS",
-    ),
-    arg(
-        "-e",
-        "--endTimestamp",
-        dest="end",
-        type=timestamp_millis,
-        help="currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS",
-    ),
+    begin_timestamp("-b"),
+    END_TIMESTAMP,
     arg("-d", "--printBody", dest="print_body", default=True, help="print the bodies (true)", **BOOL),
 )
 async def print_msg(ctx: Context, args: argparse.Namespace) -> Result:
@@ -986,20 +983,8 @@ def _check_charset(name: str) -> None:
     arg("-i", "-q", "--queueId", dest="queue_id", type=non_negative_int, help="queue id (needs -b)"),
     arg("-o", "--offset", type=non_negative_int, help="queue offset (needs -i)"),
     arg("-g", "--consumerGroup", dest="group", help="consumer group name to pull as"),
-    arg(
-        "-s",
-        "--beginTimestamp",
-        dest="begin",
-        type=timestamp_millis,
-        help="currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS",
-    ),
-    arg(
-        "-e",
-        "--endTimestamp",
-        dest="end",
-        type=timestamp_millis,
-        help="currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS",
-    ),
+    begin_timestamp("-s"),
+    END_TIMESTAMP,
     arg(
         "-c", "--MessageNumber", dest="count", type=positive_int, default=128, help="number of messages (128)"
     ),

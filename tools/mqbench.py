@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import random
 import signal
 import string
@@ -47,7 +46,7 @@ from client import (
     RemotingError,
 )
 from client.errors import TopicNotExistError
-from protocol.loop import run
+from protocol.loop import run, wait_event
 
 from .cli import (
     EXIT_FAILED,
@@ -158,9 +157,7 @@ async def every(interval: float, action: Callable[[], None]) -> None:
 
 async def pause(stop: asyncio.Event, seconds: float) -> None:
     """Sleep, unless the run is stopped meanwhile."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):  # unlike 3.11's wait_for, never eats a cancel
-            await stop.wait()
+    await wait_event(stop, seconds)
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:

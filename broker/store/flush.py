@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from protocol.loop import cancel_and_wait
 
 from .checkpoint import Checkpoint
 from .mapped_file import MappedFileQueue
@@ -100,11 +101,8 @@ class CommitLogFlusher:
 
     async def stop(self) -> None:
         """Stop the loop, then flush everything (up to 10 attempts) and settle all waiters."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
@@ -288,11 +286,8 @@ class LogicsFlusher:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         for _ in range(3):
             try:
                 await self.flush(0)

@@ -172,7 +172,7 @@ class IndexFile:
         room = self.index_num - count
         if room <= 0:
             return 0
-        todo = items[start : start + room]
+        chunk = items[start : start + room]
         view = self.view
         slot_num = self.slot_num
         entries = HEADER_SIZE + slot_num * 4
@@ -184,7 +184,7 @@ class IndexFile:
         phy_offset = store_timestamp = 0
         hash_key = java_hash_fast
         entry_pos = entries + count * ENTRY_SIZE
-        for key, phy_offset, store_timestamp in todo:
+        for key, phy_offset, store_timestamp in chunk:
             h = hash_key(key)
             if h < 0:  # Java: Math.abs, and 0 for Integer.MIN_VALUE
                 h = 0 if h == -0x80000000 else -h
@@ -208,13 +208,13 @@ class IndexFile:
             pack_slot(view, slot_pos, count)
             count += 1
             entry_pos += 20  # ENTRY_SIZE
-        if todo:
+        if chunk:
             self.hash_slot_count += used_slots
             self.index_count = count
             self.end_phy_offset = phy_offset
             self.end_timestamp = store_timestamp
             self.dirty = True
-        return len(todo)
+        return len(chunk)
 
     def write_header(self) -> None:
         _HEADER.pack_into(

@@ -16,12 +16,13 @@ are deleted. The broker or an admin can run a round now with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from protocol.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from .store import MessageStore
@@ -63,11 +64,8 @@ class Retention:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         interval = self.store.config.clean_resource_interval / 1000
