@@ -4,11 +4,13 @@ FROM python:3.11-slim AS base
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY aiorocketmq ./aiorocketmq
 COPY protocol ./protocol
 COPY namesrv ./namesrv
 COPY broker ./broker
 COPY client ./client
 COPY pipeline ./pipeline
+COPY tools ./tools
 RUN pip install .
 # name server, broker VIP channel, broker, broker metrics
 EXPOSE 9876 10909 10911 5557

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m broker.local_cluster --data $(DATA)
+	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA)
 
 test: lint typecheck pytest
 

@@ -82,7 +82,15 @@ def wait_port(port: int, timeout: float = 30) -> None:
 def run_once(args: argparse.Namespace, work: Path) -> dict[str, float]:
     ns_port, broker_port = free_port(), free_port()
     namesrv = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--listen-port", str(ns_port), "--store-dir", str(work / "ns")],
+        [
+            sys.executable,
+            "-m",
+            "aiorocketmq.namesrv",
+            "--listen-port",
+            str(ns_port),
+            "--store-dir",
+            str(work / "ns"),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -91,7 +99,7 @@ def run_once(args: argparse.Namespace, work: Path) -> dict[str, float]:
     conf = work / "broker.conf"
     conf.write_text(f"flushDiskType={args.flush}\n")
     broker = subprocess.Popen(
-        [sys.executable, "-m", "broker", "-c", str(conf), "-n", f"127.0.0.1:{ns_port}",
+        [sys.executable, "-m", "aiorocketmq.broker", "-c", str(conf), "-n", f"127.0.0.1:{ns_port}",
          "--listen-port", str(broker_port), "--store-dir", str(work / "broker"), "--broker-ip", "127.0.0.1",
          "--broker-name", "bench", "--log-level", "WARNING"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -20,10 +20,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from protocol.codes import RequestCode, SerializeType
-from protocol.command import FrameDecoder, RemotingCommand
-from protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
-from protocol.message import (
+from aiorocketmq.protocol.codes import RequestCode, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
+from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from aiorocketmq.protocol.message import (
     decode_record,
     decode_records,
     encode_properties,

@@ -14,24 +14,24 @@ import functools
 import struct
 import time
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     BrokerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     QueueData,
     TopicRouteData,
 )
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.loop import run
-from protocol.message import (
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.message import (
     RECORD_BORN_HOST_POS,
     RECORD_QUEUE_OFFSET_POS,
     encode_properties,
     encode_record,
     pack_host,
 )
-from protocol.transport import Connection, Server
+from aiorocketmq.protocol.transport import Connection, Server
 
 QUEUES = 8
 PULL_RECORDS = 32

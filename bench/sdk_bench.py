@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
-from client.errors import BrokerError, MQError
-from protocol.loop import run as run_loop
+from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq.client.errors import BrokerError, MQError
+from aiorocketmq.protocol.loop import run as run_loop
 from tests.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol.message import Message
+from aiorocketmq.protocol.message import Message
 from tests.pipeline.conftest import TestCluster
 
 TARGET_READ = 200_000
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from pipeline import RocketMQDataSource
+    from aiorocketmq.pipeline import RocketMQDataSource
 
     conf = dict(item.split("=", 1) for item in args.broker_conf)
     root = Path(tempfile.mkdtemp(prefix="spark-bench-"))

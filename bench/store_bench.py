@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.store import FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreMessage
-from protocol.loop import run
-from protocol.message import UniqueIdGenerator, encode_properties, pack_host, tags_code
+from aiorocketmq.broker.store import FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreMessage
+from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.message import UniqueIdGenerator, encode_properties, pack_host, tags_code
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 BORN_HOST = pack_host("10.0.0.7", 52001)

@@ -15,9 +15,9 @@ import signal
 import sys
 from typing import Any
 
-from broker.store import StoreConfig
-from protocol.loop import run
-from protocol.settings import ConfigError
+from aiorocketmq.broker.store import StoreConfig
+from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.settings import ConfigError
 
 from .config import BrokerConfig
 from .server import Broker

@@ -13,14 +13,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.transport import Connection
+from aiorocketmq.protocol.transport import Connection
 
 log = logging.getLogger(__name__)
 

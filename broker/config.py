@@ -1,6 +1,6 @@
 """Broker settings under RocketMQ's own key names (``broker.conf``).
 
-Store settings (commit log, flush, index, retention) belong to :class:`broker.store.StoreConfig`;
+Store settings (commit log, flush, index, retention) belong to :class:`aiorocketmq.broker.store.StoreConfig`;
 the broker reads both from the same file, so an operator's existing ``broker.conf`` works as is.
 """
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from protocol.codes import PERM_READ_WRITE
-from protocol.message import local_ipv4
-from protocol.settings import Settings
+from aiorocketmq.broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from aiorocketmq.protocol.codes import PERM_READ_WRITE
+from aiorocketmq.protocol.message import local_ipv4
+from aiorocketmq.protocol.settings import Settings
 
 
 class BrokerConfig(Settings):

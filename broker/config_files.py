@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol import fastjson
-from protocol.errors import ProtocolError
+from aiorocketmq.protocol import fastjson
+from aiorocketmq.protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from protocol.body import DelayOffsetTable
-from protocol.loop import cancel_and_wait
-from protocol.message import PropertyKey
+from aiorocketmq.protocol.body import DelayOffsetTable
+from aiorocketmq.protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.message import PropertyKey
 
 from .config_files import ConfigFile, Saver
 from .topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from protocol.body import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+from aiorocketmq.protocol.body import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
 
 from .config import BrokerConfig
 from .config_files import ConfigFile

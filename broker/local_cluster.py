@@ -18,7 +18,7 @@ from types import FrameType
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m broker.local_cluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m aiorocketmq.broker.local_cluster", description=__doc__)
     parser.add_argument("--data", default="./.data", help="data directory (default ./.data)")
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "namesrv",
+            "aiorocketmq.namesrv",
             "--listen-port",
             str(args.namesrv_port),
             "--store-dir",
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         namesrv.wait(30)
         return 1
     broker_cmd = [
-        sys.executable, "-m", "broker",
+        sys.executable, "-m", "aiorocketmq.broker",
         "-n", namesrv_addr,
         "--listen-port", str(args.broker_port),
         "--store-dir", str(data / args.broker_name),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from protocol.body import MessageQueue
+from aiorocketmq.protocol.body import MessageQueue
 
 
 class QueueLocks:

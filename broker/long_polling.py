@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.command import RemotingCommand
-from protocol.transport import Connection, error_response
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.transport import Connection, error_response
 
 from .handlers.pull import Puller
 

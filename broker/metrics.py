@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.loop import cancel_and_wait
 
 from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS
 from .topics import DLQ_PREFIX, RETRY_PREFIX

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from protocol.body import ConsumerOffsetTable
+from aiorocketmq.protocol.body import ConsumerOffsetTable
 
 from .config import BrokerConfig
 from .config_files import ConfigFile

@@ -13,14 +13,14 @@ import logging
 import zlib
 from typing import TYPE_CHECKING
 
-from protocol.body import RegisterBrokerBody
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MQError
-from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
-from protocol.loop import cancel_and_wait, wait_event
-from protocol.message import split_address
-from protocol.transport import Connection, connect
+from aiorocketmq.protocol.body import RegisterBrokerBody
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
+from aiorocketmq.protocol.message import split_address
+from aiorocketmq.protocol.transport import Connection, connect
 
 if TYPE_CHECKING:
     from .server import Broker

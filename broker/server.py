@@ -14,19 +14,19 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from broker.store import FlushDiskType, MessageStore, PutResult, StoreConfig, StoreMessage
-from protocol.codes import (
+from aiorocketmq.broker.store import FlushDiskType, MessageStore, PutResult, StoreConfig, StoreMessage
+from aiorocketmq.protocol.codes import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     Perm,
     RequestCode,
     transaction_type,
 )
-from protocol.command import RemotingCommand
-from protocol.headers import NotifyConsumerIdsChangedRequestHeader
-from protocol.loop import cancel_and_wait
-from protocol.message import PropertyKey, encode_properties, pack_host, tags_code
-from protocol.transport import Connection, Handler, Server
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from aiorocketmq.protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.message import PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.transport import Connection, Handler, Server
 
 from .clients import ClientRegistry, ConsumerGroup
 from .config import BrokerConfig

@@ -11,8 +11,8 @@ import re
 import time
 from collections.abc import Callable
 
-from protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from protocol.codes import PERM_READ_WRITE, Perm, TopicSysFlag
+from aiorocketmq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm, TopicSysFlag
 
 from .config import BrokerConfig
 from .config_files import ConfigFile

@@ -16,22 +16,22 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.codes import (
+from aiorocketmq.protocol.codes import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     RequestCode,
     ResponseCode,
     reset_transaction_type,
 )
-from protocol.command import RemotingCommand
-from protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from protocol.loop import cancel_and_wait
-from protocol.message import MessageExt, PropertyKey, encode_message_ext
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from aiorocketmq.protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.message import MessageExt, PropertyKey, encode_message_ext
 
 from .topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
-    from broker.store import PutResult
+    from aiorocketmq.broker.store import PutResult
 
     from .server import Broker
 

@@ -2,16 +2,16 @@
 
 ::
 
-    from client import Producer, PushConsumer, Message, ConsumeResult
+    from aiorocketmq.client import Producer, PushConsumer, Message, ConsumeResult
 
     async with Producer("orders-producer", namesrv="127.0.0.1:9876") as producer:
         result = await producer.send(Message("Orders", b"...", tags="paid", keys=["order-42"]))
 
-A small blocking facade for scripts and Spark executors lives in :mod:`client.blocking`.
+A small blocking facade for scripts and Spark executors lives in :mod:`aiorocketmq.client.blocking`.
 """
 
-from protocol.body import MessageModel, MessageQueue
-from protocol.message import Message, MessageExt
+from aiorocketmq.protocol.body import MessageModel, MessageQueue
+from aiorocketmq.protocol.message import Message, MessageExt
 
 from .admin import Admin
 from .allocation import (

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     ClusterInfo,
     ConsumerConnection,
@@ -33,15 +33,15 @@ from protocol.body import (
     format_order_topic_conf,
     parse_order_topic_conf,
 )
-from protocol.codes import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode
-from protocol.errors import (
+from aiorocketmq.protocol.codes import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode
+from aiorocketmq.protocol.errors import (
     BrokerError,
     MQError,
     QueryNotFoundError,
     RemotingError,
     TopicNotExistError,
 )
-from protocol.headers import (
+from aiorocketmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -50,8 +50,8 @@ from protocol.headers import (
     PutKVConfigRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
 )
-from protocol.message import MessageExt, decode_offset_msg_id, decode_records
-from protocol.settings import read_properties
+from aiorocketmq.protocol.message import MessageExt, decode_offset_msg_id, decode_records
+from aiorocketmq.protocol.settings import read_properties
 
 from .client_instance import (
     ClientInstance,

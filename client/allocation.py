@@ -11,7 +11,7 @@ import bisect
 import hashlib
 from collections.abc import Callable, Sequence
 
-from protocol.body import MessageQueue
+from aiorocketmq.protocol.body import MessageQueue
 
 AllocateStrategy = Callable[[str, str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ClusterInfo,
     ConsumerConnection,
     ConsumeStats,
@@ -32,8 +32,8 @@ from protocol.body import (
     TopicOffset,
     TopicRouteData,
 )
-from protocol.loop import new_event_loop
-from protocol.message import Message, MessageExt
+from aiorocketmq.protocol.loop import new_event_loop
+from aiorocketmq.protocol.message import Message, MessageExt
 
 from .admin import Admin
 from .errors import ClientStateError

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -31,13 +31,25 @@ from protocol.body import (
     ResetOffsetBody,
     TopicRouteData,
 )
-from protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.errors import ConnectionClosedError, MQError, NoRouteError, RemotingError, error_for_code
-from protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
-from protocol.loop import cancel_and_wait, wait_event
-from protocol.message import MessageExt, UniqueIdGenerator, decode_record, local_ipv4, split_address
-from protocol.transport import Connection, Handler
+from aiorocketmq.protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import (
+    ConnectionClosedError,
+    MQError,
+    NoRouteError,
+    RemotingError,
+    error_for_code,
+)
+from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
+from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
+from aiorocketmq.protocol.message import (
+    MessageExt,
+    UniqueIdGenerator,
+    decode_record,
+    local_ipv4,
+    split_address,
+)
+from aiorocketmq.protocol.transport import Connection, Handler
 
 from .errors import ClientError
 from .routing import broker_addresses

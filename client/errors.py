@@ -1,6 +1,6 @@
 """The exceptions an SDK user can catch.
 
-Everything derives from :class:`protocol.errors.MQError`: broker answers map to
+Everything derives from :class:`aiorocketmq.protocol.errors.MQError`: broker answers map to
 :class:`BrokerError` subclasses by response code, transport failures are
 :class:`RemotingError` (timeouts, closed connections), and problems the SDK detects itself
 are :class:`ClientError` — among them :class:`NoRouteError` and :class:`ClientStateError`
@@ -9,7 +9,7 @@ are :class:`ClientError` — among them :class:`NoRouteError` and :class:`Client
 
 from __future__ import annotations
 
-from protocol.errors import (
+from aiorocketmq.protocol.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,

@@ -21,16 +21,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConsumerData,
     ConsumeType,
     MessageModel,
     MessageQueue,
     TopicRouteData,
 )
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import BrokerError, MQError
-from protocol.message import MessageExt
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.message import MessageExt
 
 from .allocation import AllocateStrategy, resolve_strategy
 from .client_instance import (

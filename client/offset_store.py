@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from protocol.body import MessageQueue
-from protocol.codes import RequestCode
-from protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import BrokerError, MQError
 
 if TYPE_CHECKING:
     from .client_instance import ClientInstance

@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 
-from protocol.message import MessageExt
+from aiorocketmq.protocol.message import MessageExt
 
 from .offset_store import OffsetSlot
 

@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from protocol.body import MessageQueue, TopicRouteData
-from protocol.codes import MessageSysFlag, RequestCode, ResponseCode
-from protocol.errors import MQError, RemotingError, TopicNotExistError, error_for_code
-from protocol.headers import CheckTransactionStateRequestHeader
-from protocol.message import (
+from aiorocketmq.protocol.body import MessageQueue, TopicRouteData
+from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode, ResponseCode
+from aiorocketmq.protocol.errors import MQError, RemotingError, TopicNotExistError, error_for_code
+from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader
+from aiorocketmq.protocol.message import (
     COMPRESS_THRESHOLD,
     MAX_PROPERTIES_LENGTH,
     Message,

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from protocol.body import MessageQueue
-from protocol.codes import PullSysFlag, RequestCode
-from protocol.command import RemotingCommand
-from protocol.errors import error_for_code
-from protocol.message import MessageExt, decode_records
+from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.codes import PullSysFlag, RequestCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import error_for_code
+from aiorocketmq.protocol.message import MessageExt, decode_records
 
 from .admin import Admin
 from .client_instance import ClientOptions, default_instance_name

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageModel,
@@ -25,8 +25,8 @@ from protocol.body import (
     SubscriptionData,
     UnlockBatchRequestBody,
 )
-from protocol.codes import RequestCode
-from protocol.errors import MQError
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import MQError
 
 from .allocation import AllocateStrategy
 from .offset_store import NOT_FOUND, OffsetStore

@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from protocol.body import MessageQueue, TopicRouteData, parse_order_topic_conf
-from protocol.codes import MASTER_ID, Perm
+from aiorocketmq.protocol.body import MessageQueue, TopicRouteData, parse_order_topic_conf
+from aiorocketmq.protocol.codes import MASTER_ID, Perm
 
 _WRITE = int(Perm.WRITE)
 _READ = int(Perm.READ)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 import time
 
-from protocol.body import SubscriptionData
-from protocol.message import MessageExt, java_hash
+from aiorocketmq.protocol.body import SubscriptionData
+from aiorocketmq.protocol.message import MessageExt, java_hash
 
 from .errors import ClientError
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, StrEnum
 
-from protocol.body import ConsumeFromWhere, MessageModel, MessageQueue
-from protocol.codes import ResponseCode
-from protocol.message import MessageExt
+from aiorocketmq.protocol.body import ConsumeFromWhere, MessageModel, MessageQueue
+from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.message import MessageExt
 
 __all__ = [
     "BrokerIdentity",

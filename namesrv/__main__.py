@@ -1,4 +1,4 @@
-"""``mqnamesrv`` / ``python -m namesrv``: command line, logging, signals."""
+"""``mqnamesrv`` / ``python -m aiorocketmq.namesrv``: command line, logging, signals."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from protocol.loop import run
-from protocol.settings import ConfigError
+from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.settings import ConfigError
 
 from .config import NamesrvSettings
 from .server import NameServer

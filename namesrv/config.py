@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from protocol.settings import Settings
+from aiorocketmq.protocol.settings import Settings
 
 DEFAULT_STORE_DIR = "~/namesrv"
 KV_CONFIG_FILE = "kvConfig.json"

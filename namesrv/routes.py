@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     BrokerData,
     ClusterInfo,
     DataVersion,
@@ -27,7 +27,7 @@ from protocol.body import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from protocol.codes import MASTER_ID, Perm
+from aiorocketmq.protocol.codes import MASTER_ID, Perm
 
 
 @dataclass

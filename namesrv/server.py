@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     DataVersion,
     KVTable,
@@ -24,10 +24,10 @@ from protocol.body import (
     TopicConfigSerializeWrapper,
     TopicList,
 )
-from protocol.codes import MQVersion, RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import ProtocolError
-from protocol.headers import (
+from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.headers import (
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -44,7 +44,7 @@ from protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from protocol.transport import Connection, Handler, Server
+from aiorocketmq.protocol.transport import Connection, Handler, Server
 
 from .config import NamesrvSettings
 from .kv_config import KVConfig

@@ -1,12 +1,12 @@
 """PySpark connector for RocketMQ topics: the ``rocketmq`` data source (batch and streaming
-reads, batch and streaming writes) and example pipelines (:mod:`pipeline.examples`).
+reads, batch and streaming writes) and example pipelines (:mod:`aiorocketmq.pipeline.examples`).
 
 Register the source once per Spark session::
 
-    from pipeline import RocketMQDataSource
+    from aiorocketmq.pipeline import RocketMQDataSource
     spark.dataSource.register(RocketMQDataSource)
 
-or ``pipeline.register(spark)``, which also makes ``spark`` the JVM thread's active session
+or ``aiorocketmq.pipeline.register(spark)``, which also makes ``spark`` the JVM thread's active session
 (see :func:`register`).
 
 Modules: ``source`` (the data source and its readers), ``sink`` (writers), ``options``

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.message import MAX_TOPIC_LENGTH
+from aiorocketmq.protocol.message import MAX_TOPIC_LENGTH
 
 #: Offsets in the JSON of ``startingOffsets`` / ``endingOffsets`` with a special meaning
 #: (Kafka's convention).

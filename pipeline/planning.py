@@ -3,7 +3,7 @@
 Everything here runs on the driver, before any task starts, so that a bad option, an
 unknown topic, an unreachable name server or offsets deleted by retention fail the query at
 once with a message naming the option. It asks the cluster through
-:class:`client.blocking.BlockingAdmin`.
+:class:`aiorocketmq.client.blocking.BlockingAdmin`.
 
 Offsets travel as ``{broker name: {queue id: offset}}`` (queue ids as strings in JSON and in
 Spark's checkpoints), each offset the next one to read (an exclusive end).
@@ -16,9 +16,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from client.blocking import BlockingAdmin
-from client.errors import MQError, TopicNotExistError
-from protocol.body import MessageQueue
+from aiorocketmq.client.blocking import BlockingAdmin
+from aiorocketmq.client.errors import MQError, TopicNotExistError
+from aiorocketmq.protocol.body import MessageQueue
 
 from .options import EARLIEST, LATEST, BrokerOffsets, DataLossError, ReadOptions, RocketMQOptionError
 

@@ -1,13 +1,13 @@
 """Reading one queue's offset range on an executor, as Arrow record batches.
 
 A read task owns a private event loop in its own thread (no hop to another thread per pull)
-and a client instance (:class:`client.Admin`) on it. The range is cut into windows of
+and a client instance (:class:`aiorocketmq.client.Admin`) on it. The range is cut into windows of
 ``pull_batch_size`` offsets; several windows are pulled at once, so the broker serves the next pulls while this
 process decodes the previous ones. Each window keeps pulling until it is covered, and keeps
 only its own offsets, so a broker that answers with fewer messages than asked (its per-pull
 caps) or one that scans past the window (a tag filter) never loses or repeats a row.
 
-Pull responses are decoded straight into columns (:mod:`pipeline.records`); the raw bodies
+Pull responses are decoded straight into columns (:mod:`aiorocketmq.pipeline.records`); the raw bodies
 are why this module uses ``client.pull.pull_raw`` rather than ``client.PullClient``, whose
 pulls return decoded message objects.
 """
@@ -21,13 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from client import Admin
-from client.client_instance import ClientInstance
-from client.pull import pull_raw
-from protocol.body import MessageQueue
-from protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from protocol.errors import error_for_code
-from protocol.loop import new_event_loop
+from aiorocketmq.client import Admin
+from aiorocketmq.client.client_instance import ClientInstance
+from aiorocketmq.client.pull import pull_raw
+from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from aiorocketmq.protocol.errors import error_for_code
+from aiorocketmq.protocol.loop import new_event_loop
 
 from .options import DataLossError
 

@@ -8,7 +8,7 @@ record in one step each, and pyarrow's compute kernels split the properties stri
 ``properties`` map and pick ``TAGS``, ``KEYS`` and ``UNIQ_KEY`` out of it.
 
 Chunks that hold a record the fast path does not cover (IPv6 hosts, compressed bodies) are
-decoded by :func:`protocol.message.decode_records` instead, so both paths give the same rows.
+decoded by :func:`aiorocketmq.protocol.message.decode_records` instead, so both paths give the same rows.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.codes import MessageSysFlag
-from protocol.errors import ProtocolError
-from protocol.message import (
+from aiorocketmq.protocol.codes import MessageSysFlag
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -268,7 +268,7 @@ def _batch(columns: dict[str, pa.Array]) -> pa.RecordBatch:
 
 def messages_to_batch(messages: Sequence[object], topic: str, broker: str) -> pa.RecordBatch:
     """The read schema's rows for decoded messages (the careful path, one message at a time)."""
-    from protocol.message import MessageExt
+    from aiorocketmq.protocol.message import MessageExt
 
     msgs = [m for m in messages if isinstance(m, MessageExt)]
     rows = len(msgs)

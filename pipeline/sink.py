@@ -4,7 +4,7 @@ Columns: ``body`` (binary or string, required), ``topic`` (string; required unle
 ``topic`` option is set, which then wins), ``tags`` (string), ``keys`` (string of
 space-separated keys, or array of strings) and ``properties`` (map of strings). Each task
 sends its rows as pipelined batch requests through one
-:class:`client.blocking.BlockingProducer`; a failed send fails the task with an error naming
+:class:`aiorocketmq.client.blocking.BlockingProducer`; a failed send fails the task with an error naming
 the topic and the cause.
 
 Delivery is at least once: a task retried by Spark sends its rows again.
@@ -31,8 +31,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from client.blocking import BlockingProducer
-from protocol.message import Message
+from aiorocketmq.client.blocking import BlockingProducer
+from aiorocketmq.protocol.message import Message
 
 from .options import RocketMQOptionError, RocketMQWriteError, WriteOptions, check_topic
 from .planning import open_admin

@@ -2,7 +2,7 @@
 
 Register it once per session, then use the short name::
 
-    from pipeline import RocketMQDataSource
+    from aiorocketmq.pipeline import RocketMQDataSource
     spark.dataSource.register(RocketMQDataSource)
     df = spark.read.format("rocketmq").option("namesrv", "127.0.0.1:9876").option("topic", "Orders").load()
 
@@ -33,9 +33,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from client.blocking import BlockingAdmin
-from client.errors import MQError
-from protocol.body import MessageQueue
+from aiorocketmq.client.blocking import BlockingAdmin
+from aiorocketmq.client.errors import MQError
+from aiorocketmq.protocol.body import MessageQueue
 
 from .options import ReadOptions, RocketMQOptionError
 from .planning import (

@@ -52,7 +52,7 @@ class RemotingCommand:
     with string values for JSON and ROCKETMQ frames (numbers and booleans that some clients
     send raw are turned into strings) and native values for msgpack frames; encoders write
     strings for JSON and ROCKETMQ, as every real client requires. Typed access goes through
-    the header models in :mod:`protocol.headers`.
+    the header models in :mod:`aiorocketmq.protocol.headers`.
     """
 
     __slots__ = (

@@ -50,7 +50,7 @@ class Cluster:
                 conf = self.root / f"namesrv{i}.conf"
                 conf.write_text("".join(f"{k}={_property(v)}\n" for k, v in settings.items()))
                 args += ["-c", str(conf)]
-            proc = ServerProcess("namesrv", args)
+            proc = ServerProcess("aiorocketmq.namesrv", args)
             await proc.start()
             self.namesrv_processes.append(proc)
             self.namesrv_ports.append(port)
@@ -88,7 +88,7 @@ class Cluster:
             self.brokers[name] = existing
         settings = self.broker_settings(name, existing.port, existing.store_dir, **overrides)
         existing.conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        existing.process = ServerProcess("broker", ["-c", str(existing.conf)])
+        existing.process = ServerProcess("aiorocketmq.broker", ["-c", str(existing.conf)])
         await existing.process.start()
         return existing
 

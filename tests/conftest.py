@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocol.loop import loop_factory
+from aiorocketmq.protocol.loop import loop_factory
 
 
 def pytest_asyncio_loop_factories(

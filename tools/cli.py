@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from protocol.body import MessageQueue
-from protocol.message import MessageExt
+from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.message import MessageExt
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     ClientError,
     ClientOptions,
@@ -41,12 +41,12 @@ from client import (
     PullClient,
     PullStatus,
 )
-from client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
-from protocol.body import ConsumerConnection, SubscriptionGroupConfig, TopicConfig
-from protocol.codes import MQVersion, Perm, TopicSysFlag
-from protocol.errors import MQError, TopicNotExistError
-from protocol.loop import run
-from protocol.message import decode_offset_msg_id
+from aiorocketmq.client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
+from aiorocketmq.protocol.body import ConsumerConnection, SubscriptionGroupConfig, TopicConfig
+from aiorocketmq.protocol.codes import MQVersion, Perm, TopicSysFlag
+from aiorocketmq.protocol.errors import MQError, TopicNotExistError
+from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.message import decode_offset_msg_id
 
 from .cli import (
     EXIT_FAILED,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     BrokerError,
     ClientOptions,
@@ -45,8 +45,8 @@ from client import (
     PushConsumer,
     RemotingError,
 )
-from client.errors import TopicNotExistError
-from protocol.loop import run, wait_event
+from aiorocketmq.client.errors import TopicNotExistError
+from aiorocketmq.protocol.loop import run, wait_event
 
 from .cli import (
     EXIT_FAILED,

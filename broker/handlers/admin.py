@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConnectionInfo,
     ConsumerConnection,
     ConsumeStats,
@@ -21,9 +21,9 @@ from protocol.body import (
     TopicOffset,
     TopicStatsTable,
 )
-from protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers import (
+from aiorocketmq.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -34,7 +34,7 @@ from protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
 )
-from protocol.transport import Connection, Handler
+from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..topics import (
     AUTO_CREATE_TOPIC,

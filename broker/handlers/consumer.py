@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -15,9 +15,9 @@ from protocol.body import (
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from protocol.codes import PERM_READ_WRITE, RequestCode, ResponseCode, TopicSysFlag
-from protocol.command import RemotingCommand
-from protocol.headers import (
+from aiorocketmq.protocol.codes import PERM_READ_WRITE, RequestCode, ResponseCode, TopicSysFlag
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
@@ -25,7 +25,7 @@ from protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from protocol.transport import Connection, Handler
+from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..clients import ClientChannel
 from ..topics import retry_topic

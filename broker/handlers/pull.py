@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.store import GetResult, GetStatus
-from protocol import fastjson
-from protocol.body import MessageModel
-from protocol.codes import Perm, PullSysFlag, RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers import PullMessageRequestHeader
-from protocol.message import PropertyKey, java_hash
-from protocol.transport import Connection, Handler
+from aiorocketmq.broker.store import GetResult, GetStatus
+from aiorocketmq.protocol import fastjson
+from aiorocketmq.protocol.body import MessageModel
+from aiorocketmq.protocol.codes import Perm, PullSysFlag, RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import PullMessageRequestHeader
+from aiorocketmq.protocol.message import PropertyKey, java_hash
+from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..topics import OFFSET_MOVED_EVENT
 

@@ -9,8 +9,8 @@ import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.store import PutResult, PutStatus, StoreMessage
-from protocol.codes import (
+from aiorocketmq.broker.store import PutResult, PutStatus, StoreMessage
+from aiorocketmq.protocol.codes import (
     PERM_READ_WRITE,
     MessageSysFlag,
     MQVersion,
@@ -19,14 +19,14 @@ from protocol.codes import (
     ResponseCode,
     reset_transaction_type,
 )
-from protocol.command import RemotingCommand
-from protocol.errors import ProtocolError
-from protocol.headers import (
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from protocol.message import (
+from aiorocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -35,7 +35,7 @@ from protocol.message import (
     decode_properties,
     java_hash,
 )
-from protocol.transport import Connection, Handler
+from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..topics import (
     NOT_ALLOWED_SEND_TOPICS,

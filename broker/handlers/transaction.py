@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers import EndTransactionRequestHeader
-from protocol.transport import Connection, Handler
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import EndTransactionRequestHeader
+from aiorocketmq.protocol.transport import Connection, Handler
 
 if TYPE_CHECKING:
     from ..server import Broker

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.message import (
+from aiorocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,

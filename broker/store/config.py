@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from protocol.settings import ConfigError, Settings
+from aiorocketmq.protocol.settings import ConfigError, Settings
 
 CONSUME_QUEUE_UNIT_SIZE = 20
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.loop import cancel_and_wait
 
 from .checkpoint import Checkpoint
 from .mapped_file import MappedFileQueue

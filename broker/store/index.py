@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from protocol.message import KEY_SEPARATOR, java_hash_fast
+from aiorocketmq.protocol.message import KEY_SEPARATOR, java_hash_fast
 
 from .mapped_file import StoreError, sync_directory
 

@@ -19,7 +19,7 @@ import mmap
 import os
 from pathlib import Path
 
-from protocol.errors import MQError
+from aiorocketmq.protocol.errors import MQError
 
 log = logging.getLogger(__name__)
 

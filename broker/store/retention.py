@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from .store import MessageStore

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from protocol.errors import ProtocolError
-from protocol.message import (
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.message import (
     KEY_SEPARATOR,
     MessageExt,
     PropertyKey,

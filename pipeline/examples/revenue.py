@@ -4,7 +4,7 @@ results to a topic and to Parquet.
 Against ``make run``'s cluster (name server 127.0.0.1:9876), one command creates the topics,
 produces sample orders and runs the job until it has caught up::
 
-    python -m pipeline.examples.revenue --namesrv 127.0.0.1:9876 --generate 5000 --once
+    python -m aiorocketmq.pipeline.examples.revenue --namesrv 127.0.0.1:9876 --generate 5000 --once
 
 Without ``--once`` the job keeps running (Ctrl-C stops it); ``--generate-rate N`` keeps
 producing N sample orders a second meanwhile, which is what the docker-compose service does.
@@ -36,9 +36,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from client.blocking import BlockingAdmin, BlockingProducer
-from client.errors import MQError
-from protocol.message import Message
+from aiorocketmq.client.blocking import BlockingAdmin, BlockingProducer
+from aiorocketmq.client.errors import MQError
+from aiorocketmq.protocol.message import Message
 
 CATEGORIES = ("books", "games", "garden", "music", "toys")
 
@@ -108,7 +108,7 @@ def session(app: str = "rocketmq-revenue-example") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import pipeline
+    from aiorocketmq import pipeline
 
     spark = (
         SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
@@ -166,7 +166,7 @@ def start_sinks(
         F.concat_ws("@", "category", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'")).alias("keys"),
     )
 
-    import pipeline
+    from aiorocketmq import pipeline
 
     pipeline.activate(results.sparkSession)
 
@@ -193,7 +193,7 @@ def start_sinks(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.examples.revenue",
+        prog="python -m aiorocketmq.pipeline.examples.revenue",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

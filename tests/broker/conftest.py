@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.transport import Connection, connect
+from aiorocketmq.protocol.transport import Connection, connect
 from tests.cluster import Cluster
 
 ConnectTo = Callable[..., Awaitable[Connection]]

@@ -6,18 +6,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConsumerData,
     HeartbeatData,
     MessageModel,
     ProducerData,
     SubscriptionData,
 )
-from protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from protocol.message import MessageExt, PropertyKey, decode_records, encode_properties, new_unique_id
-from protocol.transport import Connection
+from aiorocketmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from aiorocketmq.protocol.message import (
+    MessageExt,
+    PropertyKey,
+    decode_records,
+    encode_properties,
+    new_unique_id,
+)
+from aiorocketmq.protocol.transport import Connection
 
 JSON = SerializeType.JSON.value
 ROCKETMQ = SerializeType.ROCKETMQ.value

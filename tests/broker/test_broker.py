@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
     KVTable,
@@ -22,14 +22,14 @@ from protocol.body import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from protocol.codes import MessageSysFlag, RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers import (
+from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
-from protocol.message import (
+from aiorocketmq.protocol.message import (
     Message,
     PropertyKey,
     decode_offset_msg_id,
@@ -38,7 +38,7 @@ from protocol.message import (
     encode_batch,
     java_hash,
 )
-from protocol.transport import Connection
+from aiorocketmq.protocol.transport import Connection
 from tests.cluster import Cluster
 
 from .conftest import ConnectTo
@@ -787,7 +787,7 @@ async def test_a_second_broker_on_a_store_in_use_fails_and_leaves_it_alone(
         await asyncio.sleep(0.05)
     topics_before = topics_file.read_bytes()
     intruder = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "broker", "-c", str(first.conf), "--listen-port", "0",
+        sys.executable, "-m", "aiorocketmq.broker", "-c", str(first.conf), "--listen-port", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     output, _ = await asyncio.wait_for(intruder.communicate(), 60)

@@ -24,9 +24,9 @@ from rocketmq.client import RecvMessage, SendStatus
 from rocketmq.ffi import MessageModel as CppMessageModel
 from rocketmq.ffi import _CConsumeStatus
 
-from protocol.body import SubscriptionGroupConfig
-from protocol.codes import RequestCode, ResponseCode
-from protocol.message import decode_records
+from aiorocketmq.protocol.body import SubscriptionGroupConfig
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.message import decode_records
 from tests.cluster import Cluster
 from tests.cpp_client import shutdown_safely
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 
-from protocol.body import SubscriptionGroupConfig
-from protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.body import SubscriptionGroupConfig
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from tests.cluster import Cluster
 from tests.support import free_port
 

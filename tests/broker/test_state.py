@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.clients import ClientChannel, ClientRegistry
-from broker.config import BrokerConfig, parse_delay_levels
-from broker.config_files import ConfigFile
-from broker.handlers.pull import parse_tag_codes
-from broker.locks import QueueLocks
-from broker.offsets import OffsetTable
-from broker.topics import AUTO_CREATE_TOPIC, TopicTable, validate_topic_name
-from protocol.body import ConsumerData, MessageModel, MessageQueue, SubscriptionData
-from protocol.codes import Perm
-from protocol.message import java_hash
-from protocol.settings import ConfigError
+from aiorocketmq.broker.clients import ClientChannel, ClientRegistry
+from aiorocketmq.broker.config import BrokerConfig, parse_delay_levels
+from aiorocketmq.broker.config_files import ConfigFile
+from aiorocketmq.broker.handlers.pull import parse_tag_codes
+from aiorocketmq.broker.locks import QueueLocks
+from aiorocketmq.broker.offsets import OffsetTable
+from aiorocketmq.broker.topics import AUTO_CREATE_TOPIC, TopicTable, validate_topic_name
+from aiorocketmq.protocol.body import ConsumerData, MessageModel, MessageQueue, SubscriptionData
+from aiorocketmq.protocol.codes import Perm
+from aiorocketmq.protocol.message import java_hash
+from aiorocketmq.protocol.settings import ConfigError
 
 
 def make_config(tmp_path: Path, **overrides: object) -> BrokerConfig:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from client import Admin
-from protocol.message import MessageExt
+from aiorocketmq.client import Admin
+from aiorocketmq.protocol.message import MessageExt
 from tests.cluster import Cluster
 
 _names = itertools.count(1)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     BrokerIdentity,
     ClientError,
@@ -24,16 +24,16 @@ from client import (
     PushConsumer,
     SendResult,
 )
-from client.blocking import BlockingAdmin, BlockingProducer, BlockingPullClient
-from client.errors import BrokerError, ClientStateError, TopicNotExistError
-from protocol.body import (
+from aiorocketmq.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullClient
+from aiorocketmq.client.errors import BrokerError, ClientStateError, TopicNotExistError
+from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
 )
-from protocol.codes import PERM_READ_WRITE, Perm, RequestCode, ResponseCode, TopicSysFlag
-from protocol.errors import QueryNotFoundError
+from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm, RequestCode, ResponseCode, TopicSysFlag
+from aiorocketmq.protocol.errors import QueryNotFoundError
 from tests.cluster import Cluster
 
 from .conftest import Collector, unique, wait_until

@@ -21,7 +21,7 @@ from rocketmq.client import PushConsumer as CppPushConsumer
 from rocketmq.client import RecvMessage
 from rocketmq.client import SendStatus as CppSendStatus
 
-from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from tests.cluster import Cluster
 from tests.cpp_client import shutdown_safely
 

@@ -23,7 +23,7 @@ def python_snippets(path: Path) -> list[str]:
 
 GUIDE_SNIPPETS = python_snippets(DOC)
 # the README's Spark snippet needs a SparkSession; tests/pipeline covers the connector
-README_SNIPPETS = [code for code in python_snippets(README) if "from client import" in code]
+README_SNIPPETS = [code for code in python_snippets(README) if "from aiorocketmq import" in code]
 SNIPPETS = GUIDE_SNIPPETS + README_SNIPPETS
 
 

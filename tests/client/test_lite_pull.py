@@ -8,9 +8,17 @@ import time
 
 import pytest
 
-from client import Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, MessageQueue, Producer
-from client.errors import ClientError, ClientStateError
-from client.process_queue import ProcessQueue
+from aiorocketmq.client import (
+    Admin,
+    ConsumeFrom,
+    LitePullConsumer,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+)
+from aiorocketmq.client.errors import ClientError, ClientStateError
+from aiorocketmq.client.process_queue import ProcessQueue
 from tests.cluster import Cluster
 
 from .conftest import unique, wait_until

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     ClientOptions,
     ConsumeFrom,
@@ -22,11 +22,17 @@ from client import (
     SendFailedError,
     SendStatus,
 )
-from client.errors import BrokerError, ClientError, ClientStateError, NoRouteError, RequestTimeoutError
-from protocol.codes import MessageSysFlag, RequestCode
-from protocol.command import RemotingCommand
-from protocol.message import decode_offset_msg_id
-from protocol.transport import Connection, Server, connect
+from aiorocketmq.client.errors import (
+    BrokerError,
+    ClientError,
+    ClientStateError,
+    NoRouteError,
+    RequestTimeoutError,
+)
+from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.message import decode_offset_msg_id
+from aiorocketmq.protocol.transport import Connection, Server, connect
 from tests.cluster import Cluster
 from tests.namesrv.fake_broker import FakeBroker
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     ConsumeFrom,
     ConsumeResult,
@@ -23,9 +23,9 @@ from client import (
     Producer,
     PushConsumer,
 )
-from client.errors import ClientStateError, MQError
-from client.process_queue import ProcessQueue
-from protocol.body import SubscriptionGroupConfig
+from aiorocketmq.client.errors import ClientStateError, MQError
+from aiorocketmq.client.process_queue import ProcessQueue
+from aiorocketmq.protocol.body import SubscriptionGroupConfig
 from tests.cluster import Cluster
 
 from .conftest import Collector, unique, wait_until

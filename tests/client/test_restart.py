@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
-from client.errors import MQError
+from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq.client.errors import MQError
 from tests.cluster import Cluster
 
 from .conftest import Collector, start_cluster, unique

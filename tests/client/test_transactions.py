@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from client import (
+from aiorocketmq.client import (
     Admin,
     ConsumeFrom,
     ConsumeResult,
@@ -21,7 +21,7 @@ from client import (
     TransactionProducer,
     TransactionState,
 )
-from client.errors import ClientError
+from aiorocketmq.client.errors import ClientError
 from tests.cluster import Cluster
 
 from .conftest import Collector, start_cluster, unique

@@ -11,22 +11,41 @@ from typing import Any
 
 import pytest
 
-from client import allocate_averagely, allocate_averagely_by_circle, consistent_hash
-from client.allocation import resolve_strategy
-from client.client_instance import ClientInstance, ClientOptions, parse_namesrv
-from client.errors import ClientError
-from client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
-from client.process_queue import ProcessQueue
-from client.producer import Producer
-from client.rebalance import Rebalance
-from client.routing import LatencyFaults, PublishInfo, clamp_default_route, publish_queues, subscribe_queues
-from client.subscription import build_subscription, check_topic, filter_by_tags, parse_tags, tag_filter
-from client.types import ConsumeFrom
-from protocol.body import BrokerData, ConsumeFromWhere, MessageModel, MessageQueue, QueueData, TopicRouteData
-from protocol.codes import RequestCode
-from protocol.command import RemotingCommand
-from protocol.headers import SendMessageRequestHeaderV2
-from protocol.message import Message, MessageExt, java_hash
+from aiorocketmq.client import allocate_averagely, allocate_averagely_by_circle, consistent_hash
+from aiorocketmq.client.allocation import resolve_strategy
+from aiorocketmq.client.client_instance import ClientInstance, ClientOptions, parse_namesrv
+from aiorocketmq.client.errors import ClientError
+from aiorocketmq.client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
+from aiorocketmq.client.process_queue import ProcessQueue
+from aiorocketmq.client.producer import Producer
+from aiorocketmq.client.rebalance import Rebalance
+from aiorocketmq.client.routing import (
+    LatencyFaults,
+    PublishInfo,
+    clamp_default_route,
+    publish_queues,
+    subscribe_queues,
+)
+from aiorocketmq.client.subscription import (
+    build_subscription,
+    check_topic,
+    filter_by_tags,
+    parse_tags,
+    tag_filter,
+)
+from aiorocketmq.client.types import ConsumeFrom
+from aiorocketmq.protocol.body import (
+    BrokerData,
+    ConsumeFromWhere,
+    MessageModel,
+    MessageQueue,
+    QueueData,
+    TopicRouteData,
+)
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
+from aiorocketmq.protocol.message import Message, MessageExt, java_hash
 
 
 def queues(n: int, topic: str = "T", broker: str = "b") -> list[MessageQueue]:
@@ -383,7 +402,7 @@ def test_name_server_addresses_are_parsed(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_work_queue_hands_items_to_waiting_workers_in_order() -> None:
-    from client.push_consumer import _WorkQueue
+    from aiorocketmq.client.push_consumer import _WorkQueue
 
     work = _WorkQueue()
     got: list[Any] = []

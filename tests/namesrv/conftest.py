@@ -1,4 +1,4 @@
-"""Fixtures for name server tests: real ``python -m namesrv`` processes and connections to them."""
+"""Fixtures for name server tests: real ``python -m aiorocketmq.namesrv`` processes and connections to them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.transport import Connection, connect
+from aiorocketmq.protocol.transport import Connection, connect
 from tests.support import ServerProcess
 
 StartNamesrv = Callable[..., Awaitable[ServerProcess]]
@@ -33,7 +33,7 @@ async def start_namesrv(tmp_path: Path) -> AsyncIterator[StartNamesrv]:
             path = tmp_path / f"namesrv-{len(started)}.properties"
             path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
             argv += ["-c", str(path)]
-        proc = ServerProcess("namesrv", [*argv, *args])
+        proc = ServerProcess("aiorocketmq.namesrv", [*argv, *args])
         await proc.start()
         started.append(proc)
         return proc

@@ -9,16 +9,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.body import (
+from aiorocketmq.protocol.body import (
     DataVersion,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from protocol.codes import RequestCode, ResponseCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.transport import Connection
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.transport import Connection
 
 JSON = SerializeType.JSON.value
 ROCKETMQ = SerializeType.ROCKETMQ.value

@@ -1,4 +1,4 @@
-"""``python -m namesrv`` options: config file, overrides, ``-p``, and refusing bad settings."""
+"""``python -m aiorocketmq.namesrv`` options: config file, overrides, ``-p``, and refusing bad settings."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.support import ROOT
 
 def namesrv(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "namesrv", *args],
+        [sys.executable, "-m", "aiorocketmq.namesrv", *args],
         capture_output=True,
         text=True,
         timeout=30,

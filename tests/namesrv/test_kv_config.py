@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.kv_config import (
+from aiorocketmq.namesrv.kv_config import (
     KVConfig,
     KVConfigError,
     backup_path,

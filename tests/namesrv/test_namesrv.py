@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from protocol.body import ClusterInfo, DataVersion, KVTable, TopicList
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand, decode_frame
-from protocol.transport import Connection
+from aiorocketmq.protocol.body import ClusterInfo, DataVersion, KVTable, TopicList
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand, decode_frame
+from aiorocketmq.protocol.transport import Connection
 from tests.namesrv.conftest import Connect, StartNamesrv
 from tests.namesrv.fake_broker import (
     JSON,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from namesrv.routes import Registration, RouteRegistry
-from protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from aiorocketmq.namesrv.routes import Registration, RouteRegistry
+from aiorocketmq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 
 def configs(*topics: tuple[str, int], counter: int = 1, perm: int = 6) -> TopicConfigSerializeWrapper:

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
-from client import Admin
-from protocol.body import ClusterInfo
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MQError
-from protocol.transport import connect
+from aiorocketmq.client import Admin
+from aiorocketmq.protocol.body import ClusterInfo
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.transport import connect
 from tests.support import ROOT, die_with_parent
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -294,7 +294,7 @@ def test_dockerfile_installs_what_the_compose_commands_run() -> None:
             assert re.search(rf"^{re.escape(executable)}\s*=", scripts, re.M), (
                 f"{executable} is not a console script"
             )
-    for package in ("protocol", "namesrv", "broker", "client"):
+    for package in ("aiorocketmq", "protocol", "namesrv", "broker", "client", "pipeline", "tools"):
         assert f"COPY {package} " in dockerfile
 
 

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from client.blocking import BlockingAdmin, BlockingProducer
-from protocol.loop import new_event_loop
-from protocol.message import Message
+from aiorocketmq.client.blocking import BlockingAdmin, BlockingProducer
+from aiorocketmq.protocol.loop import new_event_loop
+from aiorocketmq.protocol.message import Message
 from tests.cluster import Cluster
 
 T = TypeVar("T")
@@ -115,7 +115,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    import pipeline
+    from aiorocketmq import pipeline
 
     session = (
         SparkSession.builder.master("local[2]")

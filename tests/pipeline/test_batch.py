@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from protocol.message import Message
+from aiorocketmq.protocol.message import Message
 from tests.pipeline.conftest import TestCluster, unique
 
 

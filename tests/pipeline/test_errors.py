@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from pipeline.options import RocketMQOptionError
-from protocol.message import Message
+from aiorocketmq.pipeline.options import RocketMQOptionError
+from aiorocketmq.protocol.message import Message
 from tests.pipeline.conftest import TestCluster, unique, wait_until
 from tests.support import free_port
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.examples import revenue
+from aiorocketmq.pipeline.examples import revenue
 from tests.pipeline.conftest import TestCluster, unique
 
 WINDOW_MS = 10_000

@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from pipeline.options import ReadOptions, RocketMQOptionError, WriteOptions, parse_expression
-from pipeline.planning import from_json, rate_limit, split_ranges, to_json
-from protocol.body import MessageQueue
+from aiorocketmq.pipeline.options import ReadOptions, RocketMQOptionError, WriteOptions, parse_expression
+from aiorocketmq.pipeline.planning import from_json, rate_limit, split_ranges, to_json
+from aiorocketmq.protocol.body import MessageQueue
 
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "Orders"}
 

@@ -9,11 +9,11 @@ import zlib
 import pyarrow as pa
 import pytest
 
-from pipeline.records import decode_chunk, keep_rows, messages_to_batch, record_starts
-from pipeline.schema import arrow_read_schema
-from protocol.codes import MessageSysFlag
-from protocol.errors import ProtocolError
-from protocol.message import decode_records, encode_offset_msg_id, encode_record, pack_host
+from aiorocketmq.pipeline.records import decode_chunk, keep_rows, messages_to_batch, record_starts
+from aiorocketmq.pipeline.schema import arrow_read_schema
+from aiorocketmq.protocol.codes import MessageSysFlag
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.message import decode_records, encode_offset_msg_id, encode_record, pack_host
 
 V4_BORN = pack_host("10.1.2.3", 51000)
 V4_STORE = pack_host("127.0.0.1", 10911)

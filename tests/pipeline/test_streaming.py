@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pipeline
-from protocol.message import Message
+from aiorocketmq import pipeline
+from aiorocketmq.protocol.message import Message
 from tests.pipeline.conftest import TestCluster, unique, wait_until
 
 

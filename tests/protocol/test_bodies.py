@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from protocol import fastjson
-from protocol.body import (
+from aiorocketmq.protocol import fastjson
+from aiorocketmq.protocol.body import (
     BrokerData,
     ClusterInfo,
     ConsumeFromWhere,
@@ -35,7 +35,7 @@ from protocol.body import (
     TopicRouteData,
     TopicStatsTable,
 )
-from protocol.errors import ProtocolError
+from aiorocketmq.protocol.errors import ProtocolError
 
 # §5.2, verbatim.
 ROUTE_LEGACY = (

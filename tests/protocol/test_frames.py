@@ -9,10 +9,10 @@ import struct
 import msgpack
 import pytest
 
-from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from protocol.command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, decode_frame
-from protocol.errors import ProtocolError
-from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from aiorocketmq.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, decode_frame
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:

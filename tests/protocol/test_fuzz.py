@@ -14,13 +14,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import fastjson
-from protocol.body import ClusterInfo, ConsumeStats, HeartbeatData, RegisterBrokerBody, TopicRouteData
-from protocol.codes import ResponseCode, SerializeType
-from protocol.command import FrameDecoder, RemotingCommand
-from protocol.errors import ProtocolError
-from protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2
-from protocol.message import Message, decode_batch, decode_records, encode_batch, encode_record, pack_host
+from aiorocketmq.protocol import fastjson
+from aiorocketmq.protocol.body import (
+    ClusterInfo,
+    ConsumeStats,
+    HeartbeatData,
+    RegisterBrokerBody,
+    TopicRouteData,
+)
+from aiorocketmq.protocol.codes import ResponseCode, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.headers import (
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+)
+from aiorocketmq.protocol.message import (
+    Message,
+    decode_batch,
+    decode_records,
+    encode_batch,
+    encode_record,
+    pack_host,
+)
 
 from .test_bodies import CPP_HEARTBEAT, JAVA_HEARTBEAT, ROUTE_LEGACY
 from .test_frames import ALI_ONS_SEND_V2, CPP_SEND_V1, JAVA_ROUTE_REQUEST, frame, rocketmq_header

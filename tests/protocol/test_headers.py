@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.codes import RequestCode, SerializeType
-from protocol.command import FrameDecoder, RemotingCommand
-from protocol.errors import ProtocolError
-from protocol.headers import (
+from aiorocketmq.protocol.codes import RequestCode, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from protocol.loop import cancel_and_wait, wait_event
+from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 
 
 async def test_cancel_and_wait_ends_every_task_and_skips_none() -> None:

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.codes import MessageSysFlag
-from protocol.errors import ProtocolError
-from protocol.message import (
+from aiorocketmq.protocol.codes import MessageSysFlag
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     RECORD_FIXED_SIZE,
     Message,

@@ -10,10 +10,10 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codes import LanguageCode, MessageSysFlag, SerializeType
-from protocol.command import FrameDecoder, RemotingCommand
-from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from protocol.message import (
+from aiorocketmq.protocol.codes import LanguageCode, MessageSysFlag, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
+from aiorocketmq.protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from aiorocketmq.protocol.message import (
     Message,
     decode_batch,
     decode_properties,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from protocol import loop
-from protocol.codes import ResponseCode
-from protocol.errors import (
+from aiorocketmq.protocol import loop
+from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,
@@ -25,7 +25,7 @@ from protocol.errors import (
     error_class,
     error_for_code,
 )
-from protocol.settings import ConfigError, Settings, read_properties
+from aiorocketmq.protocol.settings import ConfigError, Settings, read_properties
 
 
 def test_read_properties_like_java() -> None:

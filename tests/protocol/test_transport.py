@@ -10,11 +10,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import pytest
 
-from protocol.codes import RequestCode, ResponseCode, SerializeType
-from protocol.command import FrameDecoder, RemotingCommand, decode_frame
-from protocol.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, TopicNotExistError
-from protocol.headers import GetRouteInfoRequestHeader
-from protocol.transport import Connection, Handler, Server, connect
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand, decode_frame
+from aiorocketmq.protocol.errors import (
+    ConnectionClosedError,
+    ProtocolError,
+    RequestTimeoutError,
+    TopicNotExistError,
+)
+from aiorocketmq.protocol.headers import GetRouteInfoRequestHeader
+from aiorocketmq.protocol.transport import Connection, Handler, Server, connect
 
 from .test_frames import frame
 

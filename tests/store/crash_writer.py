@@ -13,8 +13,8 @@ import random
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from broker.store import FlushDiskType, MessageStore, PutStatus, StoreConfig
-from protocol.loop import run
+from aiorocketmq.broker.store import FlushDiskType, MessageStore, PutStatus, StoreConfig
+from aiorocketmq.protocol.loop import run
 
 from .support import STORE_HOST, make_message, small_config
 

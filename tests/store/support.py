@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from broker.store import MessageStore, StoreConfig, StoreMessage
-from protocol.message import MessageExt, decode_records, encode_properties, pack_host, tags_code
+from aiorocketmq.broker.store import MessageStore, StoreConfig, StoreMessage
+from aiorocketmq.protocol.message import MessageExt, decode_records, encode_properties, pack_host, tags_code
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 BORN_HOST = pack_host("10.0.0.7", 52001)

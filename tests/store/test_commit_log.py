@@ -6,9 +6,9 @@ import struct
 import time
 from pathlib import Path
 
-from broker.store import BrokerRole, MessageStore, PutStatus, StoreMessage
-from protocol.codes import MessageSysFlag
-from protocol.message import (
+from aiorocketmq.broker.store import BrokerRole, MessageStore, PutStatus, StoreMessage
+from aiorocketmq.protocol.codes import MessageSysFlag
+from aiorocketmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     decode_records,

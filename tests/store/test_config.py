@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import BrokerRole, FlushDiskType, StoreConfig
-from protocol.settings import ConfigError
+from aiorocketmq.broker.store import BrokerRole, FlushDiskType, StoreConfig
+from aiorocketmq.protocol.settings import ConfigError
 
 BROKER_CONF = """\
 # a broker.conf as operators write it: broker keys and store keys together

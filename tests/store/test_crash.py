@@ -15,7 +15,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from broker.store import GetStatus, MessageStore
+from aiorocketmq.broker.store import GetStatus, MessageStore
 
 from .crash_writer import child_main, crash_config
 from .support import STORE_HOST, body_for, consume_queue_matches_log, decode

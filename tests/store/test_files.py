@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import StoreConfig
-from broker.store.consume_queue import BLANK_SIZE, ConsumeQueue
-from broker.store.mapped_file import MappedFile, MappedFileQueue, StoreError, allocate, file_name
+from aiorocketmq.broker.store import StoreConfig
+from aiorocketmq.broker.store.consume_queue import BLANK_SIZE, ConsumeQueue
+from aiorocketmq.broker.store.mapped_file import MappedFile, MappedFileQueue, StoreError, allocate, file_name
 
 from .support import make_message, running, small_config
 

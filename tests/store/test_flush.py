@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import FlushDiskType, PutStatus, StoreConfig
+from aiorocketmq.broker.store import FlushDiskType, PutStatus, StoreConfig
 
 from .support import make_message, running, small_config
 

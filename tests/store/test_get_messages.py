@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import BrokerRole, GetStatus, MessageStore
-from protocol.message import tags_code
+from aiorocketmq.broker.store import BrokerRole, GetStatus, MessageStore
+from aiorocketmq.protocol.message import tags_code
 
 from .support import decode, make_message, running, small_config
 
@@ -167,7 +167,7 @@ async def test_message_was_removing_and_skipping_deleted_files(tmp_path: Path) -
         assert mixed.next_begin_offset == end
         store.delete_expired_files()  # nothing expired: deletes no commit-log file
         assert store.get_min_offset("TopicA", 0) == 0
-        from broker.store.retention import Retention
+        from aiorocketmq.broker.store.retention import Retention
 
         Retention(store).clean_derived()
         assert store.get_min_offset("TopicA", 0) == live

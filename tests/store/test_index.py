@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from broker.store.index import HEADER_SIZE, IndexFile, key_hash
-from protocol.message import java_hash
+from aiorocketmq.broker.store.index import HEADER_SIZE, IndexFile, key_hash
+from aiorocketmq.protocol.message import java_hash
 
 from .support import decode, make_message, running, small_config
 

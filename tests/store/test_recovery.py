@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import GetStatus, MessageStore, StoreConfig, StoreError
-from broker.store.store import SCHEDULE_TOPIC
-from protocol.message import decode_records, encode_properties
+from aiorocketmq.broker.store import GetStatus, MessageStore, StoreConfig, StoreError
+from aiorocketmq.broker.store.store import SCHEDULE_TOPIC
+from aiorocketmq.protocol.message import decode_records, encode_properties
 
 from .support import (
     STORE_HOST,

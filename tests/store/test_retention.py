@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from broker.store import GetStatus, MessageStore, PutStatus
+from aiorocketmq.broker.store import GetStatus, MessageStore, PutStatus
 
 from .support import consume_queue_matches_log, decode, make_message, running, small_config
 

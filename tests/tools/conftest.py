@@ -1,5 +1,5 @@
 """Fixtures for the command-line tools: a real cluster per test module, and runners that start
-``mqadmin`` / ``mqbench`` as real subprocesses (``python -m tools.<tool>``)."""
+``mqadmin`` / ``mqbench`` as real subprocesses (``python -m aiorocketmq.tools.<tool>``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from client import Admin
+from aiorocketmq.client import Admin
 from tests.cluster import Cluster
 from tests.support import ROOT
 
@@ -51,7 +51,7 @@ async def run_tool(tool: str, *args: str, timeout: float = CLI_TIMEOUT) -> Outco
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        f"tools.{tool}",
+        f"aiorocketmq.tools.{tool}",
         *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -96,7 +96,7 @@ class RunningTool:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            f"tools.{tool}",
+            f"aiorocketmq.tools.{tool}",
             *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,

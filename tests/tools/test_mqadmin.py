@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
-from protocol.body import SubscriptionGroupWrapper
-from protocol.codes import RequestCode
-from protocol.errors import QueryNotFoundError
+from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
+from aiorocketmq.protocol.body import SubscriptionGroupWrapper
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import QueryNotFoundError
 from tests.cluster import Cluster
 from tests.support import free_port
 

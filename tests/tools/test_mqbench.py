@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from client import Admin, PullClient
+from aiorocketmq.client import Admin, PullClient
 from tests.cluster import Cluster
 from tests.support import ROOT, free_port
 
@@ -235,7 +235,7 @@ def run_on_terminal(args: list[str]) -> tuple[int, list[str], bytes]:
     its exit code, stdout lines and everything written to the terminal."""
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.mqbench", *args],
+        [sys.executable, "-m", "aiorocketmq.tools.mqbench", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=terminal,
