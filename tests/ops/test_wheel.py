@@ -24,7 +24,18 @@ from tests.support import ROOT
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+        ],
         check=True,
         cwd=out,
     )
@@ -45,15 +56,25 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         files = set(zf.namelist())
         entry_points = zf.read(f"{dist_info.pop()}/entry_points.txt").decode()
-    for package in ("protocol", "namesrv", "broker", "broker/store", "broker/handlers", "client", "pipeline", "tools"):
+    for package in (
+        "protocol",
+        "namesrv",
+        "broker",
+        "broker/store",
+        "broker/handlers",
+        "client",
+        "pipeline",
+        "tools",
+    ):
         assert f"aiorocketmq/{package}/__init__.py" in files, package
     assert "aiorocketmq/py.typed" in files
     for script in ("mqnamesrv", "mqbroker", "mqadmin", "mqbench"):
         assert f"{script} = aiorocketmq." in entry_points, entry_points
 
 
-async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    env_dir = tmp_path / "venv"
+def install_wheel(wheel: Path, env_dir: Path, app_dir: Path) -> Path:
+    """A fresh virtual environment holding the wheel (and, through a .pth line, this
+    interpreter's site-packages for the dependencies); returns its python."""
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     target = subprocess.run(
@@ -62,25 +83,27 @@ async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path
         capture_output=True,
         text=True,
     ).stdout.strip()
-    # The wheel alone goes into the new environment; its dependencies (uvloop, msgpack,
-    # pydantic) come from this interpreter's site-packages through a .pth line. A path added
-    # that way has its own .pth files ignored, so the editable install of the source tree
-    # stays out of sight.
+    # A path added by a .pth line has its own .pth files ignored, so the editable install of
+    # the source tree stays out of sight.
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(target)
     Path(target, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    outside = tmp_path / "app"
-    outside.mkdir()
-    (outside / "client.py").write_text("raise SystemExit('the application’s own client.py was imported')\n")
-
+    app_dir.mkdir()
+    (app_dir / "client.py").write_text("raise SystemExit('the application client.py was imported')\n")
     where = subprocess.run(
         [str(python), "-c", "import aiorocketmq; print(aiorocketmq.__file__)"],
         check=True,
         capture_output=True,
         text=True,
-        cwd=outside,
+        cwd=app_dir,
     ).stdout.strip()
     assert where.startswith(target), where
+    return python
+
+
+async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "app"
+    python = await asyncio.to_thread(install_wheel, wheel, tmp_path / "venv", outside)
 
     (code,) = README_SNIPPETS
     cluster = Cluster(tmp_path / "cluster")
