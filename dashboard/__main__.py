@@ -1,0 +1,8 @@
+"""``python -m aiorocketmq.dashboard``: the same as ``mqdashboard``."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

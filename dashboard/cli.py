@@ -1,0 +1,131 @@
+"""``mqdashboard --namesrv ADDR [--port 8080] [--host 127.0.0.1]``: serve the dashboard with
+uvicorn on the project's event loop. Logs ``listening on HOST:PORT`` once the socket is bound
+(``--port 0`` picks a free port) and stops cleanly, exit code 0, on SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from aiorocketmq.protocol.loop import run
+
+from .app import Settings, create_app
+from .users import Sessions, UsersFileError, load_users
+
+log = logging.getLogger("mqdashboard")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises a caught SIGTERM after its graceful shutdown, so the process would
+    end "killed by signal"; here a signal only asks the server to stop."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _stop(self) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="mqdashboard", description="A web dashboard for a RocketMQ cluster."
+    )
+    parser.add_argument(
+        "-n",
+        "--namesrv",
+        default=os.environ.get("NAMESRV_ADDR"),
+        help="name server address(es), 'host:9876;host2:9876' (default: $NAMESRV_ADDR)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on (8080; 0: any free port)")
+    parser.add_argument(
+        "--users", type=Path, help="users file (user=password[,1]; 1 marks an admin): login required"
+    )
+    parser.add_argument("--refresh", type=float, default=5.0, help="seconds between live chart samples (5)")
+    parser.add_argument("--timeout", type=float, default=3.0, help="cluster request timeout in seconds (3)")
+    parser.add_argument(
+        "--access-key", default=os.environ.get("RMQ_ACCESS_KEY"), help="ACL access key ($RMQ_ACCESS_KEY)"
+    )
+    parser.add_argument(
+        "--secret-key", default=os.environ.get("RMQ_SECRET_KEY"), help="ACL secret key ($RMQ_SECRET_KEY)"
+    )
+    args = parser.parse_args(argv)
+    if not args.namesrv:
+        parser.error("no name server address: give --namesrv host:9876 or set NAMESRV_ADDR")
+    if args.refresh <= 0 or args.timeout <= 0:
+        parser.error("--refresh and --timeout must be positive")
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be between 0 and 65535")
+    return args
+
+
+async def serve(settings: Settings, host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings), loop="none", log_level="warning", access_log=False, lifespan="on"
+    )
+    server = _Server(config)
+    log.info("mqdashboard for name server %s listening on %s:%d", settings.namesrv, host, bound)
+    await server.serve(sockets=[sock])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    sessions = None
+    if args.users is not None:
+        try:
+            sessions = Sessions(load_users(args.users))
+        except (OSError, UsersFileError) as exc:
+            print(f"mqdashboard: cannot use users file {args.users}: {exc}", file=sys.stderr)
+            return 2
+    if args.access_key or args.secret_key:
+        log.warning("ACL credentials accepted but not sent: the SDK does not sign requests yet")
+    settings = Settings(
+        namesrv=args.namesrv,
+        refresh=args.refresh,
+        request_timeout=args.timeout,
+        sessions=sessions,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+    )
+    try:
+        run(serve(settings, args.host, args.port))
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"mqdashboard: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Optional login: the users file (rocketmq-dashboard's ``users.properties`` format) and the
+signed session cookie.
+
+The file has one ``user=password[,1]`` a line (``1`` marks an admin; ``#`` starts a comment).
+Admins may change the cluster; other users only look. The session cookie carries the user name
+and an expiry, signed with HMAC-SHA256 under a key made when the process starts, so sessions
+end when the dashboard restarts and cannot be forged without that key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiorocketmq.protocol.settings import read_properties
+
+SESSION_SECONDS = 12 * 3600
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    password: str
+    admin: bool
+
+
+class UsersFileError(ValueError):
+    pass
+
+
+def parse_users(text: str) -> dict[str, User]:
+    """Users by name from a users file's text."""
+    users: dict[str, User] = {}
+    for name, value in read_properties(text).items():
+        password, _, flag = value.partition(",")
+        if not password:
+            raise UsersFileError(f"user {name!r} has no password")
+        if flag.strip() not in ("", "0", "1"):
+            raise UsersFileError(f"user {name!r}: the role after the comma must be 0 or 1, not {flag!r}")
+        users[name] = User(name, password, flag.strip() == "1")
+    return users
+
+
+def load_users(path: Path) -> dict[str, User]:
+    users = parse_users(path.read_text(encoding="utf-8"))
+    if not users:
+        raise UsersFileError(f"{path} names no user")
+    return users
+
+
+class Sessions:
+    """Issues and checks session tokens for the users of one users file."""
+
+    def __init__(self, users: dict[str, User], key: bytes | None = None) -> None:
+        self.users = users
+        self._key = key or secrets.token_bytes(32)
+
+    def login(self, name: str, password: str) -> User | None:
+        user = self.users.get(name)
+        if user is None or not hmac.compare_digest(user.password.encode(), password.encode()):
+            return None
+        return user
+
+    def _sign(self, payload: bytes) -> str:
+        return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
+
+    def token(self, user: User, now: float | None = None) -> str:
+        expires = int((time.time() if now is None else now) + SESSION_SECONDS)
+        payload = base64.urlsafe_b64encode(f"{user.name}\n{expires}".encode())
+        return f"{payload.decode()}.{self._sign(payload)}"
+
+    def user_of(self, token: str | None, now: float | None = None) -> User | None:
+        """The user a token names, if it is genuine, unexpired and the user still exists."""
+        if not token or "." not in token:
+            return None
+        payload, signature = token.rsplit(".", 1)
+        if not hmac.compare_digest(self._sign(payload.encode()), signature):
+            return None
+        try:
+            name, expires = base64.urlsafe_b64decode(payload).decode().rsplit("\n", 1)
+            if int(expires) < (time.time() if now is None else now):
+                return None
+        except ValueError:
+            return None
+        return self.users.get(name)
