@@ -404,7 +404,11 @@ class Operations:
     # -- producers --------------------------------------------------------------------------
 
     async def producer_connections(self, group: str) -> ProducerConnection:
-        return await self.admin.producer_connections(group)
+        """The group's connected producers, each once (a producer talks to every broker it
+        sends to, and each of them lists it)."""
+        merged = await self.admin.producer_connections(group)
+        unique = {c.client_id: c for c in merged.connection_set}
+        return ProducerConnection(connection_set=sorted(unique.values(), key=lambda c: c.client_id))
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -440,6 +444,7 @@ class Operations:
                 queue,
                 offset,
                 max_nums=min(32, end - offset),
+                expression="*",
                 suspend=0,
                 timeout=10.0,
             )
