@@ -1,4 +1,4 @@
-# One image for the name server, the brokers and the tools (mqadmin, mqbench);
+# One image for the name server, the brokers, the tools (mqadmin, mqbench) and the dashboard;
 # the "spark" target adds Java and PySpark for the example pipeline.
 FROM python:3.11-slim AS base
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -11,9 +11,10 @@ COPY broker ./broker
 COPY client ./client
 COPY pipeline ./pipeline
 COPY tools ./tools
-RUN pip install .
-# name server, broker VIP channel, broker, broker metrics
-EXPOSE 9876 10909 10911 5557
+COPY dashboard ./dashboard
+RUN pip install ".[dashboard]"
+# name server, broker VIP channel, broker, broker metrics, dashboard
+EXPOSE 9876 10909 10911 5557 8080
 VOLUME ["/data"]
 CMD ["mqnamesrv", "--store-dir", "/data/namesrv"]
 

@@ -282,6 +282,14 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
         body = await asyncio.wait_for(reader.read(), 10)
         writer.close()
         assert body.startswith(b"HTTP/1.1 200 OK") and b"rocketmq_broker_tps" in body
+    # The dashboard reached the name server through the file's address and shows both brokers.
+    reader, writer = await asyncio.open_connection("127.0.0.1", 8080)
+    writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: close\r\n\r\n")
+    page = await asyncio.wait_for(reader.read(), 20)
+    writer.close()
+    assert page.startswith(b"HTTP/1.1 200 OK"), page[:200]
+    for name in (b"broker-a", b"broker-b"):
+        assert b'data-broker="' + name + b'"' in page, page.decode(errors="replace")
 
 
 def test_dockerfile_installs_what_the_compose_commands_run() -> None:
@@ -294,7 +302,16 @@ def test_dockerfile_installs_what_the_compose_commands_run() -> None:
             assert re.search(rf"^{re.escape(executable)}\s*=", scripts, re.M), (
                 f"{executable} is not a console script"
             )
-    for package in ("aiorocketmq", "protocol", "namesrv", "broker", "client", "pipeline", "tools"):
+    for package in (
+        "aiorocketmq",
+        "protocol",
+        "namesrv",
+        "broker",
+        "client",
+        "pipeline",
+        "tools",
+        "dashboard",
+    ):
         assert f"COPY {package} " in dockerfile
 
 

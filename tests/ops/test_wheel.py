@@ -65,10 +65,14 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
         "client",
         "pipeline",
         "tools",
+        "dashboard",
     ):
         assert f"aiorocketmq/{package}/__init__.py" in files, package
     assert "aiorocketmq/py.typed" in files
-    for script in ("mqnamesrv", "mqbroker", "mqadmin", "mqbench"):
+    # The dashboard serves its pages and assets from the installed package.
+    for asset in ("templates/base.html", "templates/cluster.html", "static/style.css", "static/live.js"):
+        assert f"aiorocketmq/dashboard/{asset}" in files, asset
+    for script in ("mqnamesrv", "mqbroker", "mqadmin", "mqbench", "mqdashboard"):
         assert f"{script} = aiorocketmq." in entry_points, entry_points
 
 
