@@ -66,6 +66,7 @@ SYSTEM_TOPICS = frozenset(
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
+        "BenchmarkTest",
         TRACE_TOPIC,
     }
 )
@@ -77,12 +78,19 @@ PRODUCER_GROUP = "MQDASHBOARD_PRODUCER"
 MAX_MESSAGES = 256
 
 
-def topic_kind(topic: str) -> str:
+def topic_kind(topic: str, system_names: frozenset[str] = frozenset()) -> str:
+    """``normal``, ``retry``, ``dlq`` or ``system``; ``system_names`` are the cluster and
+    broker names, which brokers also register as topics."""
     if topic.startswith(RETRY_PREFIX):
         return "retry"
     if topic.startswith(DLQ_PREFIX):
         return "dlq"
-    if topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_") or topic.startswith("RMQ_SYS_"):
+    if (
+        topic in SYSTEM_TOPICS
+        or topic in system_names
+        or topic.startswith(("rmq_sys_", "RMQ_SYS_"))
+        or topic.endswith("_REPLY_TOPIC")
+    ):
         return "system"
     return "normal"
 
@@ -270,7 +278,12 @@ class Operations:
 
     async def topics(self, text: str = "", *, with_routes: bool = True) -> list[TopicRow]:
         names = [t for t in await self.admin.topic_list() if text.lower() in t.lower()]
-        rows = [TopicRow(t, topic_kind(t)) for t in names]
+        try:
+            info = await self.admin.cluster_info()
+            system = frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
+        except MQError:
+            system = frozenset()
+        rows = [TopicRow(t, topic_kind(t, system)) for t in names]
         if not with_routes:
             return rows
         limit = asyncio.Semaphore(8)

@@ -18,12 +18,13 @@
   }
 
   function draw(figure, series) {
-    const W = 600, H = 180, L = 44, B = 18;
+    // Drawn at the figure's own width, so text keeps its shape.
+    const W = Math.max(240, figure.clientWidth - 16), H = 180, L = 44, B = 18;
     let svg = figure.querySelector("svg");
     if (svg) svg.remove();
     let legend = figure.querySelector(".legend");
     if (legend) legend.remove();
-    svg = el("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img" }, figure);
+    svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" }, figure);
     const names = Object.keys(series);
     let t0 = Infinity, t1 = -Infinity, top = 0;
     for (const name of names) for (const [t, v] of series[name]) {
@@ -40,7 +41,7 @@
     for (const f of [0, 0.5, 1]) {
       el("line", { x1: L, x2: W, y1: y(top * f), y2: y(top * f), stroke: "#e3e7ec" }, svg);
       el("text", { x: L - 4, y: y(top * f) + 4, "text-anchor": "end", "font-size": 10, fill: "#5b6776" }, svg).textContent =
-        (top * f >= 100 ? Math.round(top * f) : (top * f).toFixed(1)) + "";
+        (top >= 10 ? Math.round(top * f) : (top * f).toFixed(1)) + "";
     }
     el("text", { x: L, y: H - 4, "font-size": 10, fill: "#5b6776" }, svg).textContent = new Date(t0 * 1000).toLocaleTimeString();
     el("text", { x: W - 4, y: H - 4, "font-size": 10, fill: "#5b6776", "text-anchor": "end" }, svg).textContent = new Date(t1 * 1000).toLocaleTimeString();

@@ -34,6 +34,7 @@ from aiorocketmq.client import (
 )
 from aiorocketmq.client.subscription import dlq_topic
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
+from aiorocketmq.protocol.codes import Perm
 from tests.cluster import Cluster
 from tests.support import ROOT, free_port
 
@@ -110,7 +111,7 @@ async def test_cluster_page_shows_the_brokers(
 
 
 async def test_create_topic_through_the_form(
-    page: Page, dashboard: str, cluster: Cluster, screenshots: Path
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin, screenshots: Path
 ) -> None:
     topic = unique("Invoices")
     await page.goto(dashboard + "/topics")
@@ -143,7 +144,19 @@ async def test_create_topic_through_the_form(
     assert listed.returncode == 0, listed.stderr
     assert topic in listed.stdout.split()
 
+    # Refusals come back as messages on the page: a name the SDK rejects, a topic brokers
+    # refuse writes to.
+    refused = await page.request.post(dashboard + "/topics/create", form={"topic": "bad name!"})
+    assert refused.ok and "was not saved" in await refused.text()
+    read_only = unique("ReadOnly")
+    await admin.create_topic(read_only, 1, perm=Perm.READ)
+    refused = await page.request.post(dashboard + "/topic/send", form={"topic": read_only, "body": "x"})
+    assert refused.ok and "message not sent" in await refused.text()
+
     await page.goto(dashboard + "/topics")
+    # Only the operator's topics by default: not the ones brokers register for themselves.
+    await expect(page.locator('#topics tr[data-topic="broker-a"]')).to_have_count(0)
+    await expect(page.locator('[data-chart="topicTps"] svg')).to_be_visible(timeout=TIMEOUT)
     await page.screenshot(path=screenshots / "topics.png")
 
 
