@@ -1,11 +1,13 @@
 """The built distribution installs one import package, ``aiorocketmq``, and works from outside
 the repository: the wheel is built with ``pip wheel``, installed into a fresh virtual
-environment, and the README's SDK example runs there against a real cluster."""
+environment, the README's SDK example runs there against a real cluster, and ``mqdashboard``
+serves its pages and assets from there."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -17,7 +19,7 @@ import pytest
 
 from tests.client.test_docs import README_SNIPPETS
 from tests.cluster import Cluster
-from tests.support import ROOT
+from tests.support import ROOT, free_port
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +130,44 @@ async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path
         assert b"Orders paid" in output, output.decode()
     finally:
         await cluster.stop()
+
+
+async def test_dashboard_serves_from_an_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The templates and assets come from the installed package, not the source tree."""
+    outside = tmp_path / "app"
+    python = await asyncio.to_thread(install_wheel, wheel, tmp_path / "venv", outside)
+    silent = f"127.0.0.1:{free_port()}"  # no name server: the page says so and still renders
+    proc = await asyncio.create_subprocess_exec(
+        str(python),
+        "-m",
+        "aiorocketmq.dashboard",
+        "--namesrv",
+        silent,
+        "--port",
+        "0",
+        cwd=outside,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        line = await asyncio.wait_for(proc.stderr.readline(), 30)
+        match = re.search(rb"listening on 127\.0\.0\.1:(\d+)", line)
+        assert match, line
+        port = int(match.group(1))
+
+        async def get(path: str) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+            data = await asyncio.wait_for(reader.read(), 30)
+            writer.close()
+            return data
+
+        page = await get("/")
+        assert page.startswith(b"HTTP/1.1 200 OK") and b'role="alert"' in page and silent.encode() in page
+        for asset in ("/static/style.css", "/static/live.js"):
+            assert (await get(asset)).startswith(b"HTTP/1.1 200 OK"), asset
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
