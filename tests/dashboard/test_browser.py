@@ -23,6 +23,7 @@ from playwright.async_api import Browser, Page, expect
 
 from aiorocketmq.client import (
     Admin,
+    ClientError,
     ClientOptions,
     ConsumeFrom,
     ConsumeResult,
@@ -32,7 +33,7 @@ from aiorocketmq.client import (
     PushConsumer,
     SendResult,
 )
-from aiorocketmq.client.subscription import dlq_topic
+from aiorocketmq.client.subscription import dlq_topic, retry_topic
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
 from aiorocketmq.protocol.codes import Perm
 from tests.cluster import Cluster
@@ -125,6 +126,15 @@ async def test_create_topic_through_the_form(
     await expect(page.locator(".flash.ok")).to_contain_text(f"topic {topic} saved")
     await expect(page.locator("#route tbody tr")).to_have_count(2)
     await expect(page.locator("#offsets tbody tr")).to_have_count(6)
+
+    send = page.locator("#send")
+    await send.locator('input[name="keys"]').fill("invoice-1")
+    await send.locator('textarea[name="body"]').fill('{"invoice": 1}')
+    await send.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text("sent SEND_OK")
+    (found,) = await admin.query_messages_by_key(topic, "invoice-1")
+    assert found.body == b'{"invoice": 1}'
+    await expect(page.locator("#offsets td.num", has_text="1")).not_to_have_count(0)
     await page.screenshot(path=screenshots / "topic.png")
 
     await page.goto(f"{dashboard}/topics?q={topic}")
@@ -152,6 +162,16 @@ async def test_create_topic_through_the_form(
     await admin.create_topic(read_only, 1, perm=Perm.READ)
     refused = await page.request.post(dashboard + "/topic/send", form={"topic": read_only, "body": "x"})
     assert refused.ok and "message not sent" in await refused.text()
+
+    # Deleted through its page: gone from the list and from the name server.
+    doomed = unique("Doomed")
+    await admin.create_topic(doomed, 1)
+    await page.goto(f"{dashboard}/topic?name={doomed}")
+    await page.locator('#delete-topic input[type="checkbox"]').check()
+    await page.locator("#delete-topic button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"topic {doomed} deleted")
+    await expect(page.locator(f'#topics tr[data-topic="{doomed}"]')).to_have_count(0)
+    assert doomed not in await admin.topic_list()
 
     await page.goto(dashboard + "/topics")
     # Only the operator's topics by default: not the ones brokers register for themselves.
@@ -220,6 +240,13 @@ async def test_reset_offset_raises_the_lag(page: Page, dashboard: str, admin: Ad
     await expect(total).to_have_text("0")
     assert await admin.consumer_lag(group, orders.topic) == 0
 
+    await page.locator('#delete-group input[name="offsets"]').check()
+    await page.locator("#delete-group input[required]").check()
+    await page.locator("#delete-group button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"group {group} deleted")
+    with pytest.raises(ClientError, match="no broker knows consumer group"):
+        await admin.consume_stats(group)  # its offsets went with it
+
 
 async def test_find_a_message_by_key_and_open_it(
     page: Page, dashboard: str, cluster: Cluster, admin: Admin, orders: Orders, screenshots: Path
@@ -264,6 +291,17 @@ async def test_find_a_message_by_key_and_open_it(
     await expect(page.locator("#body")).to_have_text('{\n  "order": 7,\n  "amount": 70\n}')
     await page.get_by_role("link", name="hex", exact=True).click()
     await expect(page.locator("#body")).to_contain_text("7b 22 6f 72 64 65 72 22")
+
+    # Resent to one group: a copy lands in the group's retry topic, naming its topic.
+    group = unique("refunds")
+    await admin.create_topic(retry_topic(group), 1)
+    await page.reload()
+    await page.locator('#resend select[name="group"]').select_option(group)
+    await page.locator("#resend button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"resent to {group}")
+    (copy,) = await admin.query_messages_by_key(retry_topic(group), "order-7")
+    assert copy.body == b'{"order": 7, "amount": 70}'
+    assert copy.properties["RETRY_TOPIC"] == orders.topic
 
     # By its broker (offset) id, without the topic; and by time, all twenty.
     await page.goto(dashboard + "/messages")
@@ -346,9 +384,13 @@ async def test_producers_page_lists_connections(
 
 
 async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page) -> None:
-    proc = await start_dashboard(f"127.0.0.1:{free_port()}")
+    proc = await start_dashboard(
+        f"127.0.0.1:{free_port()}", "--access-key", "ops-ak", "--secret-key", "ops-sk"
+    )
     base = f"http://127.0.0.1:{proc.port}"
     try:
+        await page.goto(base + "/")
+        await expect(page.locator(".note")).to_contain_text("ACL access key ops-ak is configured")
         for path in ("/", "/topics", "/groups", "/messages?by=time&topic=Orders", "/dlq?group=g"):
             response = await page.goto(base + path)
             assert response is not None and response.status == 200, path
