@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from aiorocketmq.client import ClientOptions, MessageExt
-from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
+from aiorocketmq.protocol.codes import PERM_READ_WRITE, MQVersion, Perm
 from aiorocketmq.protocol.errors import MQError
 
 from . import render
@@ -59,6 +59,14 @@ def perm_text(perm: int) -> str:
     return ("R" if perm & Perm.READ else "-") + ("W" if perm & Perm.WRITE else "-")
 
 
+def version_text(version: int) -> str:
+    """A client's version as RocketMQ names it (``V4_9_4``), or the number."""
+    try:
+        return MQVersion(version).name
+    except ValueError:
+        return str(version)
+
+
 def _templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("aiorocketmq.dashboard", "templates"),
@@ -67,6 +75,7 @@ def _templates() -> Jinja2Templates:
     )
     env.filters["when"] = render.when
     env.filters["perm"] = perm_text
+    env.filters["version"] = version_text
     env.filters["q"] = lambda value: urllib.parse.quote(str(value), safe="")
     env.filters["ratio"] = lambda value: "" if value is None else f"{value * 100:.1f}%"
     env.filters["tps"] = lambda value: "" if value is None else f"{value:.1f}"

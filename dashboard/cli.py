@@ -87,8 +87,14 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     sock.listen(128)
     sock.setblocking(False)
     bound = sock.getsockname()[1]
+    # A request stuck on a silent cluster must not hold up a SIGTERM for long.
     config = uvicorn.Config(
-        create_app(settings), loop="none", log_level="warning", access_log=False, lifespan="on"
+        create_app(settings),
+        loop="none",
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
     )
     server = _Server(config)
     log.info("mqdashboard for name server %s listening on %s:%d", settings.namesrv, host, bound)

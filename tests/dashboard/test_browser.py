@@ -214,6 +214,8 @@ async def test_lag_falls_as_a_consumer_consumes(
 
         await page.goto(f"{dashboard}/group?name={group}")
         await expect(page.locator("#clients tbody tr")).to_have_count(1)
+        await expect(page.locator("#clients tbody tr")).to_contain_text("PYTHON")
+        await expect(page.locator("#clients tbody tr")).to_contain_text("V4_")
         await expect(page.locator("#subscriptions")).to_contain_text(orders.topic)
         await expect(page.locator("#queues tbody tr").first).to_be_visible()
         await page.screenshot(path=screenshots / "group.png")
