@@ -44,6 +44,8 @@ FLASH_COOKIE = "mqdashboard_flash"
 #: Failures a page reports instead of failing: the cluster's and bad input.
 EXPECTED = (MQError, OSError, ValueError, TimeoutError)
 
+Handler = Callable[[Request], Awaitable[Response]]
+
 
 @dataclass
 class Settings:
@@ -534,8 +536,7 @@ def create_app(settings: Settings) -> Starlette:
             await sampler.stop()
             await operations.shutdown()
 
-    handler = Callable[[Request], Awaitable[Response]]
-    routes: list[tuple[str, handler, list[str]]] = [
+    routes: list[tuple[str, Handler, list[str]]] = [
         ("/", cluster_page, ["GET"]),
         ("/topics", topics_page, ["GET"]),
         ("/topics/create", topic_create, ["POST"]),

@@ -473,3 +473,26 @@ async def test_a_killed_broker_shows_as_down(
         response = await page.goto(dashboard + path)
         assert response is not None and response.status == 200, path
         await expect(page.locator("main h1")).to_be_visible()
+
+
+async def test_a_slave_shows_its_commit_log_lag(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin, orders: Orders
+) -> None:
+    # A broker registered as broker-a's slave (id 1) with an empty store of its own: it is as
+    # far behind as broker-a's commit log is long.
+    await cluster.start_broker("broker-a-slave", brokerName="broker-a", brokerId=1)
+
+    async def registered() -> bool:
+        info = await admin.cluster_info()
+        return 1 in info.broker_addr_table["broker-a"].broker_addrs
+
+    await eventually(registered)
+    master_end = int(
+        (await admin.broker_runtime_info(cluster.brokers["broker-a"].addr))["commitLogMaxOffset"]
+    )
+    assert master_end > 0
+    await page.goto(dashboard + "/")
+    await expect(page.locator("#brokers thead")).to_contain_text("Commit-log lag")
+    slave = page.locator(f'#brokers tr[data-addr="{cluster.brokers["broker-a-slave"].addr}"]')
+    await expect(slave).to_contain_text("SLAVE 1")
+    await expect(slave).to_contain_text(f"{master_end} bytes")
