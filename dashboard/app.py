@@ -315,7 +315,7 @@ async def producers_page(request: Request) -> Response:
     error = None
     topics, topics_error = await attempt(ops(request).topics(with_routes=False))
     if group:
-        connections, error = await attempt(ops(request).producer_connections(group))
+        connections, error = await attempt(ops(request).producer_connections(group, topic or None))
     return page(
         request,
         "producers.html",

@@ -416,10 +416,23 @@ class Operations:
 
     # -- producers --------------------------------------------------------------------------
 
-    async def producer_connections(self, group: str) -> ProducerConnection:
+    async def producer_connections(self, group: str, topic: str | None = None) -> ProducerConnection:
         """The group's connected producers, each once (a producer talks to every broker it
-        sends to, and each of them lists it)."""
-        merged = await self.admin.producer_connections(group)
+        sends to, and each of them lists it); with ``topic``, as the brokers of its route
+        know them (as RocketMQ's tools ask)."""
+        if not topic:
+            merged = await self.admin.producer_connections(group)
+        else:
+            route = await self.admin.topic_route(topic)
+            merged = ProducerConnection()
+            for data in route.broker_datas:
+                addr = data.broker_addrs.get(MASTER_ID)
+                if addr is None:
+                    continue
+                response = await self.admin.instance.call(
+                    addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}
+                )
+                merged.connection_set.extend(ProducerConnection.decode(response.body).connection_set)
         unique = {c.client_id: c for c in merged.connection_set}
         return ProducerConnection(connection_set=sorted(unique.values(), key=lambda c: c.client_id))
 
