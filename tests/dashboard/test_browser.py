@@ -45,7 +45,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 _names = itertools.count(1)
 TIMEOUT = 30_000  # ms, for what the page shows after the cluster changed
-FAST = ClientOptions(persist_offset_interval=0.3, heartbeat_interval=1.0, rebalance_interval=1.0)
+FAST = ClientOptions(
+    persist_offset_interval=0.3, heartbeat_interval=1.0, rebalance_interval=1.0, route_refresh_interval=1.0
+)
 
 
 def unique(prefix: str) -> str:
