@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import APIResponse, Browser, Page, expect
 
 from aiorocketmq.client import (
     Admin,
@@ -385,6 +385,32 @@ async def test_producers_page_lists_connections(
         await expect(rows.first).to_contain_text(producer.client_id)
         await expect(rows.first).to_contain_text("PYTHON")
         await page.screenshot(path=screenshots / "producers.png")
+
+
+async def test_bad_input_is_explained_on_the_page(page: Page, dashboard: str, orders: Orders) -> None:
+    async def text_of(response: APIResponse) -> str:
+        assert response.ok, response.status
+        return await response.text()
+
+    shown = await text_of(await page.request.get(dashboard + "/message?id=not-an-id"))
+    assert "no offset message id of a known broker" in shown
+    posted = await page.request.post(
+        dashboard + "/topics/create", form={"topic": unique("Odd"), "read_queues": "many"}
+    )
+    assert "read_queues must be a whole number" in await text_of(posted)
+    posted = await page.request.post(
+        dashboard + "/group/reset", form={"group": "g", "topic": orders.topic, "time": "yesterday"}
+    )
+    assert "not a date and time" in await text_of(posted)
+    shown = await text_of(
+        await page.request.get(f"{dashboard}/messages?by=time&topic={orders.topic}&begin=soon")
+    )
+    assert "not a date and time" in shown
+    # A form posted from another site is refused outright.
+    forged = await page.request.post(
+        dashboard + "/topic/delete", form={"topic": orders.topic}, headers={"Origin": "http://evil.example"}
+    )
+    assert forged.status == 403
 
 
 async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page) -> None:
