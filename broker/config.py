@@ -12,9 +12,12 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from aiorocketmq.broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from aiorocketmq.protocol.codes import PERM_READ_WRITE
+from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.message import local_ipv4
 from aiorocketmq.protocol.settings import Settings
+
+_PERM_READ = int(Perm.READ)
+_PERM_WRITE = int(Perm.WRITE)
 
 
 class BrokerConfig(Settings):
@@ -64,6 +67,16 @@ class BrokerConfig(Settings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+    @property
+    def readable(self) -> bool:
+        """``brokerPermission`` lets clients pull."""
+        return bool(self.broker_permission & _PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        """``brokerPermission`` lets clients send."""
+        return bool(self.broker_permission & _PERM_WRITE)
 
     @property
     def broker_addr(self) -> str:

@@ -1,6 +1,7 @@
 """Delayed delivery: messages with a delay level wait in ``SCHEDULE_TOPIC_XXXX`` (queue
-``level - 1``, consume-queue tags slot = delivery time) and are re-stored to their real topic
-and queue when due. One task per level; progress is persisted to ``config/delayOffset.json``.
+``level - 1``, consume-queue tags slot = delivery time; see :mod:`.delay_levels`) and are
+re-stored to their real topic and queue when due. One task per level; progress is persisted
+to ``config/delayOffset.json``.
 
 Each level's queue is FIFO with one delay, so entries become due in order: a level's task
 sleeps until its head entry is due, and waits for an arrival when the queue is empty.
@@ -11,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
+from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.protocol.body import DelayOffsetTable
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import PropertyKey
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
+from .config import BrokerConfig
 from .config_files import ConfigFile, Saver
-from .topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .writer import MessageWriter
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +30,13 @@ RETRY_AFTER_FAILURE = 10.0
 
 
 class DelayService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.delays = broker.delay_levels
+    def __init__(self, config: BrokerConfig, *, store: MessageStore, writer: MessageWriter) -> None:
+        self.config = config
+        self.store = store
+        self.writer = writer
+        self.delays = writer.delay_levels.delays
         self.offsets: dict[int, int] = {}
-        self.file = ConfigFile(broker.config.config_dir / "delayOffset.json")
+        self.file = ConfigFile(config.config_dir / "delayOffset.json")
         self._saver = Saver(self.file, self.encode)
         self._wakeups = [asyncio.Event() for _ in self.delays]
         self._tasks: list[asyncio.Task[None]] = []
@@ -44,7 +46,7 @@ class DelayService:
         raw = self.file.load()
         if raw is not None:
             self.offsets = DelayOffsetTable.model_validate(raw).offset_table
-        store = self.broker.store
+        store = self.store
         for level in range(1, len(self.delays) + 1):
             low = store.get_min_offset(SCHEDULE_TOPIC, level - 1)
             high = store.get_max_offset(SCHEDULE_TOPIC, level - 1)
@@ -71,13 +73,13 @@ class DelayService:
             self._wakeups[queue_id].set()
 
     async def _persist_periodically(self) -> None:
-        interval = self.broker.config.flush_delay_offset_interval / 1000
+        interval = self.config.flush_delay_offset_interval / 1000
         while True:
             await asyncio.sleep(interval)
             self._saver.request()
 
     async def _run_level(self, level: int) -> None:
-        store = self.broker.store
+        store = self.store
         queue_id = level - 1
         delay_ms = self.delays[level - 1]
         wakeup = self._wakeups[queue_id]
@@ -108,8 +110,7 @@ class DelayService:
 
     def _deliver(self, commit_log_offset: int) -> bool:
         """Re-store one due message to its real topic; False to retry later."""
-        broker = self.broker
-        msg = broker.store.look_message(commit_log_offset)
+        msg = self.store.look_message(commit_log_offset)
         if msg is None:
             log.warning("delayed message at %d is gone; skipping it", commit_log_offset)
             return True
@@ -120,8 +121,9 @@ class DelayService:
         if not topic or not real_qid.isdigit() or topic == TRANS_HALF_TOPIC:
             log.error("delayed message at %d has no usable real topic/queue; dropped", commit_log_offset)
             return True
-        result = broker.put(
-            broker.build_message(
+        writer = self.writer
+        result = writer.put(
+            writer.build(
                 topic,
                 int(real_qid),
                 msg.body,

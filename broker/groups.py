@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from aiorocketmq.protocol.body import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+from aiorocketmq.protocol.names import TRANSACTION_GROUP
 
 from .config import BrokerConfig
 from .config_files import ConfigFile
@@ -27,7 +28,7 @@ SYSTEM_GROUPS = (
     "CID_ONSAPI_PERMISSION",
     "CID_ONSAPI_OWNER",
     "CID_ONSAPI_PULL",
-    "CID_RMQ_SYS_TRANS",
+    TRANSACTION_GROUP,
 )
 
 

@@ -2,27 +2,29 @@
 queue or their suspend timeout passes, then run again and are answered.
 
 Arrivals are pushed by the store's arrival listener the moment a message is dispatched; a
-periodic recheck (every 5 s) catches anything else.
+periodic recheck (every 5 s) catches anything else. A held pull carries the function that
+runs it again (the pull handler's), so this module knows nothing of how pulls are served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TypeAlias
 
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.transport import Connection, error_response
 
-from .handlers.pull import Puller
-
-if TYPE_CHECKING:
-    from .server import Broker
-
 log = logging.getLogger(__name__)
 
 RECHECK_INTERVAL = 5.0
+
+#: Runs a held pull again: its response, or ``None`` when it answered some other way.
+Repull: TypeAlias = Callable[[Connection, RemotingCommand], "RemotingCommand | None"]
+#: ``max_offset(topic, queue_id)``: the next offset the queue will hand out.
+MaxOffset: TypeAlias = Callable[[str, int], int]
 
 
 @dataclass(slots=True, eq=False)
@@ -31,13 +33,13 @@ class HeldPull:
     cmd: RemotingCommand
     offset: int
     tag_codes: frozenset[int] | None
+    repull: Repull
     timer: asyncio.TimerHandle | None = None
 
 
 class LongPolling:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.puller = Puller(broker)
+    def __init__(self, max_offset: MaxOffset) -> None:
+        self._max_offset = max_offset
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
 
     @property
@@ -53,9 +55,13 @@ class LongPolling:
         offset: int,
         tag_codes: frozenset[int] | None,
         timeout_ms: int,
+        repull: Repull,
     ) -> None:
+        """Hold a pull of ``topic``/``queue_id`` that found nothing from ``offset`` on, until a
+        message matching ``tag_codes`` (``None``: any) arrives there or ``timeout_ms`` passes;
+        then ``repull`` answers it."""
         key = (topic, queue_id)
-        held = HeldPull(conn, cmd, offset, tag_codes)
+        held = HeldPull(conn, cmd, offset, tag_codes, repull)
         held.timer = asyncio.get_running_loop().call_later(max(0, timeout_ms) / 1000, self._expire, key, held)
         self._held.setdefault(key, []).append(held)
 
@@ -94,7 +100,7 @@ class LongPolling:
         if held.conn.closed:
             return
         try:
-            response = self.puller.pull(held.conn, held.cmd, allow_suspend=False)
+            response = held.repull(held.conn, held.cmd)
         except Exception as exc:
             log.warning("held pull failed on wake-up: %s", exc)
             response = error_response(held.cmd, exc)
@@ -103,12 +109,11 @@ class LongPolling:
 
     def recheck(self) -> None:
         """Wake every held pull whose queue has grown past its offset."""
-        store = self.broker.store
         for key in list(self._held):
             waiting = self._held.get(key)
             if not waiting:
                 continue
-            max_offset = store.get_max_offset(*key)
+            max_offset = self._max_offset(*key)
             keep = []
             for held in waiting:
                 if max_offset > held.offset:

@@ -16,15 +16,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.protocol.loop import cancel_and_wait
+from aiorocketmq.protocol.names import SYSTEM_GROUP_PREFIX, dlq_topic, is_dlq_topic, is_retry_topic
 
-from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS
-from .topics import DLQ_PREFIX, RETRY_PREFIX
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .clients import ClientRegistry
+from .config import BrokerConfig
+from .offsets import OffsetTable
+from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS, BrokerStats
+from .topics import TopicTable
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,7 @@ def _escape(value: str) -> str:
 class _Snapshot:
     __slots__ = ("at", "got", "got_bytes", "put", "put_bytes")
 
-    def __init__(self, broker: Broker) -> None:
-        stats = broker.stats
+    def __init__(self, stats: BrokerStats) -> None:
         self.at = time.monotonic()
         self.put = dict(stats.put_messages)
         self.put_bytes = dict(stats.put_bytes)
@@ -51,15 +52,29 @@ class _Snapshot:
 class MetricsExporter:
     """A tiny HTTP endpoint: ``GET /metrics`` answers the Prometheus text format."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        stats: BrokerStats,
+        store: MessageStore,
+        topics: TopicTable,
+        offsets: OffsetTable,
+        clients: ClientRegistry,
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.clients = clients
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._snapshots: deque[_Snapshot] = deque(maxlen=int(RATE_WINDOW) + 2)
         self.port: int | None = None
 
     async def start(self, host: str | None, port: int) -> int:
-        self._snapshots.append(_Snapshot(self.broker))
+        self._snapshots.append(_Snapshot(self.stats))
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = int(self._server.sockets[0].getsockname()[1])
         self._ticker = asyncio.ensure_future(self._tick())
@@ -76,7 +91,7 @@ class MetricsExporter:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(1.0)
-            self._snapshots.append(_Snapshot(self.broker))
+            self._snapshots.append(_Snapshot(self.stats))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -104,21 +119,19 @@ class MetricsExporter:
 
     def render(self) -> str:
         out = _Text()
-        broker = self.broker
-        base_labels = {"cluster": broker.config.broker_cluster_name, "broker": broker.config.broker_name}
+        base_labels = {"cluster": self.config.broker_cluster_name, "broker": self.config.broker_name}
         self._throughput(out, base_labels)
         self._groups(out)
         self._latency(out, base_labels)
         return out.text()
 
     def _window(self) -> tuple[float, _Snapshot, _Snapshot]:
-        now = _Snapshot(self.broker)
+        now = _Snapshot(self.stats)
         base = next((s for s in self._snapshots if now.at - s.at <= RATE_WINDOW), self._snapshots[-1])
         return max(1e-9, now.at - base.at), base, now
 
     def _throughput(self, out: _Text, labels: dict[str, str]) -> None:
-        broker = self.broker
-        store = broker.store
+        store = self.store
         elapsed, base, now = self._window()
 
         def rate(current: dict[_K, int], previous: dict[_K, int], key: _K) -> float:
@@ -128,7 +141,7 @@ class MetricsExporter:
         out.sample("rocketmq_broker_tps", labels, (sum(now.put.values()) - sum(base.put.values())) / elapsed)
         out.header("rocketmq_broker_qps", "gauge", "BrokerGetNums")
         out.sample("rocketmq_broker_qps", labels, (sum(now.got.values()) - sum(base.got.values())) / elapsed)
-        topics = sorted(set(now.put) | set(broker.topics.topics))
+        topics = sorted(set(now.put) | set(self.topics.topics))
         out.header("rocketmq_producer_tps", "gauge", "TopicPutNums")
         for topic in topics:
             out.sample("rocketmq_producer_tps", {**labels, "topic": topic}, rate(now.put, base.put, topic))
@@ -141,7 +154,7 @@ class MetricsExporter:
             )
         out.header("rocketmq_producer_offset", "counter", "TopicOffset")
         for topic in topics:
-            config = broker.topics.get(topic)
+            config = self.topics.get(topic)
             queues = range(config.write_queue_nums) if config is not None else store.queue_ids(topic)
             out.sample(
                 "rocketmq_producer_offset",
@@ -166,14 +179,13 @@ class MetricsExporter:
 
     def _groups(self, out: _Text) -> None:
         """Committed offsets and lag per group and topic; retry and dead-letter lag apart."""
-        broker = self.broker
-        store = broker.store
-        offsets = broker.offsets
+        store = self.store
+        offsets = self.offsets
         lags: list[tuple[str, str, int, int]] = []  # group, topic, committed, lag
-        groups = set(broker.clients.consumers)
+        groups = set(self.clients.consumers)
         for key in sorted(offsets.table):
             topic, _, group = key.rpartition("@")
-            if not topic or group.startswith("CID_RMQ_SYS"):
+            if not topic or group.startswith(SYSTEM_GROUP_PREFIX):
                 continue
             groups.add(group)
             queues = offsets.table[key]
@@ -181,8 +193,8 @@ class MetricsExporter:
             lags.append((group, topic, sum(queues.values()), lag))
         dead: list[tuple[str, str, int]] = []
         for group in sorted(groups):
-            dlq = DLQ_PREFIX + group
-            config = broker.topics.get(dlq)
+            dlq = dlq_topic(group)
+            config = self.topics.get(dlq)
             if config is not None:
                 dlq_offsets = offsets.queues_of(group, dlq)
                 lag = sum(
@@ -192,7 +204,7 @@ class MetricsExporter:
                 dead.append((group, dlq, lag))
 
         def group_labels(group: str, topic: str) -> dict[str, object]:
-            info = broker.clients.consumer_group(group)
+            info = self.clients.consumer_group(group)
             return {
                 "group": group,
                 "topic": topic,
@@ -200,28 +212,28 @@ class MetricsExporter:
                 "msgModel": info.message_model.value if info is not None else "",
             }
 
-        base = {"cluster": broker.config.broker_cluster_name, "broker": broker.config.broker_name}
+        base = {"cluster": self.config.broker_cluster_name, "broker": self.config.broker_name}
         out.header("rocketmq_consumer_offset", "counter", "GroupOffset")
         for group, topic, committed, _lag in lags:
             out.sample("rocketmq_consumer_offset", {**base, "topic": topic, "group": group}, committed)
         out.header("rocketmq_group_diff", "gauge", "GroupDiff")
         for group, topic, _committed, lag in lags:
-            if not topic.startswith(RETRY_PREFIX) and not topic.startswith(DLQ_PREFIX):
+            if not is_retry_topic(topic) and not is_dlq_topic(topic):
                 out.sample("rocketmq_group_diff", group_labels(group, topic), lag)
         out.header("rocketmq_group_retrydiff", "gauge", "GroupRetryDiff")
         for group, topic, _committed, lag in lags:
-            if topic.startswith(RETRY_PREFIX):
+            if is_retry_topic(topic):
                 out.sample("rocketmq_group_retrydiff", group_labels(group, topic), lag)
         out.header("rocketmq_group_dlqdiff", "gauge", "GroupDLQDiff")
         for group, topic, lag in dead:
             out.sample("rocketmq_group_dlqdiff", group_labels(group, topic), lag)
 
     def _latency(self, out: _Text, labels: dict[str, str]) -> None:
-        stats = self.broker.stats
+        stats = self.stats
         buckets = stats.put_latency_buckets
         runtime_labels = {
             "cluster": labels["cluster"],
-            "brokerIP": self.broker.config.broker_addr,
+            "brokerIP": self.config.broker_addr,
             "brokerHost": labels["broker"],
         }
         for label, count in zip(PUT_LATENCY_LABELS, buckets, strict=True):

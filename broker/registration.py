@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from aiorocketmq.protocol.body import RegisterBrokerBody
+from aiorocketmq.protocol.body import RegisterBrokerBody, TopicConfigSerializeWrapper
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MQError
@@ -22,8 +22,7 @@ from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 from aiorocketmq.protocol.message import split_address
 from aiorocketmq.protocol.transport import Connection, connect
 
-if TYPE_CHECKING:
-    from .server import Broker
+from .config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +31,10 @@ RETRY_FIRST = 1.0
 
 
 class NameServerRegistration:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, topics: Callable[[], TopicConfigSerializeWrapper]) -> None:
+        """``topics()`` is the topic table as each registration carries it."""
+        self.config = config
+        self.topics = topics
         self._conns: dict[str, Connection] = {}
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.Event | None = None
@@ -42,7 +43,7 @@ class NameServerRegistration:
 
     @property
     def addresses(self) -> list[str]:
-        return self.broker.config.namesrv_addrs
+        return self.config.namesrv_addrs
 
     async def start(self) -> None:
         self._soon = asyncio.Event()
@@ -66,7 +67,7 @@ class NameServerRegistration:
             self._soon.set()
 
     async def _loop(self) -> None:
-        period = min(60.0, max(10.0, self.broker.config.register_name_server_period / 1000))
+        period = min(60.0, max(10.0, self.config.register_name_server_period / 1000))
         assert self._soon is not None
         retry = RETRY_FIRST
         while True:
@@ -92,9 +93,8 @@ class NameServerRegistration:
         return conn
 
     def _registration(self) -> RemotingCommand:
-        broker = self.broker
-        cfg = broker.config
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=broker.topics.wrapper()).encode()
+        cfg = self.config
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics()).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=cfg.broker_name,
             broker_addr=cfg.broker_addr,
@@ -131,7 +131,7 @@ class NameServerRegistration:
         return True
 
     async def unregister_all(self) -> None:
-        cfg = self.broker.config
+        cfg = self.config
         header = UnregisterBrokerRequestHeader(
             broker_name=cfg.broker_name,
             broker_addr=cfg.broker_addr,

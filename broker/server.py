@@ -1,5 +1,7 @@
-"""The broker process: wires the message store, the metadata tables, the client registry,
-the background services and the request handlers onto one remoting server.
+"""The broker process: composes the message store, the metadata tables, the client registry,
+the background services and the request handlers onto one remoting server, and runs their
+lifecycle. Each part is given only the other parts it uses; nothing but this module sees the
+whole broker.
 
 Everything runs on one event loop; the store hands fsync and file preallocation to threads.
 """
@@ -9,47 +11,44 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from aiorocketmq.broker.store import FlushDiskType, MessageStore, PutResult, StoreConfig, StoreMessage
-from aiorocketmq.protocol.codes import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
-    Perm,
-    RequestCode,
-    transaction_type,
-)
+from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
+from aiorocketmq.protocol.codes import CURRENT_VERSION, RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from aiorocketmq.protocol.loop import cancel_and_wait
-from aiorocketmq.protocol.message import PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.message import pack_host
 from aiorocketmq.protocol.transport import Connection, Handler, Server
 
 from .clients import ClientRegistry, ConsumerGroup
 from .config import BrokerConfig
 from .config_files import Saver
 from .delay import DelayService
+from .delay_levels import DelayLevels
 from .groups import GroupTable
-from .handlers import admin, consumer, pull, query, send, transaction
+from .handlers.admin import AdminHandlers
+from .handlers.consumer import ConsumerHandlers
+from .handlers.pull import Puller
+from .handlers.query import QueryHandlers
+from .handlers.send import Sender
+from .handlers.transaction import TransactionHandlers
 from .locks import QueueLocks
 from .long_polling import LongPolling
 from .metrics import MetricsExporter
 from .offsets import OffsetTable
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
-from .topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TopicTable
+from .topics import TopicTable
 from .transactions import TransactionService
+from .writer import MessageWriter
 
 log = logging.getLogger(__name__)
 
-_DELAY = PropertyKey.DELAY_TIME_LEVEL
-_PERM_READ = int(Perm.READ)
-_PERM_WRITE = int(Perm.WRITE)
-_REAL_TOPIC = PropertyKey.REAL_TOPIC
-_REAL_QID = PropertyKey.REAL_QUEUE_ID
+#: What GET_BROKER_RUNTIME_INFO reports as ``brokerVersionDesc``.
+BROKER_VERSION_DESC = "V4_9_4"
 
 
 def resolve_ipv4(host: str) -> str:
@@ -61,33 +60,87 @@ def resolve_ipv4(host: str) -> str:
         return socket.gethostbyname(host)
 
 
+def uptime(seconds: float) -> str:
+    """RocketMQ's ``runtime`` format: ``[ 0 days, 1 hours, 2 minutes, 3 seconds ]``."""
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
 class Broker:
     """One broker: ``await start()``, serve, ``await shutdown()``."""
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         self.config = config
         self.store_config = store_config
-        self.store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
-        self.store = MessageStore(store_config, store_host=self.store_host)
-        self.stats = BrokerStats()
-        self.tps = TpsSampler(self.stats)
-        self.topics = TopicTable(config, on_change=self._topics_changed)
-        self.groups = GroupTable(config, on_change=lambda: self._group_saver.request())
-        self.offsets = OffsetTable(config)
-        self.clients = ClientRegistry(on_consumers_changed=self._consumers_changed)
+        store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
+        # The parts; each service and handler family is given only the parts it uses.
+        self.store = store = MessageStore(store_config, store_host=store_host)
+        self.stats = stats = BrokerStats()
+        self.tps = TpsSampler(stats)
+        self.topics = topics = TopicTable(config, on_change=self._topics_changed)
+        self.groups = groups = GroupTable(config, on_change=lambda: self._group_saver.request())
+        self.offsets = offsets = OffsetTable(config)
+        self.clients = clients = ClientRegistry(on_consumers_changed=self._consumers_changed)
         self.locks = QueueLocks(config.lock_max_live_time)
-        self.delay_levels = config.delay_levels
-        self.long_polling = LongPolling(self)
-        self.delay = DelayService(self)
-        self.transactions = TransactionService(self)
-        self.registration = NameServerRegistration(self)
-        self.metrics = MetricsExporter(self)
-        self._topic_saver = Saver(self.topics.file, self.topics.encode)
-        self._group_saver = Saver(self.groups.file, self.groups.encode)
-        self._offset_saver = Saver(self.offsets.file, self.offsets.encode)
+        self.writer = writer = MessageWriter(store, stats, DelayLevels(config.delay_levels), store_host)
+        self.long_polling = LongPolling(store.get_max_offset)
+        self.delay = DelayService(config, store=store, writer=writer)
+        self.transactions = TransactionService(
+            config, store=store, writer=writer, offsets=offsets, producers=clients
+        )
+        self.registration = NameServerRegistration(config, topics.wrapper)
+        self.metrics = MetricsExporter(
+            config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
+        )
+        self._topic_saver = Saver(topics.file, topics.encode)
+        self._group_saver = Saver(groups.file, groups.encode)
+        self._offset_saver = Saver(offsets.file, offsets.encode)
+        families = (
+            Sender(
+                config,
+                store=store,
+                topics=topics,
+                groups=groups,
+                writer=writer,
+                transactions=self.transactions,
+                stats=stats,
+                max_message_size=store_config.max_message_size,
+                sync_flush=store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH,
+            ),
+            Puller(
+                config,
+                store=store,
+                topics=topics,
+                groups=groups,
+                clients=clients,
+                offsets=offsets,
+                long_polling=self.long_polling,
+                writer=writer,
+                stats=stats,
+            ),
+            ConsumerHandlers(
+                store=store, topics=topics, groups=groups, offsets=offsets, clients=clients, locks=self.locks
+            ),
+            QueryHandlers(config, store),
+            TransactionHandlers(config, self.transactions),
+            AdminHandlers(
+                config,
+                store_config=store_config,
+                store=store,
+                topics=topics,
+                groups=groups,
+                offsets=offsets,
+                clients=clients,
+                runtime_info=self.runtime_info,
+                delay_offsets=self.delay.encode,
+            ),
+        )
         handlers: dict[int, Handler] = {}
-        for family in (send, pull, consumer, query, transaction, admin):
-            handlers.update(family.handlers(self))
+        for family in families:
+            handlers.update(family.handlers())
         self.server = Server(
             handlers,
             name=f"broker {config.broker_name}",
@@ -97,19 +150,10 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._store_started = False
         self._stopped = False
-        self.is_sync_flush = store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self.started_at = time.time()
         self.running = False
 
     # -- lifecycle ------------------------------------------------------------------------
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.config.broker_permission & _PERM_WRITE)
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.config.broker_permission & _PERM_READ)
 
     async def start(self, host: str | None = None) -> None:
         self.topics.load()
@@ -242,96 +286,34 @@ class Broker:
                     RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(fields))
                 )
 
-    # -- storing ----------------------------------------------------------------------------
+    # -- state ----------------------------------------------------------------------------
 
-    def born_host(self, conn: Connection) -> bytes:
-        """The peer address as stored in records; IPv6 peers become 127.0.0.1 because the C++
-        and JS clients read 4-byte hosts only (REMOTING.md §4.3)."""
-        packed: bytes | None = conn.attrs.get("born_host")
-        if packed is None:
-            host, port = conn.peer
-            try:
-                packed = pack_host(host, port)
-            except ValueError:
-                packed = pack_host("127.0.0.1", port)
-            if len(packed) != 8:
-                packed = pack_host("127.0.0.1", port)
-            conn.attrs["born_host"] = packed
-        return packed
-
-    def build_message(
-        self,
-        topic: str,
-        queue_id: int,
-        body: bytes,
-        properties: dict[str, str],
-        *,
-        flag: int = 0,
-        sys_flag: int = 0,
-        born_timestamp: int = 0,
-        born_host: bytes = b"\0" * 8,
-        reconsume_times: int = 0,
-        prepared_transaction_offset: int = 0,
-        store_timestamp: int = 0,
-        encoded: str | None = None,
-    ) -> StoreMessage:
-        """A store message, diverted to ``SCHEDULE_TOPIC_XXXX`` when it carries a delay level
-        (and is not a prepared transaction): the consume-queue tags slot then holds its
-        delivery time and ``REAL_TOPIC``/``REAL_QID`` remember where it goes.
-
-        ``encoded`` is ``properties`` already in wire form, when the caller has it."""
-        tags = properties.get(PropertyKey.TAGS)
-        code = tags_code(tags)
-        delay = properties.get(_DELAY)
-        if (
-            delay
-            and topic != TRANS_HALF_TOPIC
-            and transaction_type(sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        ):
-            try:
-                level = int(delay)
-            except ValueError:
-                level = 0
-            if level > 0:
-                level = min(level, len(self.delay_levels))
-                properties[_REAL_TOPIC] = topic
-                properties[_REAL_QID] = str(queue_id)
-                topic = SCHEDULE_TOPIC
-                queue_id = level - 1
-                if not store_timestamp:
-                    store_timestamp = time.time_ns() // 1_000_000
-                code = store_timestamp + self.delay_levels[level - 1]
-                encoded = None
-        return StoreMessage(
-            topic=topic,
-            queue_id=queue_id,
-            body=body,
-            properties=encoded if encoded is not None else encode_properties(properties),
-            flag=flag,
-            sys_flag=sys_flag,
-            born_timestamp=born_timestamp,
-            born_host=born_host,
-            reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset,
-            tags_code=code,
-            keys=properties.get(PropertyKey.KEYS),
-            uniq_key=properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            store_timestamp=store_timestamp,
-        )
-
-    def put(self, msg: StoreMessage) -> PutResult:
-        started = time.perf_counter()
-        result = self.store.put_message(msg)
-        self.stats.on_put_latency(time.perf_counter() - started)
-        self.stats.on_put(msg.topic, result)
-        return result
-
-    def put_batch(self, messages: list[StoreMessage]) -> PutResult:
-        started = time.perf_counter()
-        result = self.store.put_messages(messages)
-        self.stats.on_put_latency(time.perf_counter() - started)
-        self.stats.on_put(messages[0].topic, result)
-        return result
-
-    def random_queue(self, queue_nums: int) -> int:
-        return random.randrange(max(1, queue_nums))
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO under RocketMQ's key names (what ``mqadmin clusterList`` and
+        ``brokerStatus`` show), plus a few of our own."""
+        store = self.store
+        stats = self.stats
+        earliest = store.look_message(store.commit_log_min_offset) if store.commit_log_max_offset else None
+        return {
+            **store.runtime_info(),
+            "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerVersion": str(CURRENT_VERSION),
+            "brokerName": self.config.broker_name,
+            "brokerAddr": self.config.broker_addr,
+            "bootTimestamp": str(int(self.started_at * 1000)),
+            "runtime": uptime(time.time() - self.started_at),
+            "putTps": self.tps.put_tps(),
+            "getTransferedTps": self.tps.get_tps(),
+            "msgPutTotalTodayNow": str(stats.total_put),
+            "msgGetTotalTodayNow": str(stats.total_got),
+            "msgPutTotal": str(stats.total_put),
+            "msgGetTotal": str(stats.total_got),
+            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest is not None else -1),
+            "putFailures": str(stats.put_failures),
+            "topicCount": str(len(self.topics.topics)),
+            "consumerGroupCount": str(len(self.clients.consumers)),
+            "producerGroupCount": str(len(self.clients.producers)),
+            "heldPullRequests": str(self.long_polling.held_count),
+            "openTransactions": str(len(self.transactions.pending)),
+            "delayedDelivered": str(self.delay.delivered),
+        }

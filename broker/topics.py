@@ -1,4 +1,7 @@
-"""The broker's topic table: system topics, auto-creation, validation, ``topics.json``.
+"""The broker's topic table: system topics, auto-creation, ``topics.json``.
+
+The names of system topics and the rules for valid names live in
+:mod:`aiorocketmq.protocol.names`.
 
 Every change bumps the data version; the broker persists the table and re-registers with the
 name servers through the ``on_change`` callback.
@@ -7,61 +10,25 @@ name servers through the ``on_change`` callback.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 
 from aiorocketmq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm, TopicSysFlag
+from aiorocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 from .config import BrokerConfig
 from .config_files import ConfigFile
-from .store.store import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
-
-AUTO_CREATE_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-
-#: Topics clients may never send to directly.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
-MAX_TOPIC_LENGTH = 127
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
-
-
-def validate_topic_name(topic: str) -> str | None:
-    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"the topic name is longer than {MAX_TOPIC_LENGTH} characters"
-    if not _VALID_TOPIC.match(topic):
-        return f"the topic name {topic!r} contains characters other than ^[%|a-zA-Z0-9_-]+$"
-    return None
 
 
 class TopicTable:

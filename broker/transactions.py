@@ -13,33 +13,38 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from aiorocketmq.broker.store import MessageStore, PutResult
 from aiorocketmq.protocol.codes import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     RequestCode,
-    ResponseCode,
     reset_transaction_type,
 )
 from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import ServerSystemError
 from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, encode_message_ext
+from aiorocketmq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANSACTION_GROUP
 
-from .topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-
-if TYPE_CHECKING:
-    from aiorocketmq.broker.store import PutResult
-
-    from .server import Broker
+from .clients import ClientChannel
+from .config import BrokerConfig
+from .offsets import OffsetTable
+from .writer import MessageWriter
 
 log = logging.getLogger(__name__)
 
-#: Internal group under which the broker records how far the half topic is settled.
-TRANSACTION_GROUP = "CID_RMQ_SYS_TRANS"
 OP_REMOVE_TAG = "d"
+
+
+class Producers(Protocol):
+    """Who can be asked about a half message: the live connections of a producer group."""
+
+    def producer_channels(self, group_name: str) -> Sequence[ClientChannel]: ...
 
 
 @dataclass(slots=True)
@@ -53,8 +58,20 @@ class HalfMessage:
 
 
 class TransactionService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MessageStore,
+        writer: MessageWriter,
+        offsets: OffsetTable,
+        producers: Producers,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.writer = writer
+        self.offsets = offsets
+        self.producers = producers
         self.pending: dict[int, HalfMessage] = {}
         #: Half messages given up on after ``transactionCheckMax`` checks, by commit-log
         #: offset: their producer may still decide (kept until a restart).
@@ -65,7 +82,7 @@ class TransactionService:
 
     async def load(self) -> None:
         """Rebuild the open half messages from the half and op topics."""
-        store = self.broker.store
+        store = self.store
         done: set[int] = set()
         offset = store.get_min_offset(TRANS_OP_HALF_TOPIC, 0)
         end = store.get_max_offset(TRANS_OP_HALF_TOPIC, 0)
@@ -81,7 +98,7 @@ class TransactionService:
             await asyncio.sleep(0)
         start = max(
             store.get_min_offset(TRANS_HALF_TOPIC, 0),
-            self.broker.offsets.query(TRANSACTION_GROUP, TRANS_HALF_TOPIC, 0),
+            self.offsets.query(TRANSACTION_GROUP, TRANS_HALF_TOPIC, 0),
         )
         end = store.get_max_offset(TRANS_HALF_TOPIC, 0)
         offset = start
@@ -123,32 +140,32 @@ class TransactionService:
 
     # -- decisions ------------------------------------------------------------------------
 
-    def end(self, h: EndTransactionRequestHeader, remark: str | None) -> tuple[int, str | None]:
-        """Apply a producer's decision; returns the response code and remark."""
+    def end(self, h: EndTransactionRequestHeader, remark: str | None) -> None:
+        """Apply a producer's decision (a decision on a decided half message is a no-op);
+        raises :class:`ServerSystemError` when the header does not name a half message."""
         kind = h.commit_or_rollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            return ResponseCode.SUCCESS, None
-        broker = self.broker
-        half = broker.store.look_message(h.commit_log_offset)
+            return
+        half = self.store.look_message(h.commit_log_offset)
         if half is None or half.topic != TRANS_HALF_TOPIC:
-            return ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
+            raise ServerSystemError("Find prepared transaction message failed")
         if half.properties.get(PropertyKey.PRODUCER_GROUP) != h.producer_group:
-            return ResponseCode.SYSTEM_ERROR, "The producer group wrong"
+            raise ServerSystemError("The producer group wrong")
         if half.queue_offset != h.tran_state_table_offset:
-            return ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong"
+            raise ServerSystemError("The transaction state table offset wrong")
         if half.commit_log_offset != h.commit_log_offset:
-            return ResponseCode.SYSTEM_ERROR, "The commit log offset wrong"
+            raise ServerSystemError("The commit log offset wrong")
         half_state = self.pending.get(h.commit_log_offset) or self.discarded.get(h.commit_log_offset)
         if half_state is None:
             log.debug("transaction %s already decided", h.transaction_id or h.msg_id)
-            return ResponseCode.SUCCESS, None
+            return
         if kind == TRANSACTION_COMMIT_TYPE:
             props = dict(half.properties)
             topic = props.pop(PropertyKey.REAL_TOPIC, "")
             queue_id = int(props.pop(PropertyKey.REAL_QUEUE_ID, "0") or 0)
             props.pop(PropertyKey.TRANSACTION_PREPARED, None)
             props.pop(PropertyKey.TRANSACTION_CHECK_TIMES, None)
-            msg = broker.build_message(
+            msg = self.writer.build(
                 topic,
                 queue_id,
                 half.body,
@@ -160,9 +177,9 @@ class TransactionService:
                 reconsume_times=half.reconsume_times,
                 prepared_transaction_offset=h.commit_log_offset,
             )
-            result = broker.put(msg)
+            result = self.writer.put(msg)
             if not result.ok:
-                return ResponseCode.SYSTEM_ERROR, f"commit failed: {result.status.name}"
+                raise ServerSystemError(f"commit failed: {result.status.name}")
             log.debug("transaction %s committed to %s", h.transaction_id or h.msg_id, topic)
         else:
             log.debug(
@@ -172,20 +189,19 @@ class TransactionService:
             self._settle(half_state)
         else:
             del self.discarded[h.commit_log_offset]
-        return ResponseCode.SUCCESS, None
 
     def _settle(self, half: HalfMessage) -> None:
-        broker = self.broker
+        writer = self.writer
         body = str(half.queue_offset).encode()
-        op = broker.build_message(
-            TRANS_OP_HALF_TOPIC, 0, body, {PropertyKey.TAGS: OP_REMOVE_TAG}, born_host=broker.store_host
+        op = writer.build(
+            TRANS_OP_HALF_TOPIC, 0, body, {PropertyKey.TAGS: OP_REMOVE_TAG}, born_host=writer.store_host
         )
-        broker.put(op)
+        writer.put(op)
         del self.pending[half.commit_log_offset]
         settled = min((p.queue_offset for p in self.pending.values()), default=None)
         if settled is None:
-            settled = broker.store.get_max_offset(TRANS_HALF_TOPIC, 0)
-        broker.offsets.commit(TRANSACTION_GROUP, TRANS_HALF_TOPIC, 0, settled)
+            settled = self.store.get_max_offset(TRANS_HALF_TOPIC, 0)
+        self.offsets.commit(TRANSACTION_GROUP, TRANS_HALF_TOPIC, 0, settled)
 
     # -- check-back -----------------------------------------------------------------------
 
@@ -197,7 +213,7 @@ class TransactionService:
         self._task = None
 
     async def _check_periodically(self) -> None:
-        interval = self.broker.config.transaction_check_interval / 1000
+        interval = self.config.transaction_check_interval / 1000
         while True:
             await asyncio.sleep(interval)
             try:
@@ -205,11 +221,10 @@ class TransactionService:
             except Exception:
                 log.exception("transaction check failed")
 
-    def check(self) -> None:
+    def check(self, now_ms: int | None = None) -> None:
         """One round: ask producers about every half message older than its timeout."""
-        broker = self.broker
-        config = broker.config
-        now = time.time_ns() // 1_000_000
+        config = self.config
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         for half in sorted(self.pending.values(), key=lambda p: p.queue_offset):
             timeout = half.immunity_ms or config.transaction_time_out
             if now - half.store_timestamp < timeout:
@@ -224,14 +239,14 @@ class TransactionService:
                 self.discarded[half.commit_log_offset] = half
                 self._settle(half)
                 continue
-            msg = broker.store.look_message(half.commit_log_offset)
+            msg = self.store.look_message(half.commit_log_offset)
             if msg is None:
                 self._settle(half)
                 continue
             # A round counts whether or not a producer of the group is online to ask, so the
             # half messages of a group that is gone are discarded in the end.
             half.check_times += 1
-            channels = broker.clients.producer_channels(half.producer_group)
+            channels = self.producers.producer_channels(half.producer_group)
             if not channels:
                 continue
             uniq = msg.properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import ProtocolError
+from .names import AUTO_CREATE_TOPIC
 
 _BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
 
@@ -168,7 +169,7 @@ class SendMessageRequestHeader(Header):
 
     producer_group: str = Field(alias="producerGroup")
     topic: str
-    default_topic: str = Field("TBW102", alias="defaultTopic")
+    default_topic: str = Field(AUTO_CREATE_TOPIC, alias="defaultTopic")
     default_topic_queue_nums: Int32 = Field(4, alias="defaultTopicQueueNums")
     queue_id: Int32 = Field(alias="queueId")
     sys_flag: Int32 = Field(0, alias="sysFlag")
@@ -189,7 +190,7 @@ class SendMessageRequestHeaderV2(Header):
 
     producer_group: str = Field(alias="a")
     topic: str = Field(alias="b")
-    default_topic: str = Field("TBW102", alias="c")
+    default_topic: str = Field(AUTO_CREATE_TOPIC, alias="c")
     default_topic_queue_nums: Int32 = Field(4, alias="d")
     queue_id: Int32 = Field(alias="e")
     sys_flag: Int32 = Field(0, alias="f")
@@ -349,7 +350,7 @@ class ViewMessageRequestHeader(Header):
 
 class CreateTopicRequestHeader(Header):
     topic: str
-    default_topic: str = Field("TBW102", alias="defaultTopic")
+    default_topic: str = Field(AUTO_CREATE_TOPIC, alias="defaultTopic")
     read_queue_nums: Int32 = Field(alias="readQueueNums")
     write_queue_nums: Int32 = Field(alias="writeQueueNums")
     perm: Int32

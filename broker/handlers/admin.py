@@ -3,9 +3,9 @@ info, topic and consume statistics, offsets, connections, offset resets, broker 
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from aiorocketmq.broker.store import MessageStore, StoreConfig
 from aiorocketmq.protocol.body import (
     ConnectionInfo,
     ConsumerConnection,
@@ -21,8 +21,9 @@ from aiorocketmq.protocol.body import (
     TopicOffset,
     TopicStatsTable,
 )
-from aiorocketmq.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import ConsumerNotOnlineError, ServerSystemError, TopicNotExistError
 from aiorocketmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -34,72 +35,82 @@ from aiorocketmq.protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
 )
-from aiorocketmq.protocol.transport import Connection, Handler
-
-from ..topics import (
+from aiorocketmq.protocol.names import (
     AUTO_CREATE_TOPIC,
     BENCHMARK_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
-    validate_topic_name,
+    topic_name_problem,
 )
+from aiorocketmq.protocol.transport import Connection, Handler
 
-if TYPE_CHECKING:
-    from ..server import Broker
+from ..clients import ClientRegistry
+from ..config import BrokerConfig
+from ..groups import GroupTable
+from ..offsets import OffsetTable
+from ..topics import TopicTable
 
-BROKER_VERSION_DESC = "V4_9_4"
 RESERVED_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC}
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
-    a = AdminHandlers(broker)
-    return {
-        RequestCode.UPDATE_AND_CREATE_TOPIC: a.create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: a.delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: a.all_topic_config,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a.update_group,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: a.delete_group,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: a.all_groups,
-        RequestCode.GET_BROKER_RUNTIME_INFO: a.runtime_info,
-        RequestCode.GET_TOPIC_STATS_INFO: a.topic_stats,
-        RequestCode.GET_CONSUME_STATS: a.consume_stats,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: a.all_consumer_offsets,
-        RequestCode.GET_ALL_DELAY_OFFSET: a.all_delay_offsets,
-        RequestCode.GET_BROKER_CONFIG: a.broker_config,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: a.consumer_connections,
-        RequestCode.GET_PRODUCER_CONNECTION_LIST: a.producer_connections,
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: a.reset_offset,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: a.consumed_by,
-        RequestCode.TRIGGER_DELETE_FILES: a.delete_files,
-    }
-
-
-def _uptime(seconds: float) -> str:
-    """RocketMQ's ``runtime`` format: ``[ 0 days, 1 hours, 2 minutes, 3 seconds ]``."""
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
-
-
 class AdminHandlers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store_config: StoreConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        groups: GroupTable,
+        offsets: OffsetTable,
+        clients: ClientRegistry,
+        runtime_info: Callable[[], dict[str, str]],
+        delay_offsets: Callable[[], bytes],
+    ) -> None:
+        """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table and
+        ``delay_offsets()`` its ``delayOffset.json``."""
+        self.config = config
+        self.store_config = store_config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clients = clients
+        self._runtime_info = runtime_info
+        self._delay_offsets = delay_offsets
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
+            RequestCode.TRIGGER_DELETE_FILES: self.delete_files,
+        }
 
     # -- topics ---------------------------------------------------------------------------
 
     def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_fields(cmd.ext_fields)
-        problem = validate_topic_name(h.topic)
+        problem = topic_name_problem(h.topic)
         if problem is not None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
-        if h.topic in RESERVED_TOPICS or h.topic == self.broker.config.broker_cluster_name:
-            return cmd.response(
-                ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system reserved words."
-            )
+            raise ServerSystemError(problem)
+        if h.topic in RESERVED_TOPICS or h.topic == self.config.broker_cluster_name:
+            raise ServerSystemError(f"The topic[{h.topic}] is conflict with system reserved words.")
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "queue numbers must be positive")
-        self.broker.topics.put(
+            raise ServerSystemError("queue numbers must be positive")
+        self.topics.put(
             TopicConfig(
                 topic_name=h.topic,
                 read_queue_nums=h.read_queue_nums,
@@ -115,28 +126,26 @@ class AdminHandlers:
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_fields(cmd.ext_fields)
         if h.topic in RESERVED_TOPICS:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is a system topic")
-        broker = self.broker
-        broker.topics.delete(h.topic)
-        broker.store.delete_topic(h.topic)
-        broker.offsets.delete_topic(h.topic)
+            raise ServerSystemError(f"The topic[{h.topic}] is a system topic")
+        self.topics.delete(h.topic)
+        self.store.delete_topic(h.topic)
+        self.offsets.delete_topic(h.topic)
         return cmd.response()
 
     def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=self.broker.topics.encode())
+        return cmd.response(body=self.topics.encode())
 
     def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
-        config = broker.topics.get(h.topic)
+        config = self.topics.get(h.topic)
         if config is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        store = broker.store
+            raise TopicNotExistError(f"topic[{h.topic}] not exist")
+        store = self.store
         table = {}
         for queue_id in range(config.write_queue_nums):
             max_offset = store.get_max_offset(h.topic, queue_id)
             last = store.get_store_time(h.topic, queue_id, max_offset - 1) if max_offset > 0 else 0
-            table[MessageQueue(topic=h.topic, broker_name=broker.config.broker_name, queue_id=queue_id)] = (
+            table[MessageQueue(topic=h.topic, broker_name=self.config.broker_name, queue_id=queue_id)] = (
                 TopicOffset(
                     min_offset=store.get_min_offset(h.topic, queue_id),
                     max_offset=max_offset,
@@ -149,76 +158,47 @@ class AdminHandlers:
 
     def update_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = SubscriptionGroupConfig.decode(cmd.body)
-        self.broker.groups.put(group)
+        self.groups.put(group)
         return cmd.response()
 
     def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
-        broker.groups.delete(h.group_name)
+        self.groups.delete(h.group_name)
         if h.remove_offset:
-            broker.offsets.delete_group(h.group_name)
+            self.offsets.delete_group(h.group_name)
         return cmd.response()
 
     def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=self.broker.groups.encode())
+        return cmd.response(body=self.groups.encode())
 
     # -- statistics -----------------------------------------------------------------------
 
     def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO under RocketMQ's key names (what ``mqadmin clusterList`` and
         ``brokerStatus`` show), plus a few of our own."""
-        broker = self.broker
-        store = broker.store
-        stats = broker.stats
-        earliest = store.look_message(store.commit_log_min_offset) if store.commit_log_max_offset else None
-        table = {
-            **store.runtime_info(),
-            "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerVersion": str(CURRENT_VERSION),
-            "brokerName": broker.config.broker_name,
-            "brokerAddr": broker.config.broker_addr,
-            "bootTimestamp": str(int(broker.started_at * 1000)),
-            "runtime": _uptime(time.time() - broker.started_at),
-            "putTps": broker.tps.put_tps(),
-            "getTransferedTps": broker.tps.get_tps(),
-            "msgPutTotalTodayNow": str(stats.total_put),
-            "msgGetTotalTodayNow": str(stats.total_got),
-            "msgPutTotal": str(stats.total_put),
-            "msgGetTotal": str(stats.total_got),
-            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest is not None else -1),
-            "putFailures": str(stats.put_failures),
-            "topicCount": str(len(broker.topics.topics)),
-            "consumerGroupCount": str(len(broker.clients.consumers)),
-            "producerGroupCount": str(len(broker.clients.producers)),
-            "heldPullRequests": str(broker.long_polling.held_count),
-            "openTransactions": str(len(broker.transactions.pending)),
-            "delayedDelivered": str(broker.delay.delivered),
-        }
-        return cmd.response(body=KVTable(table=table).encode())
+        return cmd.response(body=KVTable(table=self._runtime_info()).encode())
 
     def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
         group = h.consumer_group
-        topics = set(broker.offsets.topics_of_group(group))
-        info = broker.clients.consumer_group(group)
+        topics = set(self.offsets.topics_of_group(group))
+        info = self.clients.consumer_group(group)
         if info is not None:
             topics.update(info.subscriptions)
         if h.topic:
             topics &= {h.topic}
         table = {}
-        store = broker.store
+        store = self.store
         for topic in sorted(topics):
-            config = broker.topics.get(topic)
+            config = self.topics.get(topic)
             if config is None:
                 continue
             for queue_id in range(config.read_queue_nums):
-                consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+                consumer_offset = max(0, self.offsets.query(group, topic, queue_id))
                 last = (
                     store.get_store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else 0
                 )
-                table[MessageQueue(topic=topic, broker_name=broker.config.broker_name, queue_id=queue_id)] = (
+                table[MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=queue_id)] = (
                     OffsetWrapper(
                         broker_offset=store.get_max_offset(topic, queue_id),
                         consumer_offset=consumer_offset,
@@ -226,31 +206,27 @@ class AdminHandlers:
                     )
                 )
         if not table and info is None:
-            return cmd.response(
-                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] has no offsets on this broker"
-            )
+            raise ConsumerNotOnlineError(f"the consumer group[{group}] has no offsets on this broker")
         return cmd.response(body=ConsumeStats(offset_table=table).encode())
 
     def all_consumer_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=self.broker.offsets.encode_snapshot())
+        return cmd.response(body=self.offsets.encode_snapshot())
 
     def all_delay_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=self.broker.delay.encode())
+        return cmd.response(body=self._delay_offsets())
 
     def broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        text = self.broker.config.to_properties() + self.broker.store_config.to_properties()
-        version = self.broker.topics.data_version.encode().decode()
+        text = self.config.to_properties() + self.store_config.to_properties()
+        version = self.topics.data_version.encode().decode()
         return cmd.response(ext_fields={"version": version}, body=text.encode())
 
     # -- connections ----------------------------------------------------------------------
 
     def consumer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumerConnectionListRequestHeader.from_fields(cmd.ext_fields)
-        group = self.broker.clients.consumer_group(h.consumer_group)
+        group = self.clients.consumer_group(h.consumer_group)
         if group is None:
-            return cmd.response(
-                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online"
-            )
+            raise ConsumerNotOnlineError(f"the consumer group[{h.consumer_group}] not online")
         body = ConsumerConnection(
             connection_set=[
                 ConnectionInfo(
@@ -270,7 +246,7 @@ class AdminHandlers:
 
     def producer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.from_fields(cmd.ext_fields)
-        channels = self.broker.clients.producer_channels(h.producer_group)
+        channels = self.clients.producer_channels(h.producer_group)
         body = ProducerConnection(
             connection_set=[
                 ConnectionInfo(
@@ -286,9 +262,8 @@ class AdminHandlers:
 
     def consumed_by(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryTopicConsumeByWhoRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
-        groups = set(broker.offsets.groups_of_topic(h.topic))
-        groups.update(g.name for g in broker.clients.groups_subscribing(h.topic))
+        groups = set(self.offsets.groups_of_topic(h.topic))
+        groups.update(g.name for g in self.clients.groups_subscribing(h.topic))
         return cmd.response(body=GroupList(group_list=sorted(groups)).encode())
 
     # -- offsets --------------------------------------------------------------------------
@@ -297,27 +272,26 @@ class AdminHandlers:
         """Move a group's offsets on a topic to the first message stored at or after a time
         (``timestamp`` -1: the end), and tell its online members to adopt them."""
         h = ResetOffsetRequestHeader.from_fields(cmd.ext_fields)
-        broker = self.broker
-        config = broker.topics.get(h.topic)
+        config = self.topics.get(h.topic)
         if config is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+            raise TopicNotExistError(f"topic[{h.topic}] not exist")
         table = {}
-        store = broker.store
+        store = self.store
         for queue_id in range(config.read_queue_nums):
             if h.timestamp < 0:
                 target = store.get_max_offset(h.topic, queue_id)
             else:
                 target = store.get_offset_by_time(h.topic, queue_id, h.timestamp)
-            current = broker.offsets.query(h.group, h.topic, queue_id)
+            current = self.offsets.query(h.group, h.topic, queue_id)
             if h.is_force or current < 0 or target < current:
-                broker.offsets.commit(h.group, h.topic, queue_id, target)
+                self.offsets.commit(h.group, h.topic, queue_id, target)
             else:
                 target = current
-            table[MessageQueue(topic=h.topic, broker_name=broker.config.broker_name, queue_id=queue_id)] = (
+            table[MessageQueue(topic=h.topic, broker_name=self.config.broker_name, queue_id=queue_id)] = (
                 target
             )
         body = ResetOffsetBody(offset_table=table).encode()
-        group = broker.clients.consumer_group(h.group)
+        group = self.clients.consumer_group(h.group)
         if group is not None:
             notify = ResetOffsetRequestHeader(
                 topic=h.topic, group=h.group, timestamp=h.timestamp, is_force=h.is_force
@@ -332,5 +306,5 @@ class AdminHandlers:
         return cmd.response(body=body)
 
     def delete_files(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        deleted = self.broker.store.delete_expired_files(force=True)
+        deleted = self.store.delete_expired_files(force=True)
         return cmd.response(remark=f"{deleted} commit log files deleted")

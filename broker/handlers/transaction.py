@@ -3,25 +3,27 @@ the broker's CHECK_TRANSACTION_STATE)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.codes import MASTER_ID, RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import SlaveNotAvailableError
 from aiorocketmq.protocol.headers import EndTransactionRequestHeader
 from aiorocketmq.protocol.transport import Connection, Handler
 
-if TYPE_CHECKING:
-    from ..server import Broker
+from ..config import BrokerConfig
+from ..transactions import TransactionService
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
-    def end_transaction(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+class TransactionHandlers:
+    def __init__(self, config: BrokerConfig, transactions: TransactionService) -> None:
+        self.config = config
+        self.transactions = transactions
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.END_TRANSACTION: self.end_transaction}
+
+    def end_transaction(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = EndTransactionRequestHeader.from_fields(cmd.ext_fields)
-        if broker.config.broker_id != 0:
-            return cmd.response(
-                ResponseCode.SLAVE_NOT_AVAILABLE, "a slave does not accept transaction decisions"
-            )
-        code, remark = broker.transactions.end(h, cmd.remark)
-        return cmd.response(code, remark)
-
-    return {RequestCode.END_TRANSACTION: end_transaction}
+        if self.config.broker_id != MASTER_ID:
+            raise SlaveNotAvailableError("a slave does not accept transaction decisions")
+        self.transactions.end(h, cmd.remark)
+        return cmd.response()

@@ -21,21 +21,38 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .checkpoint import RECOVERY_SLACK_MS
-from .commit_log import END_OF_FILE, STOPPED
+from .checkpoint import RECOVERY_SLACK_MS, Checkpoint
+from .commit_log import END_OF_FILE, STOPPED, CommitLog, ScannedRecord
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .index import Index
 from .mapped_file import MappedFile
-
-if TYPE_CHECKING:
-    from .store import MessageStore
 
 log = logging.getLogger(__name__)
 
 _NEVER = 1 << 62
 #: Records dispatched together (their index keys go in as one batch).
 _CHUNK = 512
+
+
+class MessageStore(Protocol):
+    """What recovery uses of the store it loads (:class:`.store.MessageStore`)."""
+
+    @property
+    def config(self) -> StoreConfig: ...
+    @property
+    def commit_log(self) -> CommitLog: ...
+    @property
+    def index(self) -> Index | None: ...
+    @property
+    def checkpoint(self) -> Checkpoint: ...
+    def load_consume_queues(self) -> None: ...
+    def consume_queues(self) -> Iterable[ConsumeQueue]: ...
+    def dispatch_recovered(self, records: Sequence[ScannedRecord]) -> None: ...
 
 
 @dataclass(slots=True)

@@ -19,13 +19,16 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiorocketmq.protocol.loop import cancel_and_wait
 
-if TYPE_CHECKING:
-    from .store import MessageStore
+from .commit_log import CommitLog
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .index import Index
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,31 @@ def disk_used_ratio(path: str) -> float:
     if total <= 0:
         return -1.0
     return (total - st.f_bfree * st.f_frsize) / total
+
+
+class Destroyable(Protocol):
+    def destroy(self) -> None: ...
+
+
+class DiskStats(Protocol):
+    disk_used_ratio: float
+
+
+class MessageStore(Protocol):
+    """What retention uses of the store it cleans (:class:`.store.MessageStore`)."""
+
+    disk_full: bool
+
+    @property
+    def config(self) -> StoreConfig: ...
+    @property
+    def stats(self) -> DiskStats: ...
+    @property
+    def commit_log(self) -> CommitLog: ...
+    @property
+    def index(self) -> Index | None: ...
+    def consume_queues(self) -> Iterable[ConsumeQueue]: ...
+    def discard(self, item: Destroyable) -> None: ...
 
 
 @dataclass(slots=True)

@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from aiorocketmq.protocol.codes import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from aiorocketmq.protocol.errors import ProtocolError
 from aiorocketmq.protocol.message import (
     KEY_SEPARATOR,
@@ -32,6 +37,7 @@ from aiorocketmq.protocol.message import (
     read_record_header,
     tags_code,
 )
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC
 
 from .checkpoint import Checkpoint, DirectoryLock, abort_file_exists, create_abort_file, remove_abort_file
 from .commit_log import Appended, CommitLog, ScannedRecord
@@ -46,10 +52,9 @@ from .retention import Retention, disk_used_ratio
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-_TX_MASK = 0xC
-_TX_PREPARED = 0x4
-_TX_ROLLBACK = 0xC
+_TX_MASK = TRANSACTION_TYPE_MASK
+_TX_PREPARED = TRANSACTION_PREPARED_TYPE
+_TX_ROLLBACK = TRANSACTION_ROLLBACK_TYPE
 _INT32_MIN = -0x80000000
 _INT32_MAX = 0x7FFFFFFF
 _ENTRIES = struct.Struct(">qiq").iter_unpack

@@ -10,13 +10,13 @@ import pytest
 from aiorocketmq.broker.clients import ClientChannel, ClientRegistry
 from aiorocketmq.broker.config import BrokerConfig, parse_delay_levels
 from aiorocketmq.broker.config_files import ConfigFile
-from aiorocketmq.broker.handlers.pull import parse_tag_codes
 from aiorocketmq.broker.locks import QueueLocks
 from aiorocketmq.broker.offsets import OffsetTable
-from aiorocketmq.broker.topics import AUTO_CREATE_TOPIC, TopicTable, validate_topic_name
+from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.protocol.body import ConsumerData, MessageModel, MessageQueue, SubscriptionData
 from aiorocketmq.protocol.codes import Perm
 from aiorocketmq.protocol.message import java_hash
+from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, tag_codes, topic_name_problem
 from aiorocketmq.protocol.settings import ConfigError
 
 
@@ -54,10 +54,10 @@ def test_broker_config_reads_rocketmq_keys(tmp_path: Path) -> None:
 
 
 def test_topic_name_validation() -> None:
-    assert validate_topic_name("Orders_1-x") is None
-    assert validate_topic_name("%RETRY%g") is None
-    assert "characters" in (validate_topic_name("bad topic") or "")
-    assert "longer" in (validate_topic_name("x" * 128) or "")
+    assert topic_name_problem("Orders_1-x") is None
+    assert topic_name_problem("%RETRY%g") is None
+    assert "characters" in (topic_name_problem("bad topic") or "")
+    assert "longer" in (topic_name_problem("x" * 128) or "")
 
 
 def test_auto_create_from_template_caps_queue_count(tmp_path: Path) -> None:
@@ -107,10 +107,10 @@ def test_config_file_accepts_fastjson_keys(tmp_path: Path) -> None:
 
 
 def test_parse_tag_codes() -> None:
-    assert parse_tag_codes(None) is None
-    assert parse_tag_codes(" * ") is None
-    assert parse_tag_codes("") is None
-    assert parse_tag_codes("paid || refunded ||") == frozenset({java_hash("paid"), java_hash("refunded")})
+    assert tag_codes(None) is None
+    assert tag_codes(" * ") is None
+    assert tag_codes("") is None
+    assert tag_codes("paid || refunded ||") == frozenset({java_hash("paid"), java_hash("refunded")})
 
 
 def test_queue_locks_expire_and_belong_to_one_client() -> None:

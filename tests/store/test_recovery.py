@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from aiorocketmq.broker.store import GetStatus, MessageStore, StoreConfig, StoreError
-from aiorocketmq.broker.store.store import SCHEDULE_TOPIC
 from aiorocketmq.protocol.message import decode_records, encode_properties
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC
 
 from .support import (
     STORE_HOST,

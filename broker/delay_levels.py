@@ -1,0 +1,70 @@
+"""Delay levels: how a message that asks for a delay level is parked in
+``SCHEDULE_TOPIC_XXXX`` until it is due.
+
+A level ``n`` message waits in queue ``n - 1`` of the schedule topic (one queue per level, so
+each queue is FIFO with one delay); its consume-queue tags slot holds its delivery time, and
+``REAL_TOPIC``/``REAL_QID`` remember where it goes. The store rebuilds the same delivery time
+when it recovers the schedule topic's consume queues; :mod:`.delay` delivers due messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from aiorocketmq.protocol.codes import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, transaction_type
+from aiorocketmq.protocol.message import PropertyKey
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+
+_DELAY = PropertyKey.DELAY_TIME_LEVEL
+_REAL_TOPIC = PropertyKey.REAL_TOPIC
+_REAL_QID = PropertyKey.REAL_QUEUE_ID
+#: A delay applies to plain messages and to committed transactional ones, never to a half
+#: message (its delay applies once its producer commits it).
+_DELAYABLE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+
+class Parked(NamedTuple):
+    """Where a delayed message is stored instead of its own topic and queue."""
+
+    topic: str
+    queue_id: int
+    store_timestamp: int
+    deliver_at: int
+
+
+class DelayLevels:
+    """The configured delays (``messageDelayLevel``), level ``n`` at index ``n - 1``."""
+
+    def __init__(self, delays_ms: Sequence[int]) -> None:
+        self.delays = list(delays_ms)
+
+    def __len__(self) -> int:
+        return len(self.delays)
+
+    def delay_of(self, level: int) -> int:
+        """The delay (ms) of ``level`` (1-based)."""
+        return self.delays[level - 1]
+
+    def park(
+        self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int, store_timestamp: int
+    ) -> Parked | None:
+        """Divert a message with a delay level to the schedule topic: records its real topic
+        and queue in ``properties`` and says where it goes; ``None`` when no delay applies."""
+        delay = properties.get(_DELAY)
+        if not delay or topic == TRANS_HALF_TOPIC or transaction_type(sys_flag) not in _DELAYABLE:
+            return None
+        try:
+            level = int(delay)
+        except ValueError:
+            return None
+        if level <= 0:
+            return None
+        # Levels past the last one wait as long as the last one.
+        level = min(level, len(self.delays))
+        properties[_REAL_TOPIC] = topic
+        properties[_REAL_QID] = str(queue_id)
+        if not store_timestamp:
+            store_timestamp = time.time_ns() // 1_000_000
+        return Parked(SCHEDULE_TOPIC, level - 1, store_timestamp, store_timestamp + self.delays[level - 1])

@@ -1,0 +1,106 @@
+"""Writing messages the broker makes: a store message built from properties (tags code, keys,
+unique key, a delay level parked in the schedule topic) and appended with its put counted.
+
+Sends, send-backs, transaction commits, delayed deliveries and the broker's own records
+(transaction op records, offset-moved events) all go through one :class:`MessageWriter`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiorocketmq.broker.store import MessageStore, PutResult, StoreMessage
+from aiorocketmq.protocol.message import PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.transport import Connection
+
+from .delay_levels import DelayLevels
+from .stats import BrokerStats
+
+_DELAY = PropertyKey.DELAY_TIME_LEVEL
+_TAGS = PropertyKey.TAGS
+_KEYS = PropertyKey.KEYS
+_UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_NO_HOST = b"\0" * 8
+
+
+def born_host(conn: Connection) -> bytes:
+    """The peer address as stored in records; IPv6 peers become 127.0.0.1 because the C++
+    and JS clients read 4-byte hosts only (REMOTING.md §4.3)."""
+    packed: bytes | None = conn.attrs.get("born_host")
+    if packed is None:
+        host, port = conn.peer
+        try:
+            packed = pack_host(host, port)
+        except ValueError:
+            packed = pack_host("127.0.0.1", port)
+        if len(packed) != 8:
+            packed = pack_host("127.0.0.1", port)
+        conn.attrs["born_host"] = packed
+    return packed
+
+
+class MessageWriter:
+    def __init__(
+        self, store: MessageStore, stats: BrokerStats, delay_levels: DelayLevels, store_host: bytes
+    ) -> None:
+        self.store = store
+        self.stats = stats
+        self.delay_levels = delay_levels
+        #: This broker's address as records hold it (for the messages it writes itself).
+        self.store_host = store_host
+
+    def build(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: dict[str, str],
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes = _NO_HOST,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        store_timestamp: int = 0,
+        encoded: str | None = None,
+    ) -> StoreMessage:
+        """A store message, parked in ``SCHEDULE_TOPIC_XXXX`` when it carries a delay level.
+
+        ``encoded`` is ``properties`` already in wire form, when the caller has it."""
+        code = tags_code(properties.get(_TAGS))
+        if properties.get(_DELAY):
+            parked = self.delay_levels.park(topic, queue_id, properties, sys_flag, store_timestamp)
+            if parked is not None:
+                topic, queue_id, store_timestamp, code = parked
+                encoded = None  # the real topic and queue were added
+        return StoreMessage(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            properties=encoded if encoded is not None else encode_properties(properties),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            tags_code=code,
+            keys=properties.get(_KEYS),
+            uniq_key=properties.get(_UNIQ_KEY),
+            store_timestamp=store_timestamp,
+        )
+
+    def put(self, msg: StoreMessage) -> PutResult:
+        started = time.perf_counter()
+        result = self.store.put_message(msg)
+        self.stats.on_put_latency(time.perf_counter() - started)
+        self.stats.on_put(msg.topic, result)
+        return result
+
+    def put_batch(self, messages: list[StoreMessage]) -> PutResult:
+        started = time.perf_counter()
+        result = self.store.put_messages(messages)
+        self.stats.on_put_latency(time.perf_counter() - started)
+        self.stats.on_put(messages[0].topic, result)
+        return result
