@@ -31,6 +31,7 @@ from aiorocketmq.protocol.body import (
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, MQError
 from aiorocketmq.protocol.message import MessageExt
+from aiorocketmq.protocol.names import SUBSCRIBE_ALL
 
 from .allocation import AllocateStrategy, resolve_strategy
 from .client_instance import (
@@ -47,7 +48,7 @@ from .pull import LITE_PULL, SUSPEND, pull
 from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
-from .subscription import SUBSCRIBE_ALL, build_subscription, check_group, check_topic, parse_tags, tag_filter
+from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
 from .types import ConsumeFrom, PullStatus
 
 log = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from aiorocketmq.protocol.message import (
     encode_properties,
     java_hash,
 )
+from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, RETRY_PREFIX
 
 from .client_instance import (
     ClientInstance,
@@ -44,12 +45,11 @@ from .client_instance import (
 )
 from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
-from .subscription import RETRY_PREFIX, check_group, check_topic
+from .subscription import check_group, check_topic
 from .types import SEND_STATUS_BY_CODE, SendResult, TransactionSendResult, TransactionState
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC = "TBW102"
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 #: Broker errors after which a synchronous send tries again (on another broker if any).
 RETRY_CODES = frozenset(

@@ -41,6 +41,7 @@ from aiorocketmq.protocol.body import (
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, MQError
 from aiorocketmq.protocol.message import Message, MessageExt, PropertyKey
+from aiorocketmq.protocol.names import retry_topic
 
 from .allocation import AllocateStrategy, resolve_strategy
 from .client_instance import (
@@ -57,7 +58,7 @@ from .producer import Producer
 from .pull import COMMIT_OFFSET, SUSPEND, pull
 from .rebalance import Rebalance
 from .routing import subscribe_queues
-from .subscription import build_subscription, check_group, check_topic, parse_tags, retry_topic, tag_filter
+from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
 from .types import ConsumeFrom, ConsumeResult, PullStatus
 
 log = logging.getLogger(__name__)

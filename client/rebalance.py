@@ -27,11 +27,11 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.names import RETRY_PREFIX
 
 from .allocation import AllocateStrategy
 from .offset_store import NOT_FOUND, OffsetStore
 from .process_queue import ProcessQueue
-from .subscription import RETRY_PREFIX
 from .types import ConsumeFrom
 
 if TYPE_CHECKING:

@@ -1,66 +1,43 @@
 """Subscriptions: parsing a tag expression (``"*"`` or ``"tagA || tagB"``) into the
 ``SubscriptionData`` that heartbeats carry, and the exact-tag filter clients apply to pulled
-messages (the broker filters by tag hash only, and hashes collide)."""
+messages (the broker filters by tag hash only, and hashes collide). The naming rules and the
+expression syntax are RocketMQ's, from :mod:`aiorocketmq.protocol.names`."""
 
 from __future__ import annotations
 
-import re
 import time
 
 from aiorocketmq.protocol.body import SubscriptionData
 from aiorocketmq.protocol.message import MessageExt, java_hash
+from aiorocketmq.protocol.names import (
+    SUBSCRIBE_ALL,
+    group_name_problem,
+    is_subscribe_all,
+    parse_tag_expression,
+    topic_name_problem,
+)
 
 from .errors import ClientError
-
-SUBSCRIBE_ALL = "*"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-MAX_TOPIC_LENGTH = 127
-MAX_GROUP_LENGTH = 255
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 def check_topic(topic: str) -> None:
     """Raise :class:`ClientError` unless ``topic`` is a name a broker accepts."""
-    if not isinstance(topic, str) or not topic.strip():
-        raise ClientError("the topic name is empty")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise ClientError(f"the topic name {topic!r} is longer than {MAX_TOPIC_LENGTH} characters")
-    if not _VALID_NAME.match(topic):
-        raise ClientError(f"the topic name {topic!r} may contain only letters, digits, '%', '|', '_' and '-'")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise ClientError(problem)
 
 
 def check_group(group: str) -> None:
     """Raise :class:`ClientError` unless ``group`` is a usable producer or consumer group."""
-    if not isinstance(group, str) or not group.strip():
-        raise ClientError("the group name is empty")
-    if len(group) > MAX_GROUP_LENGTH:
-        raise ClientError(f"the group name {group!r} is longer than {MAX_GROUP_LENGTH} characters")
-    if not _VALID_NAME.match(group):
-        raise ClientError(f"the group name {group!r} may contain only letters, digits, '%', '|', '_' and '-'")
+    problem = group_name_problem(group)
+    if problem is not None:
+        raise ClientError(problem)
 
 
 def parse_tags(expression: str | None) -> list[str]:
     """The tags of an expression, in order, duplicates removed; empty for ``*``."""
-    if expression is None:
-        return []
-    text = expression.strip()
-    if not text or text == SUBSCRIBE_ALL:
-        return []
-    tags: list[str] = []
-    for piece in text.split("||"):
-        tag = piece.strip()
-        if tag and tag not in tags:
-            tags.append(tag)
-    if not tags:
+    tags = parse_tag_expression(expression)
+    if not tags and not is_subscribe_all(expression):
         raise ClientError(f"the tag expression {expression!r} names no tag")
     return tags
 

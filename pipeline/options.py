@@ -9,12 +9,11 @@ here are plain picklable dataclasses that travel to the executors with the parti
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from aiorocketmq.protocol.message import MAX_TOPIC_LENGTH
+from aiorocketmq.protocol.names import SUBSCRIBE_ALL, TAG_SEPARATOR, group_name_problem, topic_name_problem
 
 #: Offsets in the JSON of ``startingOffsets`` / ``endingOffsets`` with a special meaning
 #: (Kafka's convention).
@@ -25,7 +24,6 @@ LATEST = -1
 BrokerOffsets = dict[str, dict[int, int]]
 
 #: RocketMQ's consumer group / topic name characters.
-_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
 
@@ -97,7 +95,7 @@ def check_namesrv(value: str, option: str = "namesrv") -> str:
 
 
 def check_topic(value: str, option: str = "topic") -> str:
-    if len(value) > MAX_TOPIC_LENGTH or not _NAME.match(value):
+    if topic_name_problem(value) is not None:
         raise RocketMQOptionError(
             option, f"{value!r} is not a valid topic name (letters, digits, %|_- ; at most 127 characters)"
         )
@@ -247,7 +245,7 @@ class ReadOptions:
             if streaming is False:
                 raise RocketMQOptionError("consumerGroup", "is for streaming reads only")
             group = group.strip()
-            if not group or len(group) > 255 or not _NAME.match(group):
+            if group_name_problem(group) is not None:
                 raise RocketMQOptionError(
                     "consumerGroup", f"{group!r} is not a valid group name (letters, digits, %|_-)"
                 )
@@ -270,12 +268,12 @@ def parse_expression(raw: str) -> tuple[str, frozenset[str] | None]:
     """A tag subscription expression (``*`` or ``a || b``): its normalised text and the exact
     tags it keeps (None for all)."""
     text = raw.strip()
-    if text in ("", "*"):
-        return "*", None
-    tags = frozenset(part.strip() for part in text.split("||"))
-    if "" in tags or "*" in tags:
+    if text in ("", SUBSCRIBE_ALL):
+        return SUBSCRIBE_ALL, None
+    tags = frozenset(part.strip() for part in text.split(TAG_SEPARATOR))
+    if "" in tags or SUBSCRIBE_ALL in tags:
         raise RocketMQOptionError("tags", f"{raw!r} is not '*' or tags joined by '||'")
-    return " || ".join(sorted(tags)), tags
+    return f" {TAG_SEPARATOR} ".join(sorted(tags)), tags
 
 
 @dataclass(frozen=True)
@@ -293,6 +291,6 @@ class WriteOptions:
         if topic is not None:
             topic = check_topic(topic.strip())
         group = given.get("producergroup", "spark-rocketmq-sink").strip()
-        if not group or not _NAME.match(group):
+        if group_name_problem(group) is not None:
             raise RocketMQOptionError("producerGroup", f"{group!r} is not a valid group name")
         return cls(namesrv=namesrv, topic=topic, producer_group=group)

@@ -41,12 +41,12 @@ from aiorocketmq.client import (
     PullClient,
     PullStatus,
 )
-from aiorocketmq.client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from aiorocketmq.protocol.body import ConsumerConnection, SubscriptionGroupConfig, TopicConfig
 from aiorocketmq.protocol.codes import MQVersion, Perm, TopicSysFlag
 from aiorocketmq.protocol.errors import MQError, TopicNotExistError
 from aiorocketmq.protocol.loop import run
 from aiorocketmq.protocol.message import decode_offset_msg_id
+from aiorocketmq.protocol.names import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 
 from .cli import (
     EXIT_FAILED,
