@@ -43,13 +43,7 @@ class DelayLevels:
     def __len__(self) -> int:
         return len(self.delays)
 
-    def delay_of(self, level: int) -> int:
-        """The delay (ms) of ``level`` (1-based)."""
-        return self.delays[level - 1]
-
-    def park(
-        self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int, store_timestamp: int
-    ) -> Parked | None:
+    def park(self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int) -> Parked | None:
         """Divert a message with a delay level to the schedule topic: records its real topic
         and queue in ``properties`` and says where it goes; ``None`` when no delay applies."""
         delay = properties.get(_DELAY)
@@ -65,6 +59,6 @@ class DelayLevels:
         level = min(level, len(self.delays))
         properties[_REAL_TOPIC] = topic
         properties[_REAL_QID] = str(queue_id)
-        if not store_timestamp:
-            store_timestamp = time.time_ns() // 1_000_000
-        return Parked(SCHEDULE_TOPIC, level - 1, store_timestamp, store_timestamp + self.delays[level - 1])
+        # The store keeps this time, so recovery finds the same delivery time again.
+        now = time.time_ns() // 1_000_000
+        return Parked(SCHEDULE_TOPIC, level - 1, now, now + self.delays[level - 1])

@@ -38,7 +38,6 @@ class NameServerRegistration:
         self._conns: dict[str, Connection] = {}
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.Event | None = None
-        self.registrations = 0
         self._all_registered = False
 
     @property
@@ -126,7 +125,6 @@ class NameServerRegistration:
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused the registration: %s", address, response.remark)
             return False
-        self.registrations += 1
         log.debug("registered with name server %s", address)
         return True
 

@@ -106,7 +106,6 @@ class Broker:
                 groups=groups,
                 writer=writer,
                 transactions=self.transactions,
-                stats=stats,
                 max_message_size=store_config.max_message_size,
                 sync_flush=store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH,
             ),
@@ -151,7 +150,6 @@ class Broker:
         self._store_started = False
         self._stopped = False
         self.started_at = time.time()
-        self.running = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -179,7 +177,6 @@ class Broker:
                 log.warning(
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
-        self.running = True
         self.delay.start()
         self.transactions.start()
         self._spawn(self._sample_tps_periodically())
@@ -204,7 +201,6 @@ class Broker:
         if self._stopped:
             return
         self._stopped = True
-        self.running = False
         log.info("broker %s shutting down", self.config.broker_name)
         for task in self._tasks:
             task.cancel()

@@ -24,11 +24,9 @@ class BrokerStats:
     put_failures: int = 0
     got_messages: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     got_bytes: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    send_backs: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     put_latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(PUT_LATENCY_BUCKETS_MS) + 1))
     put_latency_sum_ms: float = 0.0
     put_latency_count: int = 0
-    started_at: float = field(default_factory=time.time)
 
     def on_put(self, topic: str, result: Any) -> None:
         if result.ok:
@@ -50,9 +48,6 @@ class BrokerStats:
     def on_get(self, group: str, topic: str, count: int, size: int) -> None:
         self.got_messages[(group, topic)] += count
         self.got_bytes[(group, topic)] += size
-
-    def on_send_back(self, group: str, topic: str) -> None:
-        self.send_backs[(group, topic)] += 1
 
     @property
     def total_put(self) -> int:

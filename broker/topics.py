@@ -99,9 +99,6 @@ class TopicTable:
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
 
-    def __contains__(self, topic: str) -> bool:
-        return topic in self.topics
-
     # -- changes --------------------------------------------------------------------------
 
     def put(self, topic: TopicConfig) -> TopicConfig:

@@ -62,15 +62,15 @@ class MessageWriter:
         born_host: bytes = _NO_HOST,
         reconsume_times: int = 0,
         prepared_transaction_offset: int = 0,
-        store_timestamp: int = 0,
         encoded: str | None = None,
     ) -> StoreMessage:
         """A store message, parked in ``SCHEDULE_TOPIC_XXXX`` when it carries a delay level.
 
         ``encoded`` is ``properties`` already in wire form, when the caller has it."""
         code = tags_code(properties.get(_TAGS))
+        store_timestamp = 0  # the store's clock
         if properties.get(_DELAY):
-            parked = self.delay_levels.park(topic, queue_id, properties, sys_flag, store_timestamp)
+            parked = self.delay_levels.park(topic, queue_id, properties, sys_flag)
             if parked is not None:
                 topic, queue_id, store_timestamp, code = parked
                 encoded = None  # the real topic and queue were added

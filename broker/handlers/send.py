@@ -58,7 +58,6 @@ from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..config import BrokerConfig
 from ..groups import GroupTable
-from ..stats import BrokerStats
 from ..topics import TopicTable
 from ..transactions import TransactionService
 from ..writer import MessageWriter, born_host
@@ -102,7 +101,6 @@ class Sender:
         groups: GroupTable,
         writer: MessageWriter,
         transactions: TransactionService,
-        stats: BrokerStats,
         max_message_size: int,
         sync_flush: bool,
     ) -> None:
@@ -112,7 +110,6 @@ class Sender:
         self.groups = groups
         self.writer = writer
         self.transactions = transactions
-        self.stats = stats
         self.max_body = max_message_size
         self.sync_flush = sync_flush
         self.region = config.region_id
@@ -383,7 +380,7 @@ class Sender:
         if original is None:
             raise ServerSystemError(f"look message by offset failed, {h.offset}")
         props = dict(original.properties)
-        origin_topic = props.setdefault(PropertyKey.RETRY_TOPIC, original.topic)
+        props.setdefault(PropertyKey.RETRY_TOPIC, original.topic)
         max_times = group.retry_max_times
         if cmd.version >= MQVersion.V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
@@ -418,5 +415,4 @@ class Sender:
         result = self.writer.put(msg)
         if not result.ok:
             raise ServerSystemError(result.status.name)
-        self.stats.on_send_back(h.group, origin_topic)
         return cmd.response(_SUCCESS)
