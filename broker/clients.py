@@ -20,6 +20,9 @@ from aiorocketmq.protocol.body import (
     MessageModel,
     SubscriptionData,
 )
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from aiorocketmq.protocol.transport import Connection
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,17 @@ class ConsumerGroup:
 
     def client_ids(self) -> list[str]:
         return [channel.client_id for channel in self.channels.values()]
+
+    def notify_ids_changed(self) -> None:
+        """Tell every live member the group changed (NOTIFY_CONSUMER_IDS_CHANGED), so each
+        rebalances now rather than at its next periodic rebalance."""
+        fields = NotifyConsumerIdsChangedRequestHeader(consumer_group=self.name).to_fields()
+        for conn in list(self.channels):
+            if not conn.closed:
+                # Server-initiated requests go out as JSON: C++ and JS clients read nothing else.
+                conn.send_oneway(
+                    RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(fields))
+                )
 
     def update_subscriptions(self, subscriptions: list[SubscriptionData]) -> bool:
         """Adopt a heartbeat's subscriptions; True when the topic set changed."""

@@ -16,9 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
-from aiorocketmq.protocol.codes import CURRENT_VERSION, RequestCode
-from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from aiorocketmq.protocol.codes import CURRENT_VERSION
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import pack_host
 from aiorocketmq.protocol.transport import Connection, Handler, Server
@@ -274,13 +272,7 @@ class Broker:
         cfg = self.groups.get(group.name)
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
-        fields = NotifyConsumerIdsChangedRequestHeader(consumer_group=group.name).to_fields()
-        for conn in list(group.channels):
-            if not conn.closed:
-                # Server-initiated requests go out as JSON: C++ and JS clients read nothing else.
-                conn.send_oneway(
-                    RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(fields))
-                )
+        group.notify_ids_changed()
 
     # -- state ----------------------------------------------------------------------------
 

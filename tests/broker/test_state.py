@@ -14,7 +14,8 @@ from aiorocketmq.broker.locks import QueueLocks
 from aiorocketmq.broker.offsets import OffsetTable
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.protocol.body import ConsumerData, MessageModel, MessageQueue, SubscriptionData
-from aiorocketmq.protocol.codes import Perm
+from aiorocketmq.protocol.codes import Perm, RequestCode, SerializeType
+from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.message import java_hash
 from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, tag_codes, topic_name_problem
 from aiorocketmq.protocol.settings import ConfigError
@@ -158,3 +159,26 @@ def test_client_registry_expires_silent_channels() -> None:
     registry.register_producer(channel, "P")
     assert registry.expire(120) == [conn]
     assert registry.producer_channels("P") == []
+
+
+def test_consumer_group_tells_its_live_members_to_rebalance() -> None:
+    sent: dict[str, list[RemotingCommand]] = {"live": [], "closed": []}
+
+    class Member(FakeConn):
+        def send_oneway(self, cmd: RemotingCommand) -> None:
+            sent[self.address].append(cmd)
+
+    live, closed = Member("live"), Member("closed")
+    closed.closed = True
+    registry = ClientRegistry()
+    for conn in (live, closed):
+        data = ConsumerData(group_name="G", subscription_data_set=[SubscriptionData(topic="T")])
+        registry.register_consumer(ClientChannel(conn, conn.address, "JAVA", 401), data)  # type: ignore[arg-type]
+    group = registry.consumer_group("G")
+    assert group is not None
+    group.notify_ids_changed()
+    (notice,) = sent["live"]
+    assert notice.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+    assert notice.ext_fields == {"consumerGroup": "G"}
+    assert notice.serialize_type == SerializeType.JSON
+    assert sent["closed"] == []
