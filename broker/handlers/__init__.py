@@ -1,1 +1,2 @@
-"""Request handlers, one module per request family; each exposes ``handlers(broker)``."""
+"""Request handlers, one module per request family; each family is a class built with only
+the broker parts it uses, whose ``handlers()`` maps its request codes to its methods."""
