@@ -9,27 +9,12 @@ import time
 from collections.abc import Callable
 
 from aiorocketmq.protocol.body import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
-from aiorocketmq.protocol.names import TRANSACTION_GROUP
+from aiorocketmq.protocol.names import SYSTEM_GROUPS
 
 from .config import BrokerConfig
 from .config_files import ConfigFile
 
 log = logging.getLogger(__name__)
-
-#: Groups the broker uses internally; always available.
-SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "__MONITOR_CONSUMER",
-    "CLIENT_INNER_PRODUCER",
-    "SELF_TEST_P_GROUP",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_ONSAPI_PULL",
-    TRANSACTION_GROUP,
-)
 
 
 class GroupTable:

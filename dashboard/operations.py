@@ -25,7 +25,6 @@ from aiorocketmq.client import (
     SendResult,
 )
 from aiorocketmq.client.pull import pull
-from aiorocketmq.client.subscription import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 from aiorocketmq.protocol.body import (
     ConsumerConnection,
     ConsumeStats,
@@ -37,41 +36,26 @@ from aiorocketmq.protocol.body import (
 from aiorocketmq.protocol.codes import MASTER_ID, RequestCode
 from aiorocketmq.protocol.errors import MQError, QueryNotFoundError
 from aiorocketmq.protocol.message import PropertyKey, decode_offset_msg_id
+from aiorocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+    dlq_topic,
+    retry_topic,
+)
+from aiorocketmq.protocol.names import SYSTEM_GROUPS as _SYSTEM_GROUPS
 
 from .trace import TRACE_TOPIC, TraceRecord, decode_trace
 
 #: Groups brokers keep for themselves (and the one this dashboard pulls as): not listed.
-SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
+SYSTEM_GROUPS = frozenset(_SYSTEM_GROUPS)
 #: Topics the brokers keep for themselves.
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "BenchmarkTest",
-        TRACE_TOPIC,
-    }
-)
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
 #: The group offset pulls are made as: brokers know it and it never commits.
-TOOLS_GROUP = "TOOLS_CONSUMER"
+TOOLS_GROUP = TOOLS_CONSUMER_GROUP
 #: The producer group of test messages and resends.
 PRODUCER_GROUP = "MQDASHBOARD_PRODUCER"
 #: How many messages one browse or export returns at most.

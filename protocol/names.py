@@ -53,6 +53,22 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 #: The group under which a broker records how far the half topic is settled.
 TRANSACTION_GROUP = SYSTEM_GROUP_PREFIX + "TRANS"
+#: The group tools pull as (offset lookups, message browsing); it never commits.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+#: Groups every broker keeps for itself and its tools.
+SYSTEM_GROUPS = (
+    TOOLS_CONSUMER_GROUP,
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    TRANSACTION_GROUP,
+)
 
 # -- retry and dead-letter topics ----------------------------------------------------------
 
