@@ -3,7 +3,8 @@
     mqbroker [-c broker.conf] [-n "ns1:9876;ns2:9876"] [-p] [--listen-port N] [--store-dir DIR]
 
 The config file uses RocketMQ's key names for both broker and store settings; the options
-override it. ``-p`` prints the effective configuration and exits.
+override it. ``-p`` prints the effective configuration and exits. ``listenPort=0`` picks a
+free port; the "listening on host:port" line says which.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -36,7 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "-p", "--print-config", action="store_true", help="print the effective config and exit"
     )
-    parser.add_argument("-l", "--listen-port", type=int, metavar="PORT", help="listenPort (default 10911)")
+    parser.add_argument(
+        "-l", "--listen-port", type=int, metavar="PORT", help="listenPort (default 10911; 0 = any free port)"
+    )
     parser.add_argument("-d", "--store-dir", metavar="DIR", help="storePathRootDir (default ~/store)")
     parser.add_argument("--broker-ip", metavar="IP", help="brokerIP1: the address clients and records use")
     parser.add_argument("--broker-name", metavar="NAME", help="brokerName")
@@ -59,14 +63,36 @@ def load_config(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
     return broker_config, store_config
 
 
+def reserve_listen_port(broker_config: BrokerConfig) -> socket.socket | None:
+    """``listenPort=0``: take a free port now and hold it until the broker listens on it.
+
+    The broker's address is written into every stored record and registered with the name
+    servers, so the port must be known before the broker is built. The holder is bound but
+    never listens; with SO_REUSEADDR on both sides the broker's own listening socket can
+    bind the same port, and nothing else can take it in between.
+    """
+    if broker_config.listen_port != 0:
+        return None
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("0.0.0.0", 0))
+    broker_config.listen_port = int(holder.getsockname()[1])
+    return holder
+
+
 async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    holder = reserve_listen_port(broker_config)
     broker = Broker(broker_config, store_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await broker.start()
+        try:
+            await broker.start()
+        finally:
+            if holder is not None:
+                holder.close()
         await stop.wait()
     finally:
         await broker.shutdown()

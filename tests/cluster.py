@@ -1,5 +1,9 @@
-"""A real local cluster for integration tests: ``mqnamesrv`` and ``mqbroker`` child processes
-on free ports, each broker with its own store directory and a generated ``broker.conf``."""
+"""A real local cluster for integration tests: ``mqnamesrv`` and ``mqbroker`` child processes,
+each broker with its own store directory and a generated ``broker.conf``.
+
+Every server binds port 0 and reports the port it got; a restarted server must keep its port
+(clients and stored message ids know it), so its start is retried while the port is busy.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .support import ServerProcess, free_port
+from .support import ServerProcess, start_on_port
 
 #: Short delays for every level, so retries and delayed messages finish within a test.
 FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
@@ -43,17 +47,17 @@ class Cluster:
     async def start_namesrv(self, count: int = 1, **settings: Any) -> None:
         """Start ``count`` name servers; ``settings`` (``orderMessageEnable=True``, ...) go to
         each one's properties file."""
-        for i in range(count):
-            port = free_port()
-            args = ["--listen-port", str(port), "--store-dir", str(self.root / f"namesrv{i}")]
+        for i in range(len(self.namesrv_ports), len(self.namesrv_ports) + count):
+            args = ["--listen-port", "0", "--store-dir", str(self.root / f"namesrv{i}")]
             if settings:
                 conf = self.root / f"namesrv{i}.conf"
                 conf.write_text("".join(f"{k}={_property(v)}\n" for k, v in settings.items()))
                 args += ["-c", str(conf)]
             proc = ServerProcess("aiorocketmq.namesrv", args)
             await proc.start()
+            assert proc.port is not None
             self.namesrv_processes.append(proc)
-            self.namesrv_ports.append(port)
+            self.namesrv_ports.append(proc.port)
 
     def broker_settings(self, name: str, port: int, store_dir: Path, **overrides: Any) -> dict[str, Any]:
         settings: dict[str, Any] = {
@@ -75,21 +79,20 @@ class Cluster:
         return settings
 
     async def start_broker(self, name: str = "broker-a", **overrides: Any) -> BrokerProcess:
+        """Start ``name``: on port 0 the first time, on the port it had before on a restart."""
         existing = self.brokers.get(name)
         if existing is None:
-            # listenPort - 2 is the VIP channel: keep both ports free.
-            while True:
-                port = free_port()
-                if port > 2:
-                    break
             store_dir = self.root / name
             store_dir.mkdir(parents=True, exist_ok=True)
-            existing = BrokerProcess(name, port, self.root / f"{name}.conf", store_dir)
+            existing = BrokerProcess(name, 0, self.root / f"{name}.conf", store_dir)
             self.brokers[name] = existing
         settings = self.broker_settings(name, existing.port, existing.store_dir, **overrides)
         existing.conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        existing.process = ServerProcess("aiorocketmq.broker", ["-c", str(existing.conf)])
-        await existing.process.start()
+        existing.process = await start_on_port(
+            lambda: ServerProcess("aiorocketmq.broker", ["-c", str(existing.conf)]), existing.port
+        )
+        assert existing.process.port is not None
+        existing.port = existing.process.port
         return existing
 
     async def stop_broker(self, name: str) -> int:

@@ -1,7 +1,12 @@
-"""Helpers for integration tests: free ports and real server processes.
+"""Helpers for integration tests: ports and real server processes.
 
 A :class:`ServerProcess` runs ``python -m <module> ...`` as a child, drains its stderr (kept
 for failure messages) and is ready when the server logs ``listening on <host>:<port>``.
+
+No test picks a "free" port and lets it go before a child binds it (another process may take
+it in between): servers bind port 0 and report what they got, a test that needs a known port
+holds it (:func:`held_port`) until the server has it, and a restart on a port the server had
+before retries while the port is still busy (:func:`start_on_port`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 READY = re.compile(r"listening on \S+:(\d+)")
@@ -31,10 +37,35 @@ def die_with_parent() -> None:
 PR_SET_PDEATHSIG = 1
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@contextlib.contextmanager
+def held_port() -> Iterator[int]:
+    """A port bound (SO_REUSEADDR) but never listening, for the length of the block.
+
+    Nothing else can bind it meanwhile, connecting to it is refused (a dead address), and a
+    server started inside the block listens on it, since the servers set SO_REUSEADDR too.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("0.0.0.0", 0))
+        yield int(holder.getsockname()[1])
+
+
+ADDRESS_IN_USE = re.compile(r"address already in use|errno 98", re.IGNORECASE)
+
+
+async def start_on_port(make: Callable[[], ServerProcess], port: int, timeout: float = 30.0) -> ServerProcess:
+    """Start the server ``make()`` builds, configured to listen on ``port``. Port 0 binds once;
+    a fixed port (a restart keeping its address) is retried while another socket still holds
+    it (an outgoing connection may have been given it as its local port)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = make()
+        try:
+            return await proc.start()
+        except RuntimeError:
+            if port == 0 or not ADDRESS_IN_USE.search(proc.output) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 class ServerProcess:

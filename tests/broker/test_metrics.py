@@ -8,7 +8,6 @@ import re
 from aiorocketmq.protocol.body import SubscriptionGroupConfig
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from tests.cluster import Cluster
-from tests.support import free_port
 
 from .conftest import ConnectTo
 from .requests import call, pull_all, send_ok
@@ -51,11 +50,13 @@ def value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels:
 
 
 async def test_metrics_report_throughput_offsets_and_lag(cluster: Cluster, connect_to: ConnectTo) -> None:
-    metrics_port = free_port()
     await cluster.stop_broker("broker-a")
-    await cluster.start_broker(
-        "broker-a", metricsPromExporterEnable="true", metricsPromExporterPort=metrics_port
+    broker_process = await cluster.start_broker(
+        "broker-a", metricsPromExporterEnable="true", metricsPromExporterPort=0
     )
+    assert broker_process.process is not None
+    line = await broker_process.process.wait_for_line(r"metrics on http://\S+:\d+/metrics")
+    metrics_port = int(re.search(r":(\d+)/metrics", line)[1])  # type: ignore[index]
     conn = await connect_to(cluster.brokers["broker-a"].port)
     await call(
         conn,

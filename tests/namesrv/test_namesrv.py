@@ -24,7 +24,7 @@ from tests.namesrv.fake_broker import (
     eventually,
     route,
 )
-from tests.support import free_port
+from tests.support import held_port
 
 SERIALIZATIONS = [pytest.param(JSON, id="json"), pytest.param(ROCKETMQ, id="rocketmq")]
 
@@ -549,8 +549,8 @@ async def test_name_servers_share_nothing(
 
 
 async def test_config_file_port_and_sigint(start_namesrv: StartNamesrv, connect_to: Connect) -> None:
-    port = free_port()
-    ns = await start_namesrv(config={"listenPort": str(port), "someUnknownKey": "1"}, port=None)
+    with held_port() as port:  # held until the name server listens on it
+        ns = await start_namesrv(config={"listenPort": str(port), "someUnknownKey": "1"}, port=None)
     assert ns.port == port
     await ns.wait_for_line(r"unknown configuration key 'someUnknownKey' ignored")
     conn = await connect_to(ns)

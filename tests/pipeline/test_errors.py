@@ -14,7 +14,6 @@ from pyspark.errors import StreamingQueryException
 from aiorocketmq.pipeline.options import RocketMQOptionError
 from aiorocketmq.protocol.message import Message
 from tests.pipeline.conftest import TestCluster, unique, wait_until
-from tests.support import free_port
 
 
 def reader(spark: Any, **options: str) -> Any:
@@ -103,8 +102,8 @@ def test_unknown_topic_and_unknown_queues_fail_at_load(spark: Any, cluster: Test
     assert "rocketmq option 'startingOffsets': names queue broker-z:0, which the topic does not have" in text
 
 
-def test_unreachable_name_server_fails_at_load(spark: Any) -> None:
-    addr = f"127.0.0.1:{free_port()}"
+def test_unreachable_name_server_fails_at_load(spark: Any, dead_address: str) -> None:
+    addr = dead_address
     text = failure(lambda: reader(spark, namesrv=addr, topic="Anything").load())
     assert f"rocketmq option 'namesrv': cannot reach the name server at '{addr}'" in text
 

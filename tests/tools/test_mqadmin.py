@@ -17,7 +17,6 @@ from aiorocketmq.protocol.body import SubscriptionGroupWrapper
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import QueryNotFoundError
 from tests.cluster import Cluster
-from tests.support import free_port
 
 from .conftest import mqadmin, unique, wait_until
 
@@ -477,9 +476,9 @@ async def test_kv_config_and_ordered_topic_conf(cluster: Cluster, admin: Admin) 
     assert await kv_value(admin, "ORDER_TOPIC_CONFIG", topic) == "broker-a:4;broker-b:2"
 
 
-async def test_failures_give_one_line_and_exit_1(cluster: Cluster) -> None:
+async def test_failures_give_one_line_and_exit_1(cluster: Cluster, dead_address: str) -> None:
     ns = cluster.namesrv_addr
-    dead = f"127.0.0.1:{free_port()}"
+    dead = dead_address
     outcomes = await asyncio.gather(
         mqadmin("topicRoute", "-n", ns, "-t", "NoSuchTopic_cli"),
         mqadmin("topicStatus", "-n", ns, "-t", "NoSuchTopic_cli"),

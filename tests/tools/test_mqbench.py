@@ -17,7 +17,7 @@ import pytest
 
 from aiorocketmq.client import Admin, PullClient
 from tests.cluster import Cluster
-from tests.support import ROOT, free_port
+from tests.support import ROOT
 
 from .conftest import RunningTool, mqbench, tool_env, unique
 
@@ -204,8 +204,8 @@ async def test_consumer_reports_what_it_consumed(cluster: Cluster, admin: Admin)
     assert 0 < failed < 400
 
 
-async def test_failures_and_bad_arguments() -> None:
-    dead = f"127.0.0.1:{free_port()}"
+async def test_failures_and_bad_arguments(dead_address: str) -> None:
+    dead = dead_address
     unreachable, unreachable_consumer = await asyncio.gather(
         mqbench("producer", "-n", dead, "-q", "10"),
         mqbench("consumer", "-n", dead),
