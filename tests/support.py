@@ -20,7 +20,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 READY = re.compile(r"listening on \S+:(\d+)")
@@ -35,6 +35,23 @@ def die_with_parent() -> None:
 
 
 PR_SET_PDEATHSIG = 1
+
+
+async def wait_until(
+    predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
+) -> None:
+    """Poll an external condition (another process's state) until it holds, failing after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = predicate()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
 
 
 @contextlib.contextmanager
@@ -125,17 +142,20 @@ class ServerProcess:
     async def wait_for_line(self, pattern: str, timeout: float = 30.0) -> str:
         """Wait until the process writes a line matching ``pattern``."""
         regex = re.compile(pattern)
-        async with asyncio.timeout(timeout):
-            seen = 0
-            while True:
-                for line in self.lines[seen:]:
-                    if regex.search(line):
-                        return line
-                seen = len(self.lines)
-                if self._reader is None or self._reader.done():
-                    raise RuntimeError(f"process ended without printing {pattern!r}\n{self.output}")
-                self._new_line.clear()
-                await self._new_line.wait()
+        try:
+            async with asyncio.timeout(timeout):
+                seen = 0
+                while True:
+                    for line in self.lines[seen:]:
+                        if regex.search(line):
+                            return line
+                    seen = len(self.lines)
+                    if self._reader is None or self._reader.done():
+                        raise RuntimeError(f"process ended without printing {pattern!r}\n{self.output}")
+                    self._new_line.clear()
+                    await self._new_line.wait()
+        except TimeoutError:
+            raise AssertionError(f"no line matching {pattern!r} within {timeout}s:\n{self.output}") from None
 
     async def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code."""

@@ -5,13 +5,21 @@ admin, bad input and restarts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import shutil
+import signal
 import struct
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from aiorocketmq.client import Message as ClientMessage
+from aiorocketmq.client import Producer, SendStatus
 from aiorocketmq.protocol.body import (
+    ClusterInfo,
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
     KVTable,
@@ -36,10 +44,10 @@ from aiorocketmq.protocol.message import (
     decode_record,
     decode_records,
     encode_batch,
-    java_hash,
 )
 from aiorocketmq.protocol.transport import Connection
-from tests.cluster import Cluster
+from tests.cluster import BrokerProcess, Cluster
+from tests.support import wait_until
 
 from .conftest import ConnectTo
 from .requests import (
@@ -55,6 +63,7 @@ from .requests import (
     send,
     send_ok,
 )
+from .syscalls import SyscallTrace
 
 
 async def create_topic(conn: Connection, topic: str, queues: int = 4, perm: int = 6) -> None:
@@ -259,23 +268,52 @@ async def test_pull_statuses_and_offsets(broker_conn: Connection) -> None:
     assert no_topic.code == ResponseCode.TOPIC_NOT_EXIST
 
 
+async def runtime_info(conn: Connection) -> dict[str, str]:
+    return KVTable.decode((await call(conn, RequestCode.GET_BROKER_RUNTIME_INFO)).body).table
+
+
+async def wait_held(conn: Connection, count: int) -> None:
+    """Until the broker holds ``count`` pulls (its runtime info counts them)."""
+
+    async def holding() -> bool:
+        return (await runtime_info(conn))["heldPullRequests"] == str(count)
+
+    await wait_until(holding, timeout=10, interval=0.02)
+
+
+#: The broker's periodic re-check of held pulls (``long_polling.RECHECK_INTERVAL``).
+RECHECK_INTERVAL = 5.0
+
+
 async def test_long_poll_wakes_on_arrival(
     broker_conn: Connection, connect_to: ConnectTo, cluster: Cluster
 ) -> None:
+    """A held pull is answered when a matching message arrives, not at the next periodic
+    re-check: the test finds the re-check's phase, then holds a pull for a minute and sends
+    a message; the answer must come long before the following re-check."""
     await create_topic(broker_conn, "LongPoll", 1)
     producer = await connect_to(cluster.brokers["broker-a"].port)
-    started = time.monotonic()
-    held = asyncio.ensure_future(
-        pull(broker_conn, "LongPoll", 0, 0, suspend_ms=15_000, subscription="wanted")
+    admin = await connect_to(cluster.brokers["broker-a"].port)
+    first = asyncio.ensure_future(
+        pull(broker_conn, "LongPoll", 0, 0, suspend_ms=60_000, subscription="wanted", timeout=70)
     )
-    await asyncio.sleep(0.3)
-    assert not held.done()  # held, not answered
+    await wait_held(admin, 1)
     await send_ok(producer, "LongPoll", b"other", tags="unwanted")
-    await asyncio.sleep(0.3)
-    assert not held.done()  # the filter did not match
+    # The arrival does not match the filter, so only the periodic re-check (which wakes any
+    # held pull whose queue grew) answers it, with nothing: that moment is the re-check's phase.
+    skipped = await asyncio.wait_for(first, RECHECK_INTERVAL + 5)
+    rechecked_at = time.monotonic()
+    assert skipped.code in (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_NOT_FOUND), skipped
+    assert not skipped.body
+    assert skipped.ext_fields["nextBeginOffset"] in ("0", "1")
+    held = asyncio.ensure_future(
+        pull(broker_conn, "LongPoll", 0, 1, suspend_ms=60_000, subscription="wanted", timeout=70)
+    )
+    await wait_held(admin, 1)
     await send_ok(producer, "LongPoll", b"yes", tags="wanted")
-    response = await asyncio.wait_for(held, 5)
-    assert time.monotonic() - started < 5
+    response = await asyncio.wait_for(held, 70)
+    waited = time.monotonic() - rechecked_at
+    assert waited < RECHECK_INTERVAL / 2, f"answered {waited:.2f}s after a re-check: not woken by the arrival"
     assert response.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(response.body)] == [b"yes"]
 
@@ -529,8 +567,10 @@ async def test_transaction_commit_and_rollback(broker_conn: Connection) -> None:
 
 
 async def test_transaction_check_back(cluster: Cluster, connect_to: ConnectTo) -> None:
+    """The broker asks the producer about a half message left undecided, but never before it
+    is ``transactionTimeOut`` old, however often its check-back runs."""
     await cluster.stop_broker("broker-a")
-    await cluster.start_broker("broker-a", transactionCheckInterval=300, transactionTimeOut=200)
+    await cluster.start_broker("broker-a", transactionCheckInterval=100, transactionTimeOut=1500)
     port = cluster.brokers["broker-a"].port
     checks: asyncio.Queue[tuple[CheckTransactionStateRequestHeader, bytes]] = asyncio.Queue()
 
@@ -543,7 +583,9 @@ async def test_transaction_check_back(cluster: Cluster, connect_to: ConnectTo) -
     await create_topic(producer, "TxChecked", 1)
     sent = await send_half(producer, "TxChecked", b"unknown at first", "checked")
     header, body = await asyncio.wait_for(checks.get(), 10)
+    asked_at_ms = time.time() * 1000
     msg, _ = decode_record(body)
+    assert asked_at_ms - msg.store_timestamp >= 1500, "checked before transactionTimeOut"
     assert (msg.topic, msg.body) == ("TxChecked", b"unknown at first")  # restored real topic
     assert header.tran_state_table_offset == int(sent.ext_fields["queueOffset"])
     assert header.offset_msg_id == sent.ext_fields["msgId"]
@@ -643,6 +685,8 @@ async def test_metadata_and_messages_survive_restart(cluster: Cluster, connect_t
         {"consumerGroup": "dg", "topic": "Durable", "queueId": 0, "commitOffset": 7},
     )
     assert await cluster.stop_broker("broker-a") == 0
+    # Without its consume queues the broker rebuilds them, tag codes included, from the log.
+    shutil.rmtree(cluster.brokers["broker-a"].store_dir / "consumequeue")
     await cluster.start_broker("broker-a")
     conn = await connect_to(port)
     bodies = sorted(
@@ -653,25 +697,84 @@ async def test_metadata_and_messages_survive_restart(cluster: Cluster, connect_t
         conn, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "dg", "topic": "Durable", "queueId": 0}
     )
     assert query.ext_fields["offset"] == "7"
-    filtered = await pull(conn, "Durable", 0, 0, subscription="t4")
-    assert [m.body for m in decode_records(filtered.body)] == [b"m4"]
-    assert java_hash("t4")  # tag codes were rebuilt from the commit log consistently
+    for i in range(20):
+        filtered = await pull(conn, "Durable", i % 2, 0, subscription=f"t{i}")
+        assert [m.body for m in decode_records(filtered.body)] == [f"m{i}".encode()], i
 
 
-async def test_sync_flush_acknowledged_messages_survive_kill(cluster: Cluster, connect_to: ConnectTo) -> None:
+SOCKET_READS = ("read", "readv", "recvfrom", "recvmsg")
+SOCKET_WRITES = ("write", "writev", "sendto", "sendmsg")
+FLUSHES = ("fdatasync", "fsync", "sync_file_range")
+
+
+async def test_sync_flush_acknowledges_only_what_the_commit_log_has_on_disk(
+    cluster: Cluster, connect_to: ConnectTo, tmp_path: Path
+) -> None:
+    """Under SYNC_FLUSH, between reading a send and writing its acknowledgment, the broker
+    completes a flush of the commit log, seen in its system calls (a kill -9 keeps the page
+    cache, so surviving one proves nothing about the disk)."""
     await cluster.stop_broker("broker-a")
-    await cluster.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
-    port = cluster.brokers["broker-a"].port
-    conn = await connect_to(port)
-    await create_topic(conn, "Killed", 1)
+    broker = await cluster.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
+    assert broker.process is not None and broker.process.proc is not None
+    await create_topic(await connect_to(broker.port), "Killed", 1)
+    conn = await connect_to(broker.port)
+    client_end = f"->127.0.0.1:{conn.local[1]}]"  # the broker's socket to this client
+    trace = await SyscallTrace(
+        broker.process.proc.pid, tmp_path / "strace.txt", (*FLUSHES, *SOCKET_READS, *SOCKET_WRITES)
+    ).attach()
     acked = []
-    for i in range(50):
-        await send_ok(conn, "Killed", f"k{i}".encode())
-        acked.append(f"k{i}".encode())
+    try:
+        for i in range(20):
+            await send_ok(conn, "Killed", f"k{i}".encode())
+            acked.append(f"k{i}".encode())
+    finally:
+        calls = await trace.detach()
+    flushes = [c for c in calls if c.name in FLUSHES and "/commitlog/" in c.args and c.result == 0]
+    mine = [c for c in calls if client_end in c.args and (c.result or 0) > 0]
+    requests = [c for c in mine if c.name in SOCKET_READS]
+    answers = [c for c in mine if c.name in SOCKET_WRITES]
+    assert len(requests) == len(answers) == len(acked), (requests, answers)
+    for i, (request, answer) in enumerate(zip(requests, answers, strict=True)):
+        assert request.ended < answer.started
+        assert any(request.ended < f.started and f.ended < answer.started for f in flushes), (
+            f"send {i} was acknowledged without a commit-log flush after it arrived"
+        )
+    # And what was acknowledged is there after a kill -9.
     await cluster.kill_broker("broker-a")
     await cluster.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
-    conn = await connect_to(port)
+    conn = await connect_to(broker.port)
     assert [m.body for m in await pull_all(conn, "Killed", 0)] == acked
+
+
+async def test_a_producer_gets_flush_disk_timeout_from_a_disk_slower_than_sync_flush_timeout(
+    cluster: Cluster, connect_to: ConnectTo, tmp_path: Path
+) -> None:
+    """Every fdatasync of the broker is delayed by 1.5 s (strace's fault injection) while
+    ``syncFlushTimeout`` is 200 ms: the send is answered FLUSH_DISK_TIMEOUT, and the message
+    is stored all the same."""
+    await cluster.stop_broker("broker-a")
+    broker = await cluster.start_broker("broker-a", flushDiskType="SYNC_FLUSH", syncFlushTimeout=200)
+    assert broker.process is not None and broker.process.proc is not None
+    conn = await connect_to(broker.port)
+    await create_topic(conn, "SlowDisk", 1)
+
+    async def routed() -> bool:
+        return await namesrv_route(cluster, connect_to, "SlowDisk") is not None
+
+    await wait_until(routed, timeout=20)
+    trace = await SyscallTrace(
+        broker.process.proc.pid,
+        tmp_path / "strace.txt",
+        ("fdatasync",),
+        inject=("fdatasync:delay_enter=1500000",),
+    ).attach()
+    try:
+        async with Producer("slow-disk-producer", cluster.namesrv_addr) as producer:
+            result = await producer.send(ClientMessage("SlowDisk", b"stored, not known durable"))
+    finally:
+        await trace.detach()
+    assert result.status is SendStatus.FLUSH_DISK_TIMEOUT
+    assert [m.body for m in await pull_all(conn, "SlowDisk", 0)] == [b"stored, not known durable"]
 
 
 async def test_runtime_info_reports_rates_and_store_figures(broker_conn: Connection) -> None:
@@ -743,7 +846,8 @@ async def test_a_refused_pull_commits_no_offset(broker_conn: Connection) -> None
     await create_topic(broker_conn, "NoSuchTopicHere", 1)
     query = {"consumerGroup": "cg-refused", "topic": "NoSuchTopicHere", "queueId": 0}
     stored = await call(broker_conn, RequestCode.QUERY_CONSUMER_OFFSET, query)
-    assert stored.ext_fields.get("offset") != "123"
+    # No progress stored: an empty queue's consumers start at its beginning.
+    assert (stored.code, stored.ext_fields.get("offset")) == (ResponseCode.SUCCESS, "0"), stored
 
 
 async def test_idle_connections_are_closed(cluster: Cluster) -> None:
@@ -795,3 +899,138 @@ async def test_a_second_broker_on_a_store_in_use_fails_and_leaves_it_alone(
     assert b"in use" in output
     assert topics_file.read_bytes() == topics_before
     assert [m.body for m in await pull_all(conn, "Owned", 0)] == [b"mine"]
+
+
+# -- permissions ------------------------------------------------------------------------------
+
+
+async def test_topic_broker_and_group_permissions_refuse_sends_and_pulls(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    await create_topic(conn, "ReadOnly", 1, perm=4)
+    await create_topic(conn, "WriteOnly", 1, perm=2)
+    await create_topic(conn, "Open", 1)
+    refused_send = await send(conn, "ReadOnly", b"x")
+    assert refused_send.code == ResponseCode.NO_PERMISSION
+    assert "topic[ReadOnly] sending message is forbidden" in (refused_send.remark or "")
+    await send_ok(conn, "WriteOnly", b"w")
+    refused_pull = await pull(conn, "WriteOnly", 0, 0)
+    assert refused_pull.code == ResponseCode.NO_PERMISSION
+    assert "topic[WriteOnly] pulling message is forbidden" in (refused_pull.remark or "")
+    await send_ok(conn, "Open", b"o")
+    disabled = SubscriptionGroupConfig(group_name="disabled", consume_enable=False)
+    response = await call(conn, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=disabled.encode())
+    assert response.code == ResponseCode.SUCCESS
+    refused_group = await pull(conn, "Open", 0, 0, group="disabled")
+    assert refused_group.code == ResponseCode.NO_PERMISSION
+    assert "subscription group no permission, disabled" in (refused_group.remark or "")
+    assert [m.body for m in decode_records((await pull(conn, "Open", 0, 0, group="enabled")).body)] == [b"o"]
+    assert await max_offset(conn, "ReadOnly", 0) == 0  # the refused send stored nothing
+
+    # A read-only broker (brokerPermission 4) refuses every send, a write-only one (2) every pull.
+    await cluster.stop_broker("broker-a")
+    await cluster.start_broker("broker-a", brokerPermission=4)
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    read_only = await send(conn, "Open", b"no")
+    assert read_only.code == ResponseCode.NO_PERMISSION
+    assert "sending message is forbidden" in (read_only.remark or "")
+    assert [m.body for m in await pull_all(conn, "Open", 0)] == [b"o"]
+    await cluster.stop_broker("broker-a")
+    await cluster.start_broker("broker-a", brokerPermission=2)
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    write_only = await pull(conn, "Open", 0, 0)
+    assert write_only.code == ResponseCode.NO_PERMISSION
+    assert "pulling message is forbidden" in (write_only.remark or "")
+    await send_ok(conn, "Open", b"yes")
+    assert await max_offset(conn, "Open", 0) == 2
+
+
+# -- the index across restarts ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+async def test_query_by_key_after_a_broker_restart(cluster: Cluster, connect_to: ConnectTo, how: str) -> None:
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    for i in range(10):
+        await send_ok(conn, "Reindexed", f"r{i}".encode(), keys=f"order-{i % 3} all")
+
+    async def query(key: str) -> RemotingCommand:
+        return await call(
+            conn,
+            RequestCode.QUERY_MESSAGE,
+            {"topic": "Reindexed", "key": key, "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62},
+        )
+
+    async def indexed() -> bool:
+        return (await query("all")).code == ResponseCode.SUCCESS
+
+    await wait_until(indexed, timeout=10)
+    if how == "kill":
+        await cluster.kill_broker("broker-a")
+    else:
+        assert await cluster.stop_broker("broker-a") == 0
+    await cluster.start_broker("broker-a")
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    found = await query("order-1")
+    assert found.code == ResponseCode.SUCCESS, found
+    assert sorted(m.body for m in decode_records(found.body)) == [b"r1", b"r4", b"r7"]
+    everything = await query("all")
+    assert sorted(m.body for m in decode_records(everything.body)) == sorted(
+        f"r{i}".encode() for i in range(10)
+    )
+
+
+# -- the name server's view of real brokers -----------------------------------------------
+
+
+#: Brokers register every 10 s at the most often (RocketMQ's floor on registerNameServerPeriod).
+EXPIRY = 11
+
+
+async def test_name_server_drops_a_stopped_a_killed_and_a_frozen_broker(
+    tmp_path: Path, connect_to: ConnectTo
+) -> None:
+    """A broker shut down unregisters itself; a killed one is dropped when its connection
+    closes; a frozen one (SIGSTOP: its connection stays open) expires after the name server's
+    ``brokerChannelExpiredTime``."""
+    cluster = Cluster(tmp_path)
+    frozen: BrokerProcess | None = None
+    try:
+        await cluster.start_namesrv(brokerChannelExpiredTime=EXPIRY * 1000, scanNotActiveBrokerInterval=200)
+        (namesrv,) = cluster.namesrv_processes
+        brokers = [await cluster.start_broker(name) for name in ("broker-a", "broker-b", "broker-c")]
+        ns_conn = await connect_to(cluster.namesrv_ports[0])
+
+        async def registered() -> set[str]:
+            response = await call(ns_conn, RequestCode.GET_BROKER_CLUSTER_INFO)
+            return set(ClusterInfo.decode(response.body).broker_addr_table)
+
+        async def all_registered() -> bool:
+            return await registered() == {"broker-a", "broker-b", "broker-c"}
+
+        await wait_until(all_registered, timeout=20)
+        stopped, killed, frozen = brokers
+        # Frozen first: it expires brokerChannelExpiredTime after its last registration,
+        # while the other two leave.
+        assert frozen.process is not None and frozen.process.proc is not None
+        frozen.process.proc.send_signal(signal.SIGSTOP)
+
+        assert await cluster.stop_broker("broker-a") == 0
+        await namesrv.wait_for_line(
+            rf"broker unregistered: {re.escape(stopped.addr)} name=broker-a", timeout=10
+        )
+        assert "broker-a" not in await registered()
+
+        await cluster.kill_broker("broker-b")
+        await namesrv.wait_for_line(rf"broker {re.escape(killed.addr)} removed: its connection", timeout=10)
+        assert "broker-b" not in await registered()
+
+        await namesrv.wait_for_line(rf"broker {re.escape(frozen.addr)} expired", timeout=EXPIRY + 10)
+        assert await registered() == set()
+    finally:
+        if frozen is not None and frozen.process is not None and frozen.process.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                frozen.process.proc.send_signal(signal.SIGCONT)
+            await frozen.process.kill()
+        await cluster.stop()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,9 @@ import pytest_asyncio
 from aiorocketmq.client import Admin
 from aiorocketmq.protocol.message import MessageExt
 from tests.cluster import Cluster
+from tests.support import wait_until
+
+__all__ = ["Collector", "start_cluster", "unique", "wait_until"]
 
 _names = itertools.count(1)
 
@@ -51,22 +53,6 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
 async def admin(cluster: Cluster) -> AsyncIterator[Admin]:
     async with Admin(cluster.namesrv_addr) as admin:
         yield admin
-
-
-async def wait_until(
-    predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
-) -> None:
-    """Poll an external condition until it holds, failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        outcome = predicate()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
 
 
 class Collector:
