@@ -13,12 +13,19 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from aiorocketmq.client import Admin
+from aiorocketmq.client import Admin, PushConsumer
 from aiorocketmq.protocol.message import MessageExt
 from tests.cluster import Cluster
 from tests.support import wait_until
 
-__all__ = ["Collector", "start_cluster", "unique", "wait_until"]
+__all__ = [
+    "Collector",
+    "start_cluster",
+    "unique",
+    "wait_consumed_to_end",
+    "wait_no_open_transactions",
+    "wait_until",
+]
 
 _names = itertools.count(1)
 
@@ -88,3 +95,48 @@ class Collector:
 
     def distinct_bodies(self) -> set[bytes]:
         return set(self.bodies())
+
+
+async def wait_consumed_to_end(
+    consumer: PushConsumer, admin: Admin, topic: str, timeout: float = 30.0
+) -> None:
+    """Until ``consumer``'s progress on every queue of ``topic`` reached the queue's end: all
+    it will ever be given of what is stored now has gone through its listener, so a test can
+    check that something did *not* arrive."""
+    queues = await admin.queues(topic)
+
+    async def at_end() -> bool:
+        for queue in queues:
+            if consumer.offset_store.read_memory(queue) != await admin.max_offset(queue):
+                return False
+        return True
+
+    await wait_until(at_end, timeout=timeout)
+
+
+async def wait_no_open_transactions(cluster: Cluster, admin: Admin, timeout: float = 30.0) -> None:
+    """Until every broker's transaction table is empty: each half message was decided."""
+
+    async def settled() -> bool:
+        for broker in cluster.brokers.values():
+            info = await admin.broker_runtime_info(broker.addr)
+            if info["openTransactions"] != "0":
+                return False
+        return True
+
+    await wait_until(settled, timeout=timeout)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def stopped_at_end() -> AsyncIterator[Callable[[PushConsumer], PushConsumer]]:
+    """Register a consumer to be shut down when the test ends, however it ends (shutting
+    down twice is harmless), so one failure leaves nothing running into the next test."""
+    started: list[PushConsumer] = []
+
+    def register(consumer: PushConsumer) -> PushConsumer:
+        started.append(consumer)
+        return consumer
+
+    yield register
+    for consumer in started:
+        await consumer.shutdown()

@@ -25,7 +25,7 @@ from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, Messa
 from tests.cluster import Cluster
 from tests.cpp_client import shutdown_safely
 
-from .conftest import Collector, unique
+from .conftest import Collector, unique, wait_consumed_to_end
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -176,7 +176,7 @@ async def test_cpp_producer_to_sdk_push_consumer(cluster: Cluster, admin: Admin)
 
     async with consumer:
         received = await collector.wait_count(16)
-        await asyncio.sleep(0.3)  # room for a wrongly delivered "odd" message to show
+        await wait_consumed_to_end(consumer, admin, topic)  # an "odd" one would be in by now
     by_body: dict[bytes, Any] = {m.body: m for m in received}
     assert set(by_body) == {f"cpp-{i}".encode() for i in range(0, 30, 2)} | {b"x" * 20000}
     assert len(received) == 16

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,9 @@ from aiorocketmq.client.process_queue import ProcessQueue
 from aiorocketmq.protocol.body import SubscriptionGroupConfig
 from tests.cluster import Cluster
 
-from .conftest import Collector, unique, wait_until
+from .conftest import Collector, unique, wait_consumed_to_end, wait_until
+
+StopAtEnd = Callable[[PushConsumer], PushConsumer]
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -77,20 +80,22 @@ async def test_tag_expression_selects_messages(cluster: Cluster, admin: Admin) -
 
 
 async def test_three_members_share_eight_queues_and_take_over_a_leavers_queues(
-    cluster: Cluster, admin: Admin
+    cluster: Cluster, admin: Admin, stopped_at_end: StopAtEnd
 ) -> None:
     topic = unique("Shared")
     group = unique("cg")
     await admin.create_topic(topic, 8)
     collector = Collector()
     consumers = [
-        collecting_consumer(
-            cluster,
-            group,
-            topic,
-            collector,
-            instance_name=f"member-{i}",
-            consume_from=ConsumeFrom.FIRST_OFFSET,
+        stopped_at_end(
+            collecting_consumer(
+                cluster,
+                group,
+                topic,
+                collector,
+                instance_name=f"member-{i}",
+                consume_from=ConsumeFrom.FIRST_OFFSET,
+            )
         )
         for i in range(3)
     ]
@@ -214,7 +219,7 @@ async def test_delayed_message_arrives_after_its_delay(cluster: Cluster, admin: 
 
 
 async def test_broadcasting_delivers_everything_to_every_member_with_local_offsets(
-    cluster: Cluster, admin: Admin, tmp_path: Path
+    cluster: Cluster, admin: Admin, tmp_path: Path, stopped_at_end: StopAtEnd
 ) -> None:
     topic = unique("Broadcast")
     group = unique("cg")
@@ -222,15 +227,17 @@ async def test_broadcasting_delivers_everything_to_every_member_with_local_offse
     collectors = [Collector(), Collector()]
 
     def member(i: int) -> PushConsumer:
-        return collecting_consumer(
-            cluster,
-            group,
-            topic,
-            collectors[i],
-            model=MessageModel.BROADCASTING,
-            instance_name=f"bc-{i}",
-            offset_dir=tmp_path,
-            consume_from=ConsumeFrom.FIRST_OFFSET,
+        return stopped_at_end(
+            collecting_consumer(
+                cluster,
+                group,
+                topic,
+                collectors[i],
+                model=MessageModel.BROADCASTING,
+                instance_name=f"bc-{i}",
+                offset_dir=tmp_path,
+                consume_from=ConsumeFrom.FIRST_OFFSET,
+            )
         )
 
     members = [member(0), member(1)]
@@ -241,6 +248,8 @@ async def test_broadcasting_delivers_everything_to_every_member_with_local_offse
             await producer.send(Message(topic, f"b{i}".encode()))
         for c in collectors:
             await c.wait_count(20)
+        for consumer in members:
+            await wait_consumed_to_end(consumer, admin, topic)  # duplicates would be in by now
         assert all(c.distinct_bodies() == {f"b{i}".encode() for i in range(20)} for c in collectors)
         assert all(len(c.messages) == 20 for c in collectors)
         assert len(members[0].assigned_queues) == 4 and len(members[1].assigned_queues) == 4
@@ -252,14 +261,14 @@ async def test_broadcasting_delivers_everything_to_every_member_with_local_offse
         for i in range(20, 25):
             await producer.send(Message(topic, f"b{i}".encode()))
     collectors[0] = Collector()
-    async with member(0):
+    async with member(0) as restarted:
         await collectors[0].wait_count(5)
-        await asyncio.sleep(0.5)  # give any wrongly re-delivered old message time to show up
-    assert collectors[0].distinct_bodies() == {f"b{i}".encode() for i in range(20, 25)}
+        await wait_consumed_to_end(restarted, admin, topic)  # any old message would be in by now
+    assert sorted(collectors[0].bodies()) == sorted(f"b{i}".encode() for i in range(20, 25))
 
 
 async def test_orderly_consumption_keeps_per_key_order_across_a_rebalance(
-    cluster: Cluster, admin: Admin
+    cluster: Cluster, admin: Admin, stopped_at_end: StopAtEnd
 ) -> None:
     topic = unique("Orderly")
     group = unique("cg")
@@ -297,7 +306,7 @@ async def test_orderly_consumption_keeps_per_key_order_across_a_rebalance(
 
         return consumer
 
-    first, second = member(0), member(1)
+    first, second = stopped_at_end(member(0)), stopped_at_end(member(1))
     await first.start()
     per_key = 40
 
@@ -309,14 +318,20 @@ async def test_orderly_consumption_keeps_per_key_order_across_a_rebalance(
                 await asyncio.sleep(0.03)
 
     sender = asyncio.ensure_future(produce())
-    await total.wait_count(60)
-    await second.start()  # joins: queues move from first to second
-    await wait_until(lambda: len([q for q in second.assigned_queues if q.topic == topic]) == 2, timeout=20)
-    await total.wait_count(len(total.messages) + 60)
-    await first.shutdown()  # leaves: second takes everything
-    await sender
-    await total.wait_for(lambda msgs: all(len(set(seen[k])) == per_key for k in keys), timeout=30)
-    await second.shutdown()
+    try:
+        await total.wait_count(60)
+        await second.start()  # joins: queues move from first to second
+        await wait_until(
+            lambda: len([q for q in second.assigned_queues if q.topic == topic]) == 2, timeout=20
+        )
+        await total.wait_count(len(total.messages) + 60)
+        await first.shutdown()  # leaves: second takes everything
+        await sender
+        await total.wait_for(lambda msgs: all(len(set(seen[k])) == per_key for k in keys), timeout=30)
+        await second.shutdown()
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
     for key in keys:
         assert seen[key] == list(range(per_key)), f"{key} out of order: {seen[key]}"
     assert not overlap
@@ -406,9 +421,11 @@ async def test_a_restarted_group_resumes_from_its_committed_offset(cluster: Clus
         for i in range(20):
             await producer.send(Message(topic, f"b{i}".encode()))
     second = Collector()
-    async with collecting_consumer(cluster, group, topic, second, consume_from=ConsumeFrom.FIRST_OFFSET):
+    async with collecting_consumer(
+        cluster, group, topic, second, consume_from=ConsumeFrom.FIRST_OFFSET
+    ) as resumed:
         await second.wait_count(20)
-        await asyncio.sleep(0.3)  # room for a wrong re-delivery to show
+        await wait_consumed_to_end(resumed, admin, topic)  # a re-delivery would be in by now
     assert second.distinct_bodies() == {f"b{i}".encode() for i in range(20)}
     assert len(second.messages) == 20
 

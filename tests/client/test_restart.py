@@ -12,7 +12,7 @@ from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, Messa
 from aiorocketmq.client.errors import MQError
 from tests.cluster import Cluster
 
-from .conftest import Collector, start_cluster, unique
+from .conftest import Collector, start_cluster, unique, wait_consumed_to_end, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -34,6 +34,7 @@ async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
     tmp_path_factory: pytest.TempPathFactory, how: str
 ) -> None:
     cluster = await start_cluster(tmp_path_factory.mktemp(f"restart-{how}"))
+    started: list[PushConsumer] = []
     try:
         topic = unique("Restart")
         group = unique("cg")
@@ -41,6 +42,7 @@ async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
             await admin.create_topic(topic, 4)
         collector = Collector()
         first = consumer_for(cluster, group, topic, collector)
+        started.append(first)
         await first.start()
         acked: list[bytes] = []
         failures = 0
@@ -71,7 +73,7 @@ async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
                     await cluster.kill_broker("broker-a")
                 else:
                     assert await cluster.stop_broker("broker-a") == 0
-                await asyncio.sleep(0.5)  # let the producer hit the dead broker
+                await wait_until(lambda: failures > 0, timeout=30)  # the producer hit the dead broker
                 await cluster.start_broker("broker-a")
 
             restarting = asyncio.ensure_future(restart())
@@ -88,15 +90,19 @@ async def test_broker_restart_mid_stream_loses_nothing_acknowledged(
         # a new member of the group resumes from the committed offset: no history again
         resumed = Collector()
         async with (
+            Admin(cluster.namesrv_addr) as admin,
             Producer(unique("pg"), cluster.namesrv_addr) as producer,
-            consumer_for(cluster, group, topic, resumed),
+            consumer_for(cluster, group, topic, resumed) as second,
         ):
+            started.append(second)
             for i in range(350, 360):
                 await producer.send(Message(topic, f"m{i}".encode()))
             await resumed.wait_count(10)
-            await asyncio.sleep(0.3)  # room for wrongly re-delivered history to show
+            await wait_consumed_to_end(second, admin, topic)  # re-delivered history would be in
         assert resumed.distinct_bodies() == {f"m{i}".encode() for i in range(350, 360)}
     finally:
+        for consumer in started:
+            await consumer.shutdown()
         await cluster.stop()
 
 

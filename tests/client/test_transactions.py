@@ -24,7 +24,7 @@ from aiorocketmq.client import (
 from aiorocketmq.client.errors import ClientError
 from tests.cluster import Cluster
 
-from .conftest import Collector, start_cluster, unique
+from .conftest import Collector, start_cluster, unique, wait_consumed_to_end, wait_no_open_transactions
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -67,8 +67,12 @@ async def test_commit_makes_the_message_visible_only_after_the_local_transaction
         await decided.wait()
         return TransactionState.COMMIT
 
+    asked: list[MessageExt] = []
+
     async def never_asked(msg: MessageExt) -> TransactionState:
-        raise AssertionError("a decided transaction must not be checked")
+        # The producer answers a checker's exception itself: record the call for the test.
+        asked.append(msg)
+        return TransactionState.COMMIT
 
     async with TransactionProducer(unique("txg"), cluster.namesrv_addr, checker=never_asked) as producer:
         sending = asyncio.ensure_future(
@@ -78,6 +82,9 @@ async def test_commit_makes_the_message_visible_only_after_the_local_transaction
         assert await admin.max_offset(queue) == 0  # the half message is invisible
         decided.set()
         result = await sending
+        # Decided: the broker's table is empty, so it has nothing left to check.
+        await wait_no_open_transactions(cluster, admin)
+    assert asked == [], "a decided transaction was checked"
     assert result.state is TransactionState.COMMIT
     assert result.send_result.status is SendStatus.SEND_OK
     collector = Collector()
@@ -106,11 +113,12 @@ async def test_rollback_discards_the_message(cluster: Cluster, admin: Admin) -> 
             Message(topic, b"kept"), lambda msg: TransactionState.COMMIT
         )
     assert rolled.state is TransactionState.ROLLBACK and committed.state is TransactionState.COMMIT
+    await wait_no_open_transactions(cluster, admin)  # both decided: nothing can still turn up
     collector = Collector()
     consumer = await consume(cluster, topic, collector)
     try:
         await collector.wait_count(1)
-        await asyncio.sleep(1.5)  # a check-back period: nothing else may turn up
+        await wait_consumed_to_end(consumer, admin, topic)
     finally:
         await consumer.shutdown()
     assert collector.bodies() == [b"kept"]
@@ -139,7 +147,9 @@ async def test_undecided_transactions_are_resolved_by_the_check_back(cluster: Cl
         consumer = await consume(cluster, topic, collector)
         try:
             (msg,) = await collector.wait_count(1, timeout=20)
-            await asyncio.sleep(1.5)  # a check-back period: the rolled back one must not show up
+            # Both resolved by the check-back, then everything stored was consumed.
+            await wait_no_open_transactions(cluster, admin)
+            await wait_consumed_to_end(consumer, admin, topic)
         finally:
             await consumer.shutdown()
     assert msg.body == b"commit-me" and msg.msg_id == unknown.send_result.msg_id
