@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# The broker's flush tests watch its system calls with strace: install it where we can.
+	@command -v strace >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& (apt-get install -y -qq strace >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq strace >/dev/null)); } \
+		|| echo "note: strace is not installed; tests/broker's flush tests need it"
 	@touch $(STAMP)
 
 # The dashboard runs in the background and goes when the cluster stops (it keeps retrying the
