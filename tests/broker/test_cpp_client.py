@@ -8,10 +8,11 @@ The C++ calls block and its callbacks run on C++ threads: tests call it through
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +25,19 @@ from rocketmq.client import RecvMessage, SendStatus
 from rocketmq.ffi import MessageModel as CppMessageModel
 from rocketmq.ffi import _CConsumeStatus
 
-from aiorocketmq.protocol.body import SubscriptionGroupConfig
+from aiorocketmq.protocol.body import (
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    SubscriptionGroupConfig,
+)
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.message import decode_records
+from aiorocketmq.protocol.transport import Connection, connect
 from tests.cluster import Cluster
 from tests.cpp_client import shutdown_safely
+from tests.support import wait_until
 
 from .conftest import ConnectTo
 from .requests import call, max_offset
@@ -76,20 +85,22 @@ class Collector:
             self.items.append(item)
             self._cond.notify_all()
 
-    def _wait(self, predicate: Callable[[list[Delivery]], bool], timeout: float) -> list[Delivery]:
+    def _wait(
+        self, predicate: Callable[[list[Delivery]], bool], timeout: float
+    ) -> tuple[bool, list[Delivery]]:
         with self._cond:
-            self._cond.wait_for(lambda: predicate(self.items), timeout)
-            return list(self.items)
+            met = self._cond.wait_for(lambda: predicate(self.items), timeout)
+            return met, list(self.items)
 
     async def wait_for(
-        self, predicate: Callable[[list[Delivery]], bool], timeout: float = 60
+        self, predicate: Callable[[list[Delivery]], bool], timeout: float = 60, what: str = "the deliveries"
     ) -> list[Delivery]:
-        return await asyncio.to_thread(self._wait, predicate, timeout)
+        met, items = await asyncio.to_thread(self._wait, predicate, timeout)
+        assert met, f"{what} did not arrive within {timeout}s ({len(items)} delivered)"
+        return items
 
     async def wait_count(self, count: int, timeout: float = 60) -> list[Delivery]:
-        items = await self.wait_for(lambda items: len(items) >= count, timeout)
-        assert len(items) >= count, f"only {len(items)} of {count} messages arrived"
-        return items
+        return await self.wait_for(lambda items: len(items) >= count, timeout, f"{count} messages")
 
 
 def cpp_message(topic: str, body: str, *, tags: str = "", keys: str = "", color: str = "") -> CppMessage:
@@ -160,9 +171,28 @@ async def stop_consumer(consumer: CppPushConsumer) -> None:
     await asyncio.to_thread(shutdown_safely, consumer, consumer.started_at)
 
 
-async def test_sync_send_and_clustering_consume_keep_every_field(cluster: Cluster) -> None:
+async def committed_to_end(conn: Connection, group: str, topic: str, queues: int = 4) -> None:
+    """Until ``group``'s committed offset on every queue of ``topic`` is the queue's end: the
+    consumer finished everything stored, so nothing more is due to it."""
+
+    async def at_end() -> bool:
+        for queue_id in range(queues):
+            query = {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+            committed = await call(conn, RequestCode.QUERY_CONSUMER_OFFSET, query)
+            if committed.code != ResponseCode.SUCCESS:
+                return False
+            if int(committed.ext_fields["offset"]) != await max_offset(conn, topic, queue_id):
+                return False
+        return True
+
+    await wait_until(at_end, timeout=20)
+
+
+async def test_sync_send_and_clustering_consume_keep_every_field(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
     """Scenarios 1 and 2: 1,000 synchronous sends all SEND_OK, and a clustering push consumer
-    receives every one with body, tags, keys and properties intact."""
+    receives every one, once, with body, tags, keys and properties intact."""
     topic = "CppSync"
 
     def produce() -> list[Any]:
@@ -181,11 +211,15 @@ async def test_sync_send_and_clustering_consume_keep_every_field(cluster: Cluste
     collector = Collector()
     consumer = start_push_consumer(cluster, "cpp-sync-consumer", topic, collecting(collector))
     try:
-        items = await collector.wait_count(1000)
+        await collector.wait_count(1000)
     finally:
         await stop_consumer(consumer)
+    # Stopped, with its progress at the end of every queue: no delivery is still to come.
+    await committed_to_end(await connect_to(cluster.brokers["broker-a"].port), "cpp-sync-consumer", topic)
+    items = list(collector.items)
     by_body = {item.body: item for item in items}
     assert len(by_body) == 1000
+    assert len(items) == 1000, "some messages were delivered twice"
     for i in range(1000):
         item = by_body[f"body-{i}"]
         assert (item.topic, item.tags, item.keys, item.color) == (topic, f"tag{i % 3}", f"key-{i}", f"c{i}")
@@ -366,11 +400,15 @@ async def test_broadcasting_consumers_each_receive_everything(cluster: Cluster) 
         await asyncio.to_thread(produce_more)
         wanted = {f"b{i}" for i in range(40)}
         for collector in collectors:
-            items = await collector.wait_for(lambda items: wanted <= {i.body for i in items}, 60)
-            assert wanted <= {item.body for item in items}
+            await collector.wait_for(lambda items: wanted <= {i.body for i in items}, 60)
     finally:
         for consumer in consumers:
             await stop_consumer(consumer)
+    # Stopped: nothing more can arrive. Each member got each message once.
+    for collector in collectors:
+        counts = Counter(item.body for item in collector.items)
+        assert {body: n for body, n in counts.items() if body != "create"} == dict.fromkeys(wanted, 1)
+        assert counts["create"] <= 1
 
 
 async def test_pull_consumer_reads_every_queue_from_zero(cluster: Cluster) -> None:
@@ -402,3 +440,137 @@ async def test_pull_consumer_reads_every_queue_from_zero(cluster: Cluster) -> No
     assert len(per_queue) == 4
     for offsets in per_queue.values():
         assert offsets == list(range(len(offsets)))
+
+
+async def create_routed_topic(cluster: Cluster, conn: Connection, topic: str, queues: int = 4) -> None:
+    response = await call(
+        conn,
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6},
+    )
+    assert response.code == ResponseCode.SUCCESS, response
+    ns = await connect("127.0.0.1", cluster.namesrv_ports[0])
+    try:
+
+        async def routed() -> bool:
+            found = await call(ns, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            return found.code == ResponseCode.SUCCESS
+
+        await wait_until(routed, timeout=20)
+    finally:
+        ns.close()
+
+
+async def members(conn: Connection, group: str) -> list[str]:
+    listed = await call(conn, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    if listed.code != ResponseCode.SUCCESS:
+        return []
+    return GetConsumerListByGroupResponseBody.decode(listed.body).consumer_id_list
+
+
+async def settle_into_a_split(
+    producer: CppProducer, topic: str, collectors: dict[str, Collector], *, rounds: int = 12
+) -> dict[str, set[int]]:
+    """Send rounds of two messages per queue (by queue id) until one round is consumed with
+    every queue served by exactly one member and every member serving some; returns that
+    round's queue ids per member. Rebalance moves queues at once when a member joins (the
+    broker notifies the others), so this takes a round or two; a group whose members each
+    take every queue never gets there."""
+    seen: list[dict[str, set[int]]] = []
+
+    def send_round(bodies: dict[str, int]) -> None:
+        for body, queue_id in bodies.items():
+            assert producer.send_orderly(cpp_message(topic, body), queue_id).status == SendStatus.OK
+
+    def delivered(bodies: dict[str, int]) -> bool:
+        return set(bodies) <= {i.body for c in collectors.values() for i in c.items}
+
+    for round_no in range(rounds):
+        bodies = {f"r{round_no}-q{q}-{n}": q for q in range(4) for n in range(2)}
+        await asyncio.to_thread(send_round, bodies)
+        await wait_until(functools.partial(delivered, bodies), timeout=30)
+        served = {name: {i.queue_id for i in c.items if i.body in bodies} for name, c in collectors.items()}
+        seen.append(served)
+        each_once = all(
+            sum(1 for c in collectors.values() for i in c.items if i.body == body) == 1 for body in bodies
+        )
+        queue_sets = list(served.values())
+        disjoint = all(not (a & b) for n, a in enumerate(queue_sets) for b in queue_sets[n + 1 :])
+        if each_once and disjoint and all(queue_sets):
+            return served
+    raise AssertionError(f"the members never split the queues between them: {seen}")
+
+
+async def test_two_clustering_consumers_split_the_queues(cluster: Cluster, connect_to: ConnectTo) -> None:
+    """Two C++ consumers in one clustering group: once the second joins, each queue is served
+    by one of them, and a round of messages sent then reaches the group once."""
+    topic, group = "CppShared", "cpp-shared"
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    await create_routed_topic(cluster, conn, topic)
+    collectors = {"first": Collector(), "second": Collector()}
+    started: list[CppPushConsumer] = []
+    producer = CppProducer("cpp-shared-producer")
+    producer.set_namesrv_addr(cluster.namesrv_addr)
+    producer.start()
+    producer_started = time.monotonic()
+    try:
+        started.append(
+            start_push_consumer(cluster, group, topic, collecting(collectors["first"]), instance="m1")
+        )
+        started.append(
+            start_push_consumer(cluster, group, topic, collecting(collectors["second"]), instance="m2")
+        )
+        await wait_until(lambda: _count_is(members(conn, group), 2), timeout=30)
+        served = await settle_into_a_split(producer, topic, collectors)
+        assert sorted(len(q) for q in served.values()) == [2, 2]  # AVG allocation: 2 queues each
+    finally:
+        for consumer in started:
+            await stop_consumer(consumer)
+        await asyncio.to_thread(shutdown_safely, producer, producer_started)
+
+
+async def test_orderly_consumers_lock_their_queues_and_keep_order(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    """Two orderly C++ consumers in one group: each queue is locked on the broker by a member
+    (a third client can lock none of them), each serves its own queues, and every queue's
+    messages are consumed in the order they were sent."""
+    topic, group = "CppOrderlyShared", "cpp-orderly-shared"
+    conn = await connect_to(cluster.brokers["broker-a"].port)
+    await create_routed_topic(cluster, conn, topic)
+    collectors = {"first": Collector(), "second": Collector()}
+    started: list[CppPushConsumer] = []
+    producer = CppProducer("cpp-orderly-shared-producer")
+    producer.set_namesrv_addr(cluster.namesrv_addr)
+    producer.start()
+    producer_started = time.monotonic()
+    try:
+        for name, instance in (("first", "o1"), ("second", "o2")):
+            started.append(
+                start_push_consumer(
+                    cluster, group, topic, collecting(collectors[name]), orderly=True, instance=instance
+                )
+            )
+        await wait_until(lambda: _count_is(members(conn, group), 2), timeout=30)
+        served = await settle_into_a_split(producer, topic, collectors)
+        assert sorted(len(q) for q in served.values()) == [2, 2]
+        queues = [MessageQueue(topic=topic, broker_name="broker-a", queue_id=q) for q in range(4)]
+        body = LockBatchRequestBody(consumer_group=group, client_id="intruder", mq_set=queues).encode()
+        locked = await call(conn, RequestCode.LOCK_BATCH_MQ, body=body)
+        assert LockBatchResponseBody.decode(locked.body).lock_ok_mq_set == []  # all held by members
+    finally:
+        for consumer in started:
+            await stop_consumer(consumer)
+        await asyncio.to_thread(shutdown_safely, producer, producer_started)
+    # Per queue, the messages came in the order sent (a re-delivery after a queue moved may
+    # repeat some, never reorder them).
+    for queue_id in range(4):
+        bodies = [i.body for c in collectors.values() for i in sorted(c.items, key=lambda d: d.received_at)]
+        mine = [b for b in bodies if f"-q{queue_id}-" in b]
+        firsts = list(dict.fromkeys(mine))
+        expected = sorted(firsts, key=lambda b: (int(b.split("-")[0][1:]), int(b.split("-")[2])))
+        assert firsts == expected, f"queue {queue_id} out of order: {mine}"
+
+
+async def _count_is(listing: Awaitable[list[str]], count: int) -> bool:
+    return len(await listing) == count
