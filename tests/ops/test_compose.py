@@ -1,7 +1,8 @@
 """docker-compose.yml, proven without a Docker engine: the file validates against the Compose
 specification, and every service's command runs locally (service names mapped to 127.0.0.1,
-volumes to temporary directories, the file's ports as they are) in ``depends_on`` order, each
-waiting for its dependencies' health checks, until the cluster works end to end."""
+volumes to temporary directories, each published port to a free one the test holds until its
+service listens) in ``depends_on`` order, each waiting for its dependencies' health checks,
+until the cluster works end to end."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -80,6 +82,46 @@ class LocalService:
         self.log = self.workdir / f"{self.name}.log"
 
 
+def _hold(port: int = 0) -> socket.socket:
+    """A socket bound to ``port`` (0: any) and never listening: the port is kept from anyone
+    but a server that binds it with SO_REUSEADDR, as ours do."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("0.0.0.0", port))
+    except OSError:
+        holder.close()
+        raise
+    return holder
+
+
+def hold_ports(published: list[int]) -> tuple[dict[int, int], list[socket.socket]]:
+    """A free local port for each published one, held until the services bind them. A broker
+    also listens on ``listenPort - 2`` (its VIP channel), so where the file publishes both
+    ``p`` and ``p - 2`` the local pair keeps that distance."""
+    mapping: dict[int, int] = {}
+    holders: list[socket.socket] = []
+    for port in sorted(published, reverse=True):
+        if port in mapping:
+            continue
+        while True:
+            holder = _hold()
+            local = int(holder.getsockname()[1])
+            if port - 2 not in published:
+                break
+            try:
+                partner = _hold(local - 2)
+            except OSError:
+                holder.close()
+                continue
+            holders.append(partner)
+            mapping[port - 2] = local - 2
+            break
+        holders.append(holder)
+        mapping[port] = local
+    return mapping, holders
+
+
 class LocalCompose:
     """Runs a compose file's services without containers."""
 
@@ -94,6 +136,25 @@ class LocalCompose:
         ]
         self.services = {name: LocalService(name, self.doc["services"][name], workdir) for name in names}
         self.hosts = set(self.doc["services"])
+        published = [
+            int(str(mapping).split(":")[-1])
+            for spec in self.doc["services"].values()
+            for mapping in spec.get("ports", [])
+        ]
+        #: Published (container) port -> the local port standing in for it.
+        self.ports, self._holders = hold_ports(published)
+
+    def release_ports(self) -> None:
+        for holder in self._holders:
+            holder.close()
+        self._holders = []
+
+    def port(self, container_port: int) -> int:
+        return self.ports[container_port]
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.port(9876)}"
 
     def localize(self, text: str) -> str:
         """Interpolate ``${VAR:-default}``, use this interpreter for the image's, and send
@@ -108,6 +169,9 @@ class LocalCompose:
             name = re.escape(host)
             text = re.sub(rf"(?<![\w.-]){name}(?=:\d)", "127.0.0.1", text)
             text = re.sub(rf"(['\"]){name}\1", r"\g<1>127.0.0.1\g<1>", text)
+        if self.ports:  # one pass, so a local port equal to another published one stays
+            published = "|".join(str(p) for p in sorted(self.ports, reverse=True))
+            text = re.sub(rf"(?<![\w.])({published})(?!\d)", lambda m: str(self.ports[int(m[1])]), text)
         return text
 
     def mounts(self, service: LocalService) -> dict[str, str]:
@@ -226,24 +290,17 @@ async def compose(tmp_path: Path) -> AsyncIterator[StartCompose]:
     started: list[LocalCompose] = []
 
     async def start(profiles: tuple[str, ...] = ()) -> LocalCompose:
-        busy = []
-        for service in yaml.safe_load(COMPOSE.read_text())["services"].values():
-            for mapping in service.get("ports", []):
-                port = int(str(mapping).split(":")[-1])
-                with contextlib.suppress(OSError):
-                    _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1)
-                    writer.close()
-                    busy.append(port)
-        assert not busy, (
-            f"ports {busy} from docker-compose.yml are in use on this machine (is `make run` up?)"
-        )
         local = LocalCompose(COMPOSE, tmp_path, profiles)
         started.append(local)
-        await local.up()
+        try:
+            await local.up()  # every service healthy: each listens on its port now
+        finally:
+            local.release_ports()
         return local
 
     yield start
     for local in started:
+        local.release_ports()
         codes = await local.down()
         for name, code in codes.items():
             assert code == 0, f"{name} exited with {code}:\n{local.services[name].log.read_text()}"
@@ -252,7 +309,7 @@ async def compose(tmp_path: Path) -> AsyncIterator[StartCompose]:
 async def test_compose_services_run_together(compose: StartCompose) -> None:
     cluster = await compose()
     published = {
-        name: [int(str(p).split(":")[-1]) for p in svc.spec.get("ports", [])]
+        name: [cluster.port(int(str(p).split(":")[-1])) for p in svc.spec.get("ports", [])]
         for name, svc in cluster.services.items()
     }
     for ports in published.values():
@@ -260,7 +317,7 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
             _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
             writer.close()
     # The two brokers found the name server through the file's addresses and registered.
-    conn = await connect("127.0.0.1", 9876)
+    conn = await connect("127.0.0.1", cluster.port(9876))
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -273,10 +330,10 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
             await asyncio.sleep(0.2)
     finally:
         conn.close()
-    assert info.broker_addr_table["broker-a"].broker_addrs[0] == "127.0.0.1:10911"
-    assert info.broker_addr_table["broker-b"].broker_addrs[0] == "127.0.0.1:10921"
+    assert info.broker_addr_table["broker-a"].broker_addrs[0] == f"127.0.0.1:{cluster.port(10911)}"
+    assert info.broker_addr_table["broker-b"].broker_addrs[0] == f"127.0.0.1:{cluster.port(10921)}"
     assert info.cluster_addr_table["DefaultCluster"] == sorted(info.cluster_addr_table["DefaultCluster"])
-    for port in (5557, 5558):
+    for port in (cluster.port(5557), cluster.port(5558)):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
         body = await asyncio.wait_for(reader.read(), 10)
@@ -321,7 +378,7 @@ async def test_compose_pipeline_profile_produces_revenue(compose: StartCompose) 
     local = await compose(("pipeline",))
     pipeline = local.services["pipeline"]
     data_dir = Path(local.mounts(pipeline)["/data"])
-    async with Admin(namesrv="127.0.0.1:9876") as admin:
+    async with Admin(namesrv=local.namesrv_addr) as admin:
         deadline = time.monotonic() + 240
         results = 0
         while results == 0:
