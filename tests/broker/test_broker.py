@@ -894,7 +894,12 @@ async def test_a_second_broker_on_a_store_in_use_fails_and_leaves_it_alone(
         sys.executable, "-m", "aiorocketmq.broker", "-c", str(first.conf), "--listen-port", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    output, _ = await asyncio.wait_for(intruder.communicate(), 60)
+    try:
+        output, _ = await asyncio.wait_for(intruder.communicate(), 60)
+    finally:
+        if intruder.returncode is None:  # it should have refused the store: never leave it running
+            intruder.kill()
+            await intruder.wait()
     assert intruder.returncode != 0
     assert b"in use" in output
     assert topics_file.read_bytes() == topics_before
