@@ -4,6 +4,7 @@ commit, rollback, and the broker asking the producer's checker about undecided o
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -129,9 +130,11 @@ async def test_undecided_transactions_are_resolved_by_the_check_back(cluster: Cl
     topic = unique("TxCheck")
     await admin.create_topic(topic, 1)
     asked: list[MessageExt] = []
+    ages_ms: list[float] = []
 
     async def checker(msg: MessageExt) -> TransactionState:
         asked.append(msg)
+        ages_ms.append(time.time() * 1000 - msg.store_timestamp)
         return TransactionState.COMMIT if msg.body == b"commit-me" else TransactionState.ROLLBACK
 
     def failing(msg: Message) -> TransactionState:
@@ -154,6 +157,7 @@ async def test_undecided_transactions_are_resolved_by_the_check_back(cluster: Cl
             await consumer.shutdown()
     assert msg.body == b"commit-me" and msg.msg_id == unknown.send_result.msg_id
     assert collector.bodies() == [b"commit-me"]
+    assert min(ages_ms) >= 1000, f"checked before transactionTimeOut (1 s): {ages_ms}"
     checked = {m.body: m for m in asked}
     assert set(checked) == {b"commit-me", b"roll-me-back"}
     assert checked[b"commit-me"].msg_id == unknown.send_result.msg_id
