@@ -37,7 +37,7 @@ from aiorocketmq.client.subscription import dlq_topic, retry_topic
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
 from aiorocketmq.protocol.codes import Perm
 from tests.cluster import Cluster
-from tests.support import ROOT, free_port
+from tests.support import ROOT
 
 from .conftest import start_dashboard
 
@@ -413,10 +413,8 @@ async def test_bad_input_is_explained_on_the_page(page: Page, dashboard: str, or
     assert forged.status == 403
 
 
-async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page) -> None:
-    proc = await start_dashboard(
-        f"127.0.0.1:{free_port()}", "--access-key", "ops-ak", "--secret-key", "ops-sk"
-    )
+async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page, dead_address: str) -> None:
+    proc = await start_dashboard(dead_address, "--access-key", "ops-ak", "--secret-key", "ops-sk")
     base = f"http://127.0.0.1:{proc.port}"
     try:
         await page.goto(base + "/")

@@ -19,7 +19,7 @@ import pytest
 
 from tests.client.test_docs import README_SNIPPETS
 from tests.cluster import Cluster
-from tests.support import ROOT, free_port
+from tests.support import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -132,11 +132,13 @@ async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path
         await cluster.stop()
 
 
-async def test_dashboard_serves_from_an_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+async def test_dashboard_serves_from_an_installed_wheel(
+    wheel: Path, tmp_path: Path, dead_address: str
+) -> None:
     """The templates and assets come from the installed package, not the source tree."""
     outside = tmp_path / "app"
     python = await asyncio.to_thread(install_wheel, wheel, tmp_path / "venv", outside)
-    silent = f"127.0.0.1:{free_port()}"  # no name server: the page says so and still renders
+    silent = dead_address  # no name server: the page says so and still renders
     proc = await asyncio.create_subprocess_exec(
         str(python),
         "-m",
