@@ -9,6 +9,7 @@ import contextlib
 import re
 import shutil
 import signal
+import socket
 import struct
 import sys
 import time
@@ -1039,3 +1040,22 @@ async def test_name_server_drops_a_stopped_a_killed_and_a_frozen_broker(
                 frozen.process.proc.send_signal(signal.SIGCONT)
             await frozen.process.kill()
         await cluster.stop()
+
+
+async def test_a_restart_keeps_its_port_and_waits_until_it_is_free(
+    cluster: Cluster, connect_to: ConnectTo
+) -> None:
+    """The test cluster restarts a broker on the port it had (clients and stored message ids
+    know it); while another socket still holds that port, the start is retried."""
+    port = cluster.brokers["broker-a"].port
+    await cluster.stop_broker("broker-a")
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    asyncio.get_running_loop().call_later(3.0, squatter.close)  # longer than a broker takes to start
+    try:
+        await cluster.start_broker("broker-a")
+    finally:
+        squatter.close()
+    assert cluster.brokers["broker-a"].port == port
+    await send_ok(await connect_to(port), "SamePort", b"still here")
