@@ -340,8 +340,9 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
         writer.close()
         assert body.startswith(b"HTTP/1.1 200 OK") and b"rocketmq_broker_tps" in body
     # The dashboard reached the name server through the file's address and shows both brokers.
-    reader, writer = await asyncio.open_connection("127.0.0.1", 8080)
-    writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: close\r\n\r\n")
+    dashboard = cluster.port(8080)
+    reader, writer = await asyncio.open_connection("127.0.0.1", dashboard)
+    writer.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{dashboard}\r\nConnection: close\r\n\r\n".encode())
     page = await asyncio.wait_for(reader.read(), 20)
     writer.close()
     assert page.startswith(b"HTTP/1.1 200 OK"), page[:200]
