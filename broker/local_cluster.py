@@ -1,8 +1,13 @@
-"""A local cluster in the foreground (what ``make run`` starts): one name server and one broker
-as child processes, on embedded defaults, storing under one data directory.
+"""A local cluster in the foreground (what ``make run`` starts): one name server and one or more
+brokers as child processes, on embedded defaults, storing under one data directory.
 
-Ctrl-C (or SIGTERM) stops the broker first, so it can unregister and flush, then the name
-server. If either process dies, the other is stopped too and the exit code says so.
+A broker process uses one core, so a host scales across its cores RocketMQ's way: several
+brokers in one cluster, each with its own store (``--brokers N``: ``broker-a``, ``broker-b``,
+... on ``--broker-port``, then every ``--port-step`` ports above it); topics created on the
+cluster spread their queues over all of them.
+
+Ctrl-C (or SIGTERM) stops the brokers first, so they can unregister and flush, then the name
+server. If any process dies, the others are stopped too and the exit code says so.
 """
 
 from __future__ import annotations
@@ -22,10 +27,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", default="./.data", help="data directory (default ./.data)")
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
-    parser.add_argument("--broker-name", default="broker-a")
+    parser.add_argument(
+        "--broker-name", default="broker-a", help="the first broker's name (default broker-a)"
+    )
+    parser.add_argument(
+        "--brokers", type=int, default=1, help="broker processes, one per core to use (default 1)"
+    )
+    parser.add_argument(
+        "--port-step", type=int, default=100, help="port distance between brokers (each uses port-2..port+1)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address the broker advertises (brokerIP1)")
     parser.add_argument("-c", "--broker-config", help="extra broker.conf (RocketMQ keys)")
     return parser.parse_args(argv)
+
+
+def broker_names(first: str, count: int) -> list[str]:
+    """``broker-a``, ``broker-b``, ... from the first name's last letter (or ``first-2``, ...)."""
+    if count < 1:
+        raise SystemExit("--brokers must be at least 1")
+    stem, last = first[:-1], first[-1:]
+    if last.isalpha() and last.islower() and ord(last) + count - 1 <= ord("z"):
+        return [stem + chr(ord(last) + i) for i in range(count)]
+    return [first] + [f"{first}-{i + 1}" for i in range(1, count)]
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
@@ -61,17 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         namesrv.terminate()
         namesrv.wait(30)
         return 1
-    broker_cmd = [
-        sys.executable, "-m", "aiorocketmq.broker",
-        "-n", namesrv_addr,
-        "--listen-port", str(args.broker_port),
-        "--store-dir", str(data / args.broker_name),
-        "--broker-ip", args.host,
-        "--broker-name", args.broker_name,
-    ]  # fmt: skip
-    if args.broker_config:
-        broker_cmd += ["-c", args.broker_config]
-    broker = subprocess.Popen(broker_cmd)
+    brokers: dict[str, subprocess.Popen[bytes]] = {}
+    for i, name in enumerate(broker_names(args.broker_name, args.brokers)):
+        port = args.broker_port + i * args.port_step
+        broker_cmd = [
+            sys.executable, "-m", "aiorocketmq.broker",
+            "-n", namesrv_addr,
+            "--listen-port", str(port),
+            "--store-dir", str(data / name),
+            "--broker-ip", args.host,
+            "--broker-name", name,
+        ]  # fmt: skip
+        if args.broker_config:
+            broker_cmd += ["-c", args.broker_config]
+        brokers[f"{name} at {args.host}:{port}"] = subprocess.Popen(broker_cmd)
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -81,15 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     print(
-        f"local cluster: name server {namesrv_addr}, broker {args.broker_name} at {args.host}:{args.broker_port}, "
-        f"data in {data}; Ctrl-C stops it",
+        f"local cluster: name server {namesrv_addr}, brokers {', '.join(brokers)}, data in {data}; Ctrl-C stops it",
         file=sys.stderr,
         flush=True,
     )
-    while not stopping and namesrv.poll() is None and broker.poll() is None:
+    while not stopping and namesrv.poll() is None and all(b.poll() is None for b in brokers.values()):
         time.sleep(0.2)
     failed = not stopping
-    for proc in (broker, namesrv):
+    for proc in (*brokers.values(), namesrv):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -97,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    codes = {"broker": broker.returncode, "namesrv": namesrv.returncode}
+    codes = {name.split()[0]: proc.returncode for name, proc in brokers.items()} | {
+        "namesrv": namesrv.returncode
+    }
     if failed:
         print(f"local cluster: a process exited unexpectedly: {codes}", file=sys.stderr)
         return 1
