@@ -17,7 +17,8 @@ Starts a real name server and broker (child processes), then for each of ``--run
 * **latency**: a producer paced at ``--rate`` messages/s and a push consumer: end-to-end
   latency (send call to listener) percentiles;
 * **ceiling**: the same send and consume scenarios against ``bench.fake_broker``, an instant
-  broker that stores nothing, to show the SDK's own limit apart from the broker's work;
+  broker that stores nothing, to show the SDK's own limit apart from the broker's work
+  (``--ceiling-only`` runs just these, without a cluster);
 * **redis**: ``XADD`` one at a time, ``XADD`` pipelined (1,000 per pipeline), ``XREADGROUP``
   (``COUNT`` 32 and 1,000, each batch ``XACK``-ed), on redis-server without persistence. Skipped
   with a message when redis-server or redis-py is missing.
@@ -455,6 +456,20 @@ async def sdk_ceiling(args: argparse.Namespace) -> dict[str, list[Figures]]:
     return results
 
 
+async def ceiling_only(args: argparse.Namespace) -> None:
+    """Only the SDK-alone runs: a quick check of the client's own send and consume cost."""
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
+    ceiling = await sdk_ceiling(args)
+    print()
+    print(f"=== the SDK alone (instant broker): medians of {args.runs} runs, {args.size}-byte messages ===")
+    for label, runs in ceiling.items():
+        alone = median([f.tps for f in runs])
+        client = median([f.per_message_us(f.client_cpu) for f in runs])
+        print(f"{label:<10} {alone:>9.0f} msg/s (client CPU {client:5.1f} us/msg)")
+
+
 async def bench(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="sdk-bench-"))
     cluster = Cluster(root)
@@ -649,8 +664,11 @@ def main() -> None:
     parser.add_argument(
         "--no-ceiling", dest="ceiling", action="store_false", help="skip the SDK-alone runs (instant broker)"
     )
+    parser.add_argument(
+        "--ceiling-only", action="store_true", help="only the SDK-alone runs (instant broker, no cluster)"
+    )
     args = parser.parse_args()
-    run_loop(bench(args))
+    run_loop(ceiling_only(args) if args.ceiling_only else bench(args))
 
 
 if __name__ == "__main__":
