@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
@@ -45,10 +45,24 @@ from aiorocketmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
     GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     PutKVConfigRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    QueryMessageRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
 )
 from aiorocketmq.protocol.message import MessageExt, decode_offset_msg_id, decode_records
 from aiorocketmq.protocol.settings import read_properties
@@ -119,7 +133,7 @@ class Admin:
     # -- cluster and routes ---------------------------------------------------------------
 
     async def cluster_info(self) -> ClusterInfo:
-        response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         return ClusterInfo.decode(response.body)
 
     async def master_addrs(self, cluster: str | None = None) -> list[str]:
@@ -206,7 +220,7 @@ class Admin:
             await asyncio.sleep(0.05)
 
     async def topic_list(self) -> list[str]:
-        response = await self.instance.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        response = await self.instance.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         return sorted(TopicList.decode(response.body).topic_list)
 
     async def queues(self, topic: str) -> list[MessageQueue]:
@@ -258,7 +272,7 @@ class Admin:
         if config.read_queue_nums < 1 or config.write_queue_nums < 1:
             raise ValueError("a topic needs at least 1 read queue and 1 write queue")
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
-        fields = CreateTopicRequestHeader(
+        header = CreateTopicRequestHeader(
             topic=topic,
             read_queue_nums=config.read_queue_nums,
             write_queue_nums=config.write_queue_nums,
@@ -266,9 +280,9 @@ class Admin:
             topic_filter_type=config.topic_filter_type,
             topic_sys_flag=config.topic_sys_flag,
             order=config.order,
-        ).to_fields()
+        )
         for addr in addrs:
-            await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+            await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
         if wait > 0:
 
             def routed(route: TopicRouteData) -> bool:
@@ -292,12 +306,12 @@ class Admin:
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete ``topic`` from the brokers (of ``cluster``) and from every name server."""
         for addr in await self.master_addrs(cluster):
-            await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
-        fields: dict[str, Any] = {"topic": topic}
-        if cluster is not None:
-            fields["clusterName"] = cluster
+            await self.instance.call(
+                addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic)
+            )
+        header = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster)
         for addr in self.instance.namesrv_addrs:
-            await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
+            await self.instance.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, header)
         self.instance.routes.pop(topic, None)
 
     async def order_topic_conf(self, topic: str) -> dict[str, int]:
@@ -325,10 +339,10 @@ class Admin:
         """The consumer groups of ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO on each master of its
         route): those with online members subscribed to it and those with committed offsets
         on it."""
-        fields = QueryTopicConsumeByWhoRequestHeader(topic=topic).to_fields()
+        header = QueryTopicConsumeByWhoRequestHeader(topic=topic)
         groups: set[str] = set()
         for addr in (await self._route_masters(topic)).values():
-            response = await self.instance.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields)
+            response = await self.instance.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
             groups.update(GroupList.decode(response.body).group_list)
         return sorted(groups)
 
@@ -336,7 +350,9 @@ class Admin:
         """Min/max offset and last update time of every queue of ``topic``."""
         table: dict[MessageQueue, TopicOffset] = {}
         for addr in (await self._route_masters(topic)).values():
-            response = await self.instance.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            response = await self.instance.call(
+                addr, RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic)
+            )
             table.update(TopicStatsTable.decode(response.body).offset_table)
         return dict(sorted(table.items()))
 
@@ -350,7 +366,7 @@ class Admin:
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         for addr in addrs:
             await self.instance.call(
-                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, config.encode()
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.encode()
             )
 
     async def delete_subscription_group(
@@ -363,12 +379,10 @@ class Admin:
     ) -> None:
         """Delete a consumer group's settings from every master (of ``cluster``, or only
         ``broker_addr``); with ``remove_offsets`` its committed offsets there go too."""
-        fields = DeleteSubscriptionGroupRequestHeader(
-            group_name=group, remove_offset=remove_offsets
-        ).to_fields()
+        header = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offsets)
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         for addr in addrs:
-            await self.instance.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)
+            await self.instance.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
 
     # -- consumption ----------------------------------------------------------------------
 
@@ -377,12 +391,10 @@ class Admin:
         addrs = await self._group_brokers(group, topic)
         merged = ConsumeStats()
         found = False
+        header = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
         for addr in addrs:
-            fields: dict[str, Any] = {"consumerGroup": group}
-            if topic is not None:
-                fields["topic"] = topic
             try:
-                response = await self.instance.call(addr, RequestCode.GET_CONSUME_STATS, fields)
+                response = await self.instance.call(addr, RequestCode.GET_CONSUME_STATS, header)
             except BrokerError as exc:
                 if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
                     continue
@@ -409,14 +421,14 @@ class Admin:
         """The connected members of ``group``, their subscriptions and consume settings, as
         the first master that has the group online knows them (or as ``broker_addr`` does:
         then a broker's refusal, such as the group not being online there, is raised as is)."""
-        fields = GetConsumerConnectionListRequestHeader(consumer_group=group).to_fields()
+        header = GetConsumerConnectionListRequestHeader(consumer_group=group)
         if broker_addr:
-            response = await self.instance.call(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)
+            response = await self.instance.call(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
             return ConsumerConnection.decode(response.body)
         last: MQError | None = None
         for addr in await self.master_addrs():
             try:
-                response = await self.instance.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, fields)
+                response = await self.instance.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
             except BrokerError as exc:
                 last = exc
                 continue
@@ -426,10 +438,9 @@ class Admin:
     async def producer_connections(self, group: str) -> ProducerConnection:
         """The connected producers of ``group``, over every master."""
         merged = ProducerConnection()
+        header = GetProducerConnectionListRequestHeader(producer_group=group)
         for addr in await self.master_addrs():
-            response = await self.instance.call(
-                addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}
-            )
+            response = await self.instance.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
             merged.connection_set.extend(ProducerConnection.decode(response.body).connection_set)
         return merged
 
@@ -440,10 +451,10 @@ class Admin:
         ``timestamp`` (seconds since the epoch; -1 for the end); online members adopt them.
         Without ``force`` an offset only moves backwards."""
         millis = -1 if timestamp < 0 else int(timestamp * 1000)
-        fields = {"topic": topic, "group": group, "timestamp": millis, "isForce": force}
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=millis, is_force=force)
         offsets: dict[MessageQueue, int] = {}
         for addr in (await self._route_masters(topic)).values():
-            response = await self.instance.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            response = await self.instance.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
             if response.body:
                 offsets.update(ResetOffsetBody.decode(response.body).offset_table)
         return dict(sorted(offsets.items()))
@@ -455,11 +466,13 @@ class Admin:
             response = await self.instance.call(
                 addr,
                 RequestCode.QUERY_CONSUMER_OFFSET,
-                {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id},
+                QueryConsumerOffsetRequestHeader(
+                    consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
+                ),
             )
         except QueryNotFoundError:
             return -1
-        return int(response.ext_fields["offset"])
+        return QueryConsumerOffsetResponseHeader.from_fields(response.ext_fields).offset
 
     async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """Set ``group``'s committed offset of ``queue``."""
@@ -467,7 +480,9 @@ class Admin:
         await self.instance.call(
             addr,
             RequestCode.UPDATE_CONSUMER_OFFSET,
-            {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id, "commitOffset": offset},
+            UpdateConsumerOffsetRequestHeader(
+                consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
+            ),
         )
 
     # -- queue offsets --------------------------------------------------------------------
@@ -487,9 +502,11 @@ class Admin:
         """Store time (seconds since the epoch) of the oldest message of ``queue``; -1 if empty."""
         addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
         response = await self.instance.call(
-            addr, RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": queue.topic, "queueId": queue.queue_id}
+            addr,
+            RequestCode.GET_EARLIEST_MSG_STORETIME,
+            GetEarliestMsgStoretimeRequestHeader(topic=queue.topic, queue_id=queue.queue_id),
         )
-        millis = int(response.ext_fields["timestamp"])
+        millis = GetEarliestMsgStoretimeResponseHeader.from_fields(response.ext_fields).timestamp
         return millis / 1000 if millis >= 0 else -1.0
 
     # -- messages -------------------------------------------------------------------------
@@ -498,7 +515,10 @@ class Admin:
         """The message an offset msgId (the broker's id, ``SendResult.offset_msg_id``) names."""
         addr, offset = decode_offset_msg_id(offset_msg_id)
         response = await self.instance.call(
-            addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}, timeout=QUERY_TIMEOUT
+            addr,
+            RequestCode.VIEW_MESSAGE_BY_ID,
+            ViewMessageRequestHeader(offset=offset),
+            timeout=QUERY_TIMEOUT,
         )
         messages = decode_records(response.body)
         if not messages:
@@ -508,20 +528,20 @@ class Admin:
     async def _query(
         self, topic: str, key: str, *, unique: bool, max_num: int, begin: float, end: float | None
     ) -> list[MessageExt]:
-        fields = {
-            "topic": topic,
-            "key": key,
-            "maxNum": max_num,
-            "beginTimestamp": int(begin * 1000),
-            "endTimestamp": int((time.time() + 1 if end is None else end) * 1000),
-            "_UNIQUE_KEY_QUERY": unique,
-        }
+        header = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp=int(begin * 1000),
+            end_timestamp=int((time.time() + 1 if end is None else end) * 1000),
+            unique_key_query=unique,
+        )
         masters = await self._route_masters(topic)
 
         async def ask(addr: str) -> list[MessageExt]:
             try:
                 response = await self.instance.call(
-                    addr, RequestCode.QUERY_MESSAGE, fields, timeout=QUERY_TIMEOUT
+                    addr, RequestCode.QUERY_MESSAGE, header, timeout=QUERY_TIMEOUT
                 )
             except QueryNotFoundError:
                 return []
@@ -562,33 +582,33 @@ class Admin:
 
     async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
         """Create or update a KV config entry on every name server (they share nothing)."""
-        fields = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_fields()
+        header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
         for addr in self.instance.namesrv_addrs:
-            await self.instance.call(addr, RequestCode.PUT_KV_CONFIG, fields)
+            await self.instance.call(addr, RequestCode.PUT_KV_CONFIG, header)
 
     async def kv_config(self, namespace: str, key: str) -> str | None:
         """A KV config value, as the first name server that answers has it; None if it has none."""
-        fields = GetKVConfigRequestHeader(namespace=namespace, key=key).to_fields()
+        header = GetKVConfigRequestHeader(namespace=namespace, key=key)
         try:
-            response = await self.instance.call_namesrv(RequestCode.GET_KV_CONFIG, fields)
+            response = await self.instance.call_namesrv(RequestCode.GET_KV_CONFIG, header)
         except QueryNotFoundError:
             return None
-        return response.ext_fields.get("value")
+        return GetKVConfigResponseHeader.from_fields(response.ext_fields).value
 
     async def delete_kv_config(self, namespace: str, key: str) -> None:
         """Delete a KV config entry from every name server (deleting a missing one succeeds)."""
-        fields = DeleteKVConfigRequestHeader(namespace=namespace, key=key).to_fields()
+        header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
         for addr in self.instance.namesrv_addrs:
-            await self.instance.call(addr, RequestCode.DELETE_KV_CONFIG, fields)
+            await self.instance.call(addr, RequestCode.DELETE_KV_CONFIG, header)
 
     # -- brokers --------------------------------------------------------------------------
 
     async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
-        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return dict(KVTable.decode(response.body).table)
 
     async def broker_config(self, broker_addr: str) -> dict[str, str]:
-        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CONFIG, {})
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CONFIG)
         return read_properties(response.body.decode())
 
     async def trigger_delete_files(self, broker_addr: str) -> str:
@@ -597,7 +617,7 @@ class Admin:
         deletes at once every commit-log file but the one being written, expired or not, with
         the consume-queue and index files that pointed into them, and says how many; a Java
         broker deletes only expired files, in the background, and says nothing."""
-        response = await self.instance.call(broker_addr, RequestCode.TRIGGER_DELETE_FILES, {})
+        response = await self.instance.call(broker_addr, RequestCode.TRIGGER_DELETE_FILES)
         return response.remark or ""
 
 

@@ -18,7 +18,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -37,10 +37,19 @@ from aiorocketmq.protocol.errors import (
     ConnectionClosedError,
     MQError,
     NoRouteError,
+    ProtocolError,
     RemotingError,
     error_for_code,
 )
-from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
+from aiorocketmq.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetRouteInfoRequestHeader,
+    Header,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 from aiorocketmq.protocol.message import (
     MessageExt,
@@ -63,6 +72,21 @@ _SUCCESS = int(ResponseCode.SUCCESS)
 _OWN_SERVER_LANGUAGE = "PYTHON"
 
 Serialization = Literal["auto", "json", "msgpack"]
+
+#: What a request carries as its custom header: a typed header model, or (on hot paths that
+#: prepared it once from a model's wire names) the wire map itself; None for no fields.
+RequestHeader = Header | Mapping[str, Any] | None
+
+
+def wire_fields(header: RequestHeader) -> dict[str, Any]:
+    """The extFields map of a request header."""
+    if type(header) is dict:
+        return header
+    if header is None:
+        return {}
+    if isinstance(header, Header):
+        return header.to_fields()
+    return dict(header)
 
 
 @dataclass(frozen=True)
@@ -289,17 +313,21 @@ class ClientInstance:
 
     async def unregister_producer(self, group: str) -> None:
         if self.producers.pop(group, None) is not None:
-            await self._unregister({"clientID": self.client_id, "producerGroup": group})
+            await self._unregister(
+                UnregisterClientRequestHeader(client_id=self.client_id, producer_group=group)
+            )
 
     async def unregister_consumer(self, group: str) -> None:
         if self.consumers.pop(group, None) is not None:
-            await self._unregister({"clientID": self.client_id, "consumerGroup": group})
+            await self._unregister(
+                UnregisterClientRequestHeader(client_id=self.client_id, consumer_group=group)
+            )
 
-    async def _unregister(self, fields: dict[str, Any]) -> None:
+    async def _unregister(self, header: UnregisterClientRequestHeader) -> None:
         addrs = {addr for ids in self.brokers.values() for addr in ids.values()}
         results = await asyncio.gather(
             *(
-                self.call(addr, RequestCode.UNREGISTER_CLIENT, fields)
+                self.call(addr, RequestCode.UNREGISTER_CLIENT, header)
                 for addr in addrs
                 if addr in self._conns
             ),
@@ -307,7 +335,7 @@ class ClientInstance:
         )
         for result in results:
             if isinstance(result, BaseException):
-                log.warning("unregistering %s: %s", fields, result)
+                log.warning("unregistering %s: %s", header, result)
 
     # -- connections ----------------------------------------------------------------------
 
@@ -349,8 +377,10 @@ class ClientInstance:
         if self._conns.get(addr) is conn:
             del self._conns[addr]
 
-    def _request_command(self, addr: str, code: int, fields: dict[str, Any], body: bytes) -> RemotingCommand:
-        return RemotingCommand.request(code, fields, body, serialize_type=self._serialize.get(addr, _JSON))
+    def _request_command(self, addr: str, code: int, header: RequestHeader, body: bytes) -> RemotingCommand:
+        return RemotingCommand.request(
+            code, wire_fields(header), body, serialize_type=self._serialize.get(addr, _JSON)
+        )
 
     def _learn_server(self, addr: str, response: RemotingCommand) -> None:
         mode = self.options.serialization
@@ -362,37 +392,49 @@ class ClientInstance:
             self._serialize[addr] = _JSON
 
     async def invoke(
-        self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+        self,
+        addr: str,
+        code: int,
+        header: RequestHeader = None,
+        body: bytes = b"",
+        *,
+        timeout: float | None = None,
     ) -> RemotingCommand:
         """Send a request to ``addr``; its response, whatever the code."""
         conn = self._conns.get(addr)
         if conn is None or conn.closed:
             conn = await self.connection(addr)
-        cmd = self._request_command(addr, code, fields, body)
+        cmd = self._request_command(addr, code, header, body)
         response = await conn.request(cmd, self.options.request_timeout if timeout is None else timeout)
         if addr not in self._serialize:
             self._learn_server(addr, response)
         return response
 
     async def call(
-        self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+        self,
+        addr: str,
+        code: int,
+        header: RequestHeader = None,
+        body: bytes = b"",
+        *,
+        timeout: float | None = None,
     ) -> RemotingCommand:
         """Like :meth:`invoke`, raising the response code's :class:`BrokerError` unless it is SUCCESS."""
-        response = await self.invoke(addr, code, fields, body, timeout=timeout)
+        response = await self.invoke(addr, code, header, body, timeout=timeout)
         if response.code != _SUCCESS:
             raise error_for_code(response.code, response.remark)
         return response
 
-    async def oneway(self, addr: str, code: int, fields: dict[str, Any], body: bytes = b"") -> None:
+    async def oneway(self, addr: str, code: int, header: RequestHeader = None, body: bytes = b"") -> None:
         conn = self._conns.get(addr)
         if conn is None or conn.closed:
             conn = await self.connection(addr)
-        conn.send_oneway(self._request_command(addr, code, fields, body))
+        conn.send_oneway(self._request_command(addr, code, header, body))
 
     # -- name servers and routes ----------------------------------------------------------
 
     async def call_namesrv(
-        self, code: int, fields: dict[str, Any], body: bytes = b"", *, timeout: float | None = None
+        self, code: int, header: RequestHeader = None, body: bytes = b"", *, timeout: float | None = None
     ) -> RemotingCommand:
         """Ask the current name server, moving to the next one when it cannot be reached."""
         addrs = self.namesrv_addrs
@@ -400,7 +442,7 @@ class ClientInstance:
         for attempt in range(len(addrs)):
             addr = addrs[(self._namesrv_index + attempt) % len(addrs)]
             try:
-                response = await self.call(addr, code, fields, body, timeout=timeout)
+                response = await self.call(addr, code, header, body, timeout=timeout)
             except RemotingError as exc:
                 last = exc
                 continue
@@ -411,7 +453,9 @@ class ClientInstance:
 
     async def fetch_route(self, topic: str) -> TopicRouteData:
         """The route of ``topic`` from a name server (not cached); TopicNotExistError when none."""
-        response = await self.call_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        response = await self.call_namesrv(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic)
+        )
         return TopicRouteData.decode(response.body)
 
     async def update_route(self, topic: str) -> TopicRouteData:
@@ -493,7 +537,11 @@ class ClientInstance:
     async def find_consumer_ids(self, topic: str, group: str) -> list[str]:
         """The client ids of ``group``'s members, as a broker of ``topic`` knows them."""
         addr = await self.find_any_broker_addr(topic)
-        response = await self.call(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        response = await self.call(
+            addr,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            GetConsumerListByGroupRequestHeader(consumer_group=group),
+        )
         return GetConsumerListByGroupResponseBody.decode(response.body).consumer_id_list
 
     # -- heartbeats -----------------------------------------------------------------------
@@ -507,7 +555,7 @@ class ClientInstance:
         return data.encode()
 
     async def _heartbeat_to(self, addr: str, conn: Connection, body: bytes) -> None:
-        cmd = self._request_command(addr, RequestCode.HEART_BEAT, {}, body)
+        cmd = self._request_command(addr, RequestCode.HEART_BEAT, None, body)
         response = await conn.request(cmd, self.options.request_timeout)
         if addr not in self._serialize:
             self._learn_server(addr, response)
@@ -574,8 +622,13 @@ class ClientInstance:
     # -- requests from brokers ------------------------------------------------------------
 
     def _on_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        log.debug("%s: consumer ids of %s changed", self.client_id, cmd.ext_fields.get("consumerGroup"))
+        # Rebalance whatever the header says: a malformed notice still means "look again".
         self.rebalance_soon()
+        try:
+            group = NotifyConsumerIdsChangedRequestHeader.from_fields(cmd.ext_fields).consumer_group
+        except ProtocolError as exc:
+            group = f"? ({exc})"
+        log.debug("%s: consumer ids of %s changed", self.client_id, group)
         return None
 
     def _on_check_transaction_state(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:

@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.headers import (
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 if TYPE_CHECKING:
     from .client_instance import ClientInstance
@@ -123,7 +128,9 @@ class RemoteOffsetStore(_MemoryTable):
             response = await self.instance.call(
                 addr,
                 RequestCode.QUERY_CONSUMER_OFFSET,
-                {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id},
+                QueryConsumerOffsetRequestHeader(
+                    consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id
+                ),
                 timeout=OFFSET_TIMEOUT,
             )
         except BrokerError:
@@ -131,7 +138,7 @@ class RemoteOffsetStore(_MemoryTable):
         except MQError as exc:
             log.warning("cannot read the offset of %s for %s: %s", queue, self.group, exc)
             return READ_FAILED
-        offset = int(response.ext_fields["offset"])
+        offset = QueryConsumerOffsetResponseHeader.from_fields(response.ext_fields).offset
         if offset < 0:
             return NOT_FOUND
         self._set(queue, offset)
@@ -139,16 +146,13 @@ class RemoteOffsetStore(_MemoryTable):
 
     async def _push(self, queue: MessageQueue, offset: int, *, wait: bool) -> None:
         addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": queue.topic,
-            "queueId": queue.queue_id,
-            "commitOffset": offset,
-        }
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
+        )
         if wait:
-            await self.instance.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields, timeout=OFFSET_TIMEOUT)
+            await self.instance.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header, timeout=OFFSET_TIMEOUT)
         else:
-            await self.instance.oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+            await self.instance.oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
 
     async def persist(self, queue: MessageQueue) -> None:
         offset = self.read_memory(queue)

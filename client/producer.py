@@ -5,12 +5,14 @@ to the broker's check-backs).
 A send finds the topic's route (falling back to the auto-create template ``TBW102`` for a
 topic no name server knows yet), picks a queue round robin, stamps a client unique id
 (``UNIQ_KEY``), compresses bodies of 4 KiB or more, and sends SEND_MESSAGE_V2 (310) or
-SEND_BATCH_MESSAGE (320). Synchronous sends retry twice on another broker when a broker
-cannot be reached or answers with a retryable error, all within one timeout budget.
+SEND_BATCH_MESSAGE (320). A synchronous send that fails with an error whose class says it is
+``retriable`` is tried again, on another broker first, pausing with a growing back-off before
+going back to a broker that failed, all within the send's timeout budget.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -19,9 +21,20 @@ from types import TracebackType
 from typing import Any, Self
 
 from aiorocketmq.protocol.body import MessageQueue, TopicRouteData
-from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode, ResponseCode
-from aiorocketmq.protocol.errors import MQError, RemotingError, TopicNotExistError, error_for_code
-from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader
+from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode
+from aiorocketmq.protocol.errors import (
+    ConnectionClosedError,
+    MQError,
+    RemotingError,
+    TopicNotExistError,
+    error_for_code,
+)
+from aiorocketmq.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
 from aiorocketmq.protocol.message import (
     COMPRESS_THRESHOLD,
     MAX_PROPERTIES_LENGTH,
@@ -51,18 +64,10 @@ from .types import SEND_STATUS_BY_CODE, SendResult, TransactionSendResult, Trans
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-#: Broker errors after which a synchronous send tries again (on another broker if any).
-RETRY_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-    }
-)
+#: The pause before a retry goes back to a broker that already failed this send; it doubles
+#: with each such retry up to the cap (a restarting broker is asked about once a second).
+RETRY_BACKOFF = 0.05
+RETRY_BACKOFF_MAX = 1.0
 
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
@@ -70,6 +75,39 @@ _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _STATUS = SEND_STATUS_BY_CODE
+
+# The send path fills a per-topic copy of a header map built once through the declared V2
+# model (validating each send's header would cost more than the rest of the send): these are
+# the wire names of the fields that change from one send to the next, taken from that model.
+_V2 = SendMessageRequestHeaderV2
+_QUEUE_ID = _V2.wire("queue_id")
+_SYS_FLAG = _V2.wire("sys_flag")
+_BORN_TIMESTAMP = _V2.wire("born_timestamp")
+_FLAG = _V2.wire("flag")
+_PROPERTIES = _V2.wire("properties")
+_RECONSUME_TIMES = _V2.wire("reconsume_times")
+_MAX_RECONSUME_TIMES = _V2.wire("max_reconsume_times")
+_BATCH = _V2.wire("batch")
+# ... and of the send response, read the same way (the full model explains a bad response).
+_R = SendMessageResponseHeader
+_R_MSG_ID = _R.wire("msg_id")
+_R_QUEUE_ID = _R.wire("queue_id")
+_R_QUEUE_OFFSET = _R.wire("queue_offset")
+_R_TRANSACTION_ID = _R.wire("transaction_id")
+
+
+def _read_send_response(ext: dict[str, Any]) -> tuple[str, int, int, str | None]:
+    """msgId, queueId, queueOffset and transactionId of a send response."""
+    try:
+        return (
+            ext[_R_MSG_ID],
+            int(ext[_R_QUEUE_ID]),
+            int(ext[_R_QUEUE_OFFSET]),
+            ext.get(_R_TRANSACTION_ID) or None,
+        )
+    except (KeyError, TypeError, ValueError):
+        header = SendMessageResponseHeader.from_fields(ext)  # raises a ProtocolError naming the field
+        return header.msg_id, header.queue_id, header.queue_offset, header.transaction_id or None
 
 
 class Producer:
@@ -80,10 +118,11 @@ class Producer:
         async with Producer("orders-producer", namesrv="127.0.0.1:9876") as producer:
             result = await producer.send(Message("Orders", b"...", tags="paid"))
 
-    ``retries`` (default 2) extra attempts are made by synchronous sends when a broker cannot
-    be reached or answers a retryable error; sharded and explicit-queue sends never retry,
-    since moving to another queue would break their order. ``send_timeout`` bounds each
-    send, retries included.
+    ``retries`` (default 2) extra attempts are made by synchronous sends when an attempt
+    fails with a ``retriable`` error, another broker first; while no broker can be reached
+    at all, attempts go on (with back-off) until ``send_timeout`` runs out, which bounds each
+    send, retries included. Sharded and explicit-queue sends never retry, since moving to
+    another queue would break their order.
     """
 
     def __init__(
@@ -118,6 +157,9 @@ class Producer:
         self._instance: ClientInstance | None = None
         self._publish: dict[str, PublishInfo] = {}
         self._checked_topics: set[str] = set()
+        #: (topic, batch) -> the V2 header map each send of it starts from.
+        self._headers: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._refreshing: set[str] = set()
         self._registered = True
         self._state = "created"
 
@@ -240,6 +282,29 @@ class Producer:
 
     # -- message preparation --------------------------------------------------------------
 
+    def _header_template(self, topic: str, batch: bool) -> dict[str, Any]:
+        """The V2 header map of a send to ``topic``, built once through the model."""
+        key = (topic, batch)
+        template = self._headers.get(key)
+        if template is None:
+            template = _V2(
+                producer_group=self.group,
+                topic=topic,
+                default_topic=AUTO_CREATE_TOPIC,
+                default_topic_queue_nums=self.default_topic_queue_nums,
+                queue_id=0,
+                sys_flag=0,
+                born_timestamp=0,
+                flag=0,
+                reconsume_times=0,
+                unit_mode=False,
+                batch=batch,
+            ).to_fields()
+            if not batch:
+                del template[_BATCH]  # absent means false, and single sends have always left it out
+            self._headers[key] = template
+        return template
+
     def _check_message(self, msg: Message) -> None:
         topic = msg.topic
         if topic not in self._checked_topics:
@@ -264,30 +329,21 @@ class Producer:
         if len(body) >= self.compress_threshold:
             body = compress_body(body)
             sys_flag |= _COMPRESSED
-        fields: dict[str, Any] = {
-            "a": self.group,
-            "b": msg.topic,
-            "c": AUTO_CREATE_TOPIC,
-            "d": self.default_topic_queue_nums,
-            "e": 0,
-            "f": sys_flag,
-            "g": time.time_ns() // 1_000_000,
-            "h": msg.flag,
-            "i": encode_properties(props),
-            "j": 0,
-            "k": False,
-        }
+        fields = self._header_template(msg.topic, False).copy()
+        fields[_SYS_FLAG] = sys_flag
+        fields[_BORN_TIMESTAMP] = time.time_ns() // 1_000_000
+        fields[_FLAG] = msg.flag
         if msg.topic.startswith(RETRY_PREFIX):
             # A retry message carries its retry count in the header, not in properties.
             props = dict(props)
             reconsume = props.pop(PropertyKey.RECONSUME_TIME, None)
             max_reconsume = props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)
-            fields["i"] = encode_properties(props)
             if reconsume is not None:
-                fields["j"] = int(reconsume)
+                fields[_RECONSUME_TIMES] = int(reconsume)
             if max_reconsume is not None:
-                fields["l"] = int(max_reconsume)
-        if len(fields["i"]) > MAX_PROPERTIES_LENGTH:
+                fields[_MAX_RECONSUME_TIMES] = int(max_reconsume)
+        properties = fields[_PROPERTIES] = encode_properties(props)
+        if len(properties) > MAX_PROPERTIES_LENGTH:
             raise ClientError(f"the message properties exceed {MAX_PROPERTIES_LENGTH} bytes")
         return fields, body, uniq
 
@@ -314,19 +370,8 @@ class Producer:
             raise ClientError(
                 f"the batch is {len(body)} bytes, more than the {self.max_message_size} allowed; split it"
             )
-        fields: dict[str, Any] = {
-            "a": self.group,
-            "b": topic,
-            "c": AUTO_CREATE_TOPIC,
-            "d": self.default_topic_queue_nums,
-            "e": 0,
-            "f": 0,
-            "g": time.time_ns() // 1_000_000,
-            "h": 0,
-            "j": 0,
-            "k": False,
-            "m": True,
-        }
+        fields = self._header_template(topic, True).copy()
+        fields[_BORN_TIMESTAMP] = time.time_ns() // 1_000_000
         return fields, body, ",".join(ids)
 
     async def _fixed_queue(
@@ -388,7 +433,7 @@ class Producer:
         if fixed is None:
             fixed = (await self._publish_info(msg.topic)).select()
         instance = self.instance
-        fields["e"] = fixed.queue_id
+        fields[_QUEUE_ID] = fixed.queue_id
         addr = await instance.find_broker_addr(fixed.broker_name, topic=msg.topic)
         await instance.oneway(addr, _SEND_V2, fields, body)
 
@@ -405,60 +450,100 @@ class Producer:
         instance = self.instance
         budget = self.send_timeout if timeout is None else timeout
         start = time.monotonic()
+        deadline = start + budget
         attempts = 1 if fixed is not None else 1 + self.retries
+        # Only a send free to move may keep trying while no broker can be reached at all.
+        ride_out = fixed is None and self.retries > 0
         info = None if fixed is not None else await self._publish_info(topic)
         brokers = instance.brokers
         faults = self.faults
         errors: list[BaseException] = []
+        failed: set[str] = set()
         last_broker: str | None = None
-        for _ in range(attempts):
-            mq = fixed if info is None else info.select(last_broker, faults)
-            assert mq is not None
+        backoff = RETRY_BACKOFF
+        while True:
+            if info is None:
+                assert fixed is not None
+                mq = fixed
+            else:
+                if errors:
+                    # A route refreshed since the last attempt is used from now on.
+                    current = self._publish.get(topic)
+                    if current is not None and current.ok:
+                        info = current
+                mq = info.select(last_broker, faults)
+            if mq.broker_name in failed:
+                # Back to a broker that failed this send (no other one is left): give it a
+                # moment, longer each time, but keep the last bit of the budget for the attempt.
+                room = deadline - time.monotonic() - RETRY_BACKOFF
+                if room <= 0:
+                    errors.append(TimeoutError(f"send to {topic!r} ran out of its {budget:g}s budget"))
+                    break
+                await asyncio.sleep(min(backoff, room))
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX)
             last_broker = mq.broker_name
             began = time.monotonic()
-            remaining = budget - (began - start)
+            remaining = deadline - began
             if remaining <= 0:
                 errors.append(TimeoutError(f"send to {topic!r} ran out of its {budget:g}s budget"))
                 break
             ids = brokers.get(mq.broker_name)
             addr = ids.get(0) if ids else None
-            fields["e"] = mq.queue_id
+            fields[_QUEUE_ID] = mq.queue_id
+            error: MQError
             try:
                 if addr is None:
                     addr = await instance.find_broker_addr(mq.broker_name, topic=topic)
                 response = await instance.invoke(addr, code, fields, body, timeout=remaining)
-            except RemotingError as exc:
-                if faults is not None:
+            except MQError as exc:
+                if not exc.retriable:
+                    raise
+                if faults is not None and isinstance(exc, RemotingError):
                     faults.update(mq.broker_name, time.monotonic() - began, isolate=True)
-                errors.append(exc)
-                continue
-            except NoRouteError as exc:
-                errors.append(exc)
-                continue
-            status = _STATUS.get(response.code)
-            if status is None:
+                error = exc
+            else:
+                status = _STATUS.get(response.code)
+                if status is not None:
+                    if faults is not None:
+                        faults.update(mq.broker_name, time.monotonic() - began)
+                    msg_id, queue_id, queue_offset, transaction_id = _read_send_response(response.ext_fields)
+                    if queue_id != mq.queue_id:
+                        mq = MessageQueue(topic=topic, broker_name=mq.broker_name, queue_id=queue_id)
+                    return SendResult(status, uniq, msg_id, mq, queue_offset, transaction_id)
                 error = error_for_code(response.code, response.remark)
                 if faults is not None:
                     faults.update(mq.broker_name, time.monotonic() - began, isolate=True)
-                if response.code in RETRY_CODES:
-                    errors.append(error)
-                    continue
-                raise error
-            if faults is not None:
-                faults.update(mq.broker_name, time.monotonic() - began)
-            ext = response.ext_fields
-            queue_id = int(ext["queueId"])
-            if queue_id != mq.queue_id:
-                mq = MessageQueue(topic=topic, broker_name=mq.broker_name, queue_id=queue_id)
-            return SendResult(
-                status, uniq, ext["msgId"], mq, int(ext["queueOffset"]), ext.get("transactionId") or None
-            )
+                if not error.retriable:
+                    raise error
+            errors.append(error)
+            failed.add(mq.broker_name)
+            if info is not None:
+                self._refresh_route_soon(topic)
+            unreachable = isinstance(error, (ConnectionClosedError, NoRouteError))
+            if len(errors) >= attempts and not (ride_out and unreachable):
+                break
         cost = time.monotonic() - start
         error_text = "; ".join(str(e) for e in errors) or "no attempt could be made"
         failure = SendFailedError(
             f"send to {topic!r} failed after {len(errors)} attempt(s) in {cost:.3f}s: {error_text}", errors
         )
         raise failure from (errors[-1] if errors else None)
+
+    def _refresh_route_soon(self, topic: str) -> None:
+        """Ask the name servers for ``topic``'s route in the background (once at a time):
+        after a failure the broker set may have changed."""
+        if topic in self._refreshing:
+            return
+        self._refreshing.add(topic)
+        self.instance.spawn(self._refresh_route(topic))
+
+    async def _refresh_route(self, topic: str) -> None:
+        try:
+            await self.instance.update_route(topic)
+        except MQError as exc:
+            log.debug("route refresh of %s after a failed send: %s", topic, exc)
+        finally:
+            self._refreshing.discard(topic)
 
 
 LocalTransaction = Callable[[Message], "TransactionState | Awaitable[TransactionState]"]
@@ -533,17 +618,17 @@ class TransactionProducer(Producer):
         instance = self.instance
         addr = await instance.find_broker_addr(result.queue.broker_name, topic=result.queue.topic)
         _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
-        fields = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": result.queue_offset,
-            "commitLogOffset": commit_log_offset,
-            "commitOrRollback": state.value,
-            "fromTransactionCheck": False,
-            "msgId": result.msg_id,
-            "transactionId": result.transaction_id or result.msg_id,
-        }
+        header = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=state.value,
+            from_transaction_check=False,
+            msg_id=result.msg_id,
+            transaction_id=result.transaction_id or result.msg_id,
+        )
         conn = await instance.connection(addr)
-        cmd = instance._request_command(addr, RequestCode.END_TRANSACTION, fields, b"")
+        cmd = instance._request_command(addr, RequestCode.END_TRANSACTION, header, b"")
         if error is not None:
             cmd.remark = f"{type(error).__name__}: {error}"
         conn.send_oneway(cmd)
@@ -562,17 +647,17 @@ class TransactionProducer(Producer):
             log.exception("transaction checker raised for %s", message.msg_id)
             state = TransactionState.UNKNOWN
         uniq = message.properties.get(_UNIQ_KEY) or message.msg_id
-        fields = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": header.tran_state_table_offset,
-            "commitLogOffset": header.commit_log_offset,
-            "commitOrRollback": state.value,
-            "fromTransactionCheck": True,
-            "msgId": uniq,
-            "transactionId": header.transaction_id or uniq,
-        }
+        answer = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=header.tran_state_table_offset,
+            commit_log_offset=header.commit_log_offset,
+            commit_or_rollback=state.value,
+            from_transaction_check=True,
+            msg_id=uniq,
+            transaction_id=header.transaction_id or uniq,
+        )
         try:
-            await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, fields)
+            await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, answer)
         except MQError as exc:
             log.warning("answering the transaction check of %s failed: %s", uniq, exc)
 

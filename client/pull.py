@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.codes import PullSysFlag, RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import error_for_code
+from aiorocketmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from aiorocketmq.protocol.message import MessageExt, decode_records
 
 from .admin import Admin
@@ -31,6 +32,9 @@ LITE_PULL = int(PullSysFlag.LITE_PULL)
 #: How long a broker holds a pull that found nothing, and how long the client waits for it.
 BROKER_SUSPEND_MAX = 15.0
 PULL_TIMEOUT_WHEN_SUSPEND = 30.0
+
+#: The only filter type this SDK subscribes with (SQL92 filtering is not supported).
+EXPRESSION_TYPE_TAG = "TAG"
 
 _PULL = int(RequestCode.PULL_MESSAGE)
 _STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
@@ -59,21 +63,20 @@ async def pull_raw(
         addr = brokers.get(0) if brokers else None
     if addr is None:
         addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
-    fields: dict[str, Any] = {
-        "consumerGroup": group,
-        "topic": queue.topic,
-        "queueId": queue.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": max_nums,
-        "sysFlag": sys_flag | (SUBSCRIPTION if expression is not None else 0),
-        "commitOffset": commit_offset,
-        "suspendTimeoutMillis": int(suspend * 1000),
-        "subVersion": sub_version,
-        "expressionType": "TAG",
-    }
-    if expression is not None:
-        fields["subscription"] = expression
-    return await instance.invoke(addr, _PULL, fields, timeout=timeout)
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=queue.topic,
+        queue_id=queue.queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=sys_flag | (SUBSCRIPTION if expression is not None else 0),
+        commit_offset=commit_offset,
+        suspend_timeout_millis=int(suspend * 1000),
+        subscription=expression,
+        sub_version=sub_version,
+        expression_type=EXPRESSION_TYPE_TAG,
+    )
+    return await instance.invoke(addr, _PULL, header, timeout=timeout)
 
 
 async def pull(
@@ -114,13 +117,13 @@ async def pull(
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)
-    ext = response.ext_fields
+    header = PullMessageResponseHeader.from_fields(response.ext_fields)
     result = PullResult(
         status,
-        int(ext["nextBeginOffset"]),
-        int(ext["minOffset"]),
-        int(ext["maxOffset"]),
-        suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", 0)),
+        header.next_begin_offset,
+        header.min_offset,
+        header.max_offset,
+        suggest_which_broker_id=header.suggest_which_broker_id,
     )
     if status is _FOUND and response.body:
         messages = filter_by_tags(decode_records(response.body), tags)

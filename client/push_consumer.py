@@ -40,6 +40,7 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from aiorocketmq.protocol.message import Message, MessageExt, PropertyKey
 from aiorocketmq.protocol.names import retry_topic
 
@@ -736,18 +737,17 @@ class PushConsumer:
         instance = self.instance
         try:
             addr = await instance.find_broker_addr(msg.broker_name or "", topic=msg.topic)
-            fields: dict[str, Any] = {
-                "offset": msg.commit_log_offset,
-                "group": self.group,
-                "delayLevel": delay_level,
-                "originMsgId": msg.msg_id,
-                "originTopic": msg.topic,
-                "unitMode": False,
-            }
-            if self.max_reconsume_times is not None:
+            header = ConsumerSendMsgBackRequestHeader(
+                offset=msg.commit_log_offset,
+                group=self.group,
+                delay_level=delay_level,
+                origin_msg_id=msg.msg_id,
+                origin_topic=msg.topic,
+                unit_mode=False,
                 # Unset, the group's retryMaxTimes (broker side) decides.
-                fields["maxReconsumeTimes"] = self.max_reconsume_times
-            await instance.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, fields, timeout=SEND_BACK_TIMEOUT)
+                max_reconsume_times=self.max_reconsume_times,
+            )
+            await instance.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header, timeout=SEND_BACK_TIMEOUT)
             return True
         except MQError as exc:
             log.warning(

@@ -27,6 +27,12 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.headers import (
+    OffsetResponseHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+)
 from aiorocketmq.protocol.names import RETRY_PREFIX
 
 from .allocation import AllocateStrategy
@@ -230,7 +236,7 @@ class Rebalance:
             consumer_group=self.owner.group, client_id=instance.client_id, mq_set=queues
         )
         response = await instance.call(
-            addr, RequestCode.LOCK_BATCH_MQ, {}, body.encode(), timeout=LOCK_TIMEOUT
+            addr, RequestCode.LOCK_BATCH_MQ, None, body.encode(), timeout=LOCK_TIMEOUT
         )
         return set(LockBatchResponseBody.decode(response.body).lock_ok_mq_set)
 
@@ -284,7 +290,7 @@ class Rebalance:
                     consumer_group=self.owner.group, client_id=instance.client_id, mq_set=batch
                 )
                 await instance.call(
-                    addr, RequestCode.UNLOCK_BATCH_MQ, {}, body.encode(), timeout=LOCK_TIMEOUT
+                    addr, RequestCode.UNLOCK_BATCH_MQ, None, body.encode(), timeout=LOCK_TIMEOUT
                 )
             except MQError as exc:
                 log.warning("%s: unlocking %s failed: %s", self.owner.group, batch, exc)
@@ -297,8 +303,8 @@ class Rebalance:
 async def queue_offset(instance: ClientInstance, queue: MessageQueue, code: int) -> int:
     """GET_MAX_OFFSET / GET_MIN_OFFSET of a queue."""
     addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic)
-    response = await instance.call(addr, code, {"topic": queue.topic, "queueId": queue.queue_id})
-    return int(response.ext_fields["offset"])
+    response = await instance.call(addr, code, QueueRequestHeader(topic=queue.topic, queue_id=queue.queue_id))
+    return OffsetResponseHeader.from_fields(response.ext_fields).offset
 
 
 async def search_offset(instance: ClientInstance, queue: MessageQueue, timestamp_ms: int) -> int:
@@ -307,6 +313,6 @@ async def search_offset(instance: ClientInstance, queue: MessageQueue, timestamp
     response = await instance.call(
         addr,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-        {"topic": queue.topic, "queueId": queue.queue_id, "timestamp": timestamp_ms},
+        SearchOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id, timestamp=timestamp_ms),
     )
-    return int(response.ext_fields["offset"])
+    return SearchOffsetResponseHeader.from_fields(response.ext_fields).offset

@@ -8,17 +8,23 @@ One root, :class:`MQError`. Under it:
   caller can see maps to exactly one subclass through :func:`error_for_code`, so callers catch
   ``TopicNotExistError`` instead of comparing numbers;
 * :class:`ClientError`: failures the SDK detects on its own side (no route, bad arguments).
+
+Each class says whether trying again may succeed (``retriable``): a producer retries a failed
+send only for errors whose class says so.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from .codes import ResponseCode
 
 
 class MQError(Exception):
     """Root of every error raised by this project."""
+
+    #: Whether the same request may succeed if tried again (on another broker, or later).
+    retriable: ClassVar[bool] = False
 
 
 class ProtocolError(MQError):
@@ -27,6 +33,8 @@ class ProtocolError(MQError):
 
 class RemotingError(MQError):
     """The transport could not complete a request."""
+
+    retriable = True
 
 
 class ConnectionClosedError(RemotingError):
@@ -43,6 +51,8 @@ class ClientError(MQError):
 
 class NoRouteError(ClientError):
     """No name server knows a route for the topic, or the route has no usable queue."""
+
+    retriable = True
 
 
 class BrokerError(MQError):
@@ -78,11 +88,13 @@ def _register(cls: _E) -> _E:
 @_register
 class ServerSystemError(BrokerError):
     code = ResponseCode.SYSTEM_ERROR
+    retriable = True
 
 
 @_register
 class SystemBusyError(BrokerError):
     code = ResponseCode.SYSTEM_BUSY
+    retriable = True
 
 
 @_register
@@ -118,6 +130,7 @@ class MessageIllegalError(BrokerError):
 @_register
 class ServiceNotAvailableError(BrokerError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
+    retriable = True
 
 
 @_register
@@ -128,11 +141,13 @@ class VersionNotSupportedError(BrokerError):
 @_register
 class NoPermissionError(BrokerError):
     code = ResponseCode.NO_PERMISSION
+    retriable = True
 
 
 @_register
 class TopicNotExistError(BrokerError):
     code = ResponseCode.TOPIC_NOT_EXIST
+    retriable = True
 
 
 @_register
@@ -198,11 +213,13 @@ class TransactionStateGroupWrongError(BrokerError):
 @_register
 class NoBuyerIdError(BrokerError):
     code = ResponseCode.NO_BUYER_ID
+    retriable = True
 
 
 @_register
 class NotInCurrentUnitError(BrokerError):
     code = ResponseCode.NOT_IN_CURRENT_UNIT
+    retriable = True
 
 
 @_register

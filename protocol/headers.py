@@ -3,7 +3,10 @@
 Each header is declared once as a pydantic model whose aliases are the wire names
 (REMOTING.md §3). :meth:`Header.from_fields` reads a command's ``extFields`` leniently
 (numbers, booleans, ``"0"``/``"1"``, strings for numbers), raising :class:`ProtocolError` that
-names the bad field; :meth:`Header.to_fields` gives the map to put on the wire.
+names the bad field; :meth:`Header.to_fields` gives the map to put on the wire. The broker parses
+with these models and the SDK builds and reads with them, so a wire name is spelled only here;
+hot paths that cannot afford a validation per request look names up once with
+:meth:`Header.wire`.
 """
 
 from __future__ import annotations
@@ -47,11 +50,19 @@ class Header(BaseModel):
     )
 
     _wire_names: ClassVar[tuple[tuple[str, str], ...]] = ()
+    _wire_by_name: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         cls._wire_names = tuple((name, info.alias or name) for name, info in cls.model_fields.items())
+        cls._wire_by_name = dict(cls._wire_names)
+
+    @classmethod
+    def wire(cls, name: str) -> str:
+        """The wire name of field ``name``, for code that reads or writes one field of a
+        prepared map on a hot path (a KeyError for a field the model does not declare)."""
+        return cls._wire_by_name[name]
 
     @classmethod
     def from_fields(cls, fields: dict[str, Any] | None) -> Self:
@@ -287,7 +298,14 @@ GetEarliestMsgStoretimeRequestHeader = QueueRequestHeader
 
 
 class OffsetResponseHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP responses."""
+
     offset: Int64
+
+
+GetMaxOffsetResponseHeader = OffsetResponseHeader
+GetMinOffsetResponseHeader = OffsetResponseHeader
+SearchOffsetResponseHeader = OffsetResponseHeader
 
 
 class GetEarliestMsgStoretimeResponseHeader(Header):

@@ -126,3 +126,72 @@ async def test_sends_fail_over_to_another_broker_when_one_dies(
         assert len({(r.queue.queue_id, r.queue_offset) for r in after}) == 20
     finally:
         await cluster.stop()
+
+
+async def test_a_one_broker_restart_shorter_than_the_send_timeout_reaches_no_application_error(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The only broker restarts on the same port (gracefully, then killed) while producers
+    send without pause: every send succeeds, riding the outage out with back-off retries
+    within its timeout, and every acknowledged message is consumed afterwards."""
+    cluster = await start_cluster(tmp_path_factory.mktemp("ride-out"))
+    try:
+        topic = unique("RideOut")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(topic, 4)
+        port = cluster.brokers["broker-a"].port
+        acked: list[bytes] = []
+        errors: list[BaseException] = []
+        spans: list[tuple[float, float]] = []
+        stopping = False
+        progress = asyncio.Event()
+        async with Producer(unique("pg"), cluster.namesrv_addr, send_timeout=20.0) as producer:
+
+            async def sender(worker: int) -> None:
+                n = 0
+                while not stopping:
+                    body = f"w{worker}-{n}".encode()
+                    began = time.monotonic()
+                    try:
+                        await producer.send(Message(topic, body))
+                    except Exception as exc:  # what would reach the application
+                        errors.append(exc)
+                        progress.set()
+                        return
+                    spans.append((began, time.monotonic()))
+                    acked.append(body)
+                    progress.set()
+                    n += 1
+
+            async def more_acks(count: int) -> None:
+                target = len(acked) + count
+                while len(acked) < target:
+                    assert not errors, f"an error reached the application: {errors[0]!r}"
+                    progress.clear()
+                    await asyncio.wait_for(progress.wait(), 30)
+
+            senders = [asyncio.ensure_future(sender(w)) for w in range(3)]
+            await more_acks(50)
+            outages = []
+            for how in ("stop", "kill"):
+                if how == "stop":
+                    assert await cluster.stop_broker("broker-a") == 0
+                else:
+                    await cluster.kill_broker("broker-a")
+                down = time.monotonic()  # every sender is inside a send now: none can finish
+                await cluster.start_broker("broker-a")
+                assert cluster.brokers["broker-a"].port == port
+                outages.append(down)
+                await more_acks(50)
+            stopping = True
+            await asyncio.gather(*senders)
+        assert errors == []
+        for down in outages:
+            # the sends in flight when the broker went away completed after it came back
+            assert sum(1 for began, ended in spans if began < down < ended) == 3
+
+        collector = Collector()
+        async with consumer_for(cluster, unique("cg"), topic, collector):
+            await collector.wait_for(lambda msgs: set(acked) <= {m.body for m in msgs}, timeout=60)
+    finally:
+        await cluster.stop()

@@ -13,7 +13,13 @@ import pytest
 
 from aiorocketmq.client import allocate_averagely, allocate_averagely_by_circle, consistent_hash
 from aiorocketmq.client.allocation import resolve_strategy
-from aiorocketmq.client.client_instance import ClientInstance, ClientOptions, parse_namesrv
+from aiorocketmq.client.client_instance import (
+    ClientInstance,
+    ClientOptions,
+    RequestHeader,
+    parse_namesrv,
+    wire_fields,
+)
 from aiorocketmq.client.errors import ClientError
 from aiorocketmq.client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
 from aiorocketmq.client.process_queue import ProcessQueue
@@ -312,8 +318,8 @@ class _FakeInstance:
     async def find_broker_addr(self, broker_name: str, **kwargs: Any) -> str:
         return "10.0.0.1:10911"
 
-    async def call(self, addr: str, code: int, fields: dict[str, Any], **kwargs: Any) -> RemotingCommand:
-        self.asked.append((code, fields))
+    async def call(self, addr: str, code: int, header: RequestHeader, **kwargs: Any) -> RemotingCommand:
+        self.asked.append((code, wire_fields(header)))
         offset = {RequestCode.GET_MAX_OFFSET: 500, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: 123}[
             RequestCode(code)
         ]
