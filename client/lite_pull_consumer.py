@@ -2,8 +2,8 @@
 
 Queues come either from ``subscribe`` (rebalanced within the group, like a push consumer) or
 from ``assign`` (exactly the queues given, no group coordination). Each owned queue has a
-background pull task filling a shared buffer; :meth:`LitePullConsumer.poll` takes one pulled
-batch from it. Consumed offsets are committed automatically every 5 s (``auto_commit``) or by
+background pull task (the loop of :mod:`.pull_loop`, shared with the push consumer) filling a
+shared buffer; :meth:`LitePullConsumer.poll` takes one pulled batch from it. Consumed offsets are committed automatically every 5 s (``auto_commit``) or by
 :meth:`LitePullConsumer.commit`; ``seek`` moves a queue's position, ``pause``/``resume`` stop
 and restart pulling it.
 """
@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -28,8 +28,8 @@ from aiorocketmq.protocol.body import (
     MessageQueue,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
-from aiorocketmq.protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL
 
@@ -44,22 +44,21 @@ from .client_instance import (
 from .errors import ClientError, ClientStateError
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
 from .process_queue import ProcessQueue
-from .pull import LITE_PULL, SUSPEND, pull
+from .pull import LITE_PULL, SUSPEND
+from .pull_loop import PulledQueue, PullRequest, pull_queue
 from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
 from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
-from .types import ConsumeFrom, PullStatus
+from .types import ConsumeFrom, ServiceState
 
 log = logging.getLogger(__name__)
 
 BROKER_SUSPEND_MAX = 20.0
 PULL_TIMEOUT = 30.0
-DELAY_ON_ERROR = 1.0
-DELAY_ON_FLOW_CONTROL = 0.05
-DELAY_ON_BROKER_FLOW_CONTROL = 0.02
-DELAY_WHEN_PAUSED = 1.0
 MIN_AUTO_COMMIT_INTERVAL = 1.0
+
+_RUNNING = ServiceState.RUNNING
 
 
 @dataclass(slots=True)
@@ -69,14 +68,12 @@ class _Batch:
     messages: list[MessageExt]
 
 
-@dataclass(slots=True)
-class _QueueState:
-    """One owned queue: where to pull next and how far the application has consumed."""
+@dataclass(eq=False, slots=True)
+class _QueueState(PulledQueue):
+    """One owned queue: where to pull next (``next_offset``) and how far the application has
+    consumed."""
 
-    pq: ProcessQueue
-    pull_offset: int = -1
     consume_offset: int = -1
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
 class LitePullConsumer:
@@ -127,6 +124,7 @@ class LitePullConsumer:
         self.queue_size_threshold = queue_size_threshold
         self.max_span = max_span
         self.threshold_for_all = threshold_for_all
+        self.pull_interval = 0.0
         self.options = options or ClientOptions()
         default_name = "DEFAULT" if self.model == MessageModel.BROADCASTING else default_instance_name()
         self.instance_name = instance_name or default_name
@@ -144,7 +142,7 @@ class LitePullConsumer:
         self._buffer: asyncio.Queue[_Batch] = asyncio.Queue()
         self._instance: ClientInstance | None = None
         self._offset_store: OffsetStore | None = None
-        self._state = "created"
+        self._state = ServiceState.CREATED
         self._next_auto_commit = 0.0
 
     # -- configuration --------------------------------------------------------------------
@@ -152,7 +150,7 @@ class LitePullConsumer:
     def _set_mode(self, mode: str) -> None:
         if self._mode is not None and self._mode != mode:
             raise ClientStateError("subscribe() and assign() are mutually exclusive on one consumer")
-        if self._state in ("stopping", "stopped"):
+        if self._state in (ServiceState.SHUTTING_DOWN, ServiceState.SHUT_DOWN):
             raise ClientStateError(f"consumer {self.group!r} has been shut down")
         self._mode = mode
 
@@ -163,13 +161,13 @@ class LitePullConsumer:
         self._set_mode("subscribe")
         self.rebalance.subscriptions[topic] = build_subscription(topic, expression)
         self._tags[topic] = tag_filter(parse_tags(expression))
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
         self.rebalance.subscriptions.pop(topic, None)
         self._tags.pop(topic, None)
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
     async def _subscription_changed(self, topic: str) -> None:
@@ -191,7 +189,7 @@ class LitePullConsumer:
             self._assign_expressions[queue.topic] = expression
             self._tags[queue.topic] = tag_filter(parse_tags(expression))
         self._assigned = queues
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._apply_assignment())
 
     async def _apply_assignment(self) -> None:
@@ -208,8 +206,12 @@ class LitePullConsumer:
     # -- lifecycle ------------------------------------------------------------------------
 
     @property
+    def state(self) -> ServiceState:
+        return self._state
+
+    @property
     def instance(self) -> ClientInstance:
-        if self._instance is None or self._state not in ("running", "stopping"):
+        if self._instance is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
             raise ClientStateError(
                 f"consumer {self.group!r} is not running; use 'async with LitePullConsumer(...)' or 'await start()'"
             )
@@ -221,9 +223,9 @@ class LitePullConsumer:
         return self._offset_store
 
     async def start(self) -> None:
-        if self._state != "created":
+        if self._state is not ServiceState.CREATED:
             raise ClientStateError(f"consumer {self.group!r} was already started")
-        self._state = "starting"
+        self._state = ServiceState.STARTING
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
@@ -233,11 +235,11 @@ class LitePullConsumer:
             await self._offset_store.load()
             instance.register_consumer(self)
         except BaseException:
-            self._state = "created"
+            self._state = ServiceState.CREATED
             await release_instance(instance)
             raise
         self._instance = instance
-        self._state = "running"
+        self._state = _RUNNING
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         for topic in list(self.rebalance.subscriptions):
             try:
@@ -253,11 +255,11 @@ class LitePullConsumer:
 
     async def shutdown(self) -> None:
         """Stop pulling, commit (with auto-commit) and persist progress, leave the group."""
-        if self._state != "running":
+        if self._state is not _RUNNING:
             return
         if self.auto_commit:
             self._commit_memory()
-        self._state = "stopping"
+        self._state = ServiceState.SHUTTING_DOWN
         instance = self.instance
         tasks = [state.task for state in self._states.values() if state.task is not None]
         for task in tasks:
@@ -268,7 +270,7 @@ class LitePullConsumer:
             state.pq.dropped = True
         await self.offset_store.persist_all(queues, wait=True)
         await instance.unregister_consumer(self.group)
-        self._state = "stopped"
+        self._state = ServiceState.SHUT_DOWN
         await release_instance(instance)
 
     async def __aenter__(self) -> Self:
@@ -285,7 +287,7 @@ class LitePullConsumer:
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """The next pulled batch (up to ``pull_batch_size`` messages), or ``[]`` when none
         arrives within ``timeout`` seconds (default ``poll_timeout``)."""
-        if self._state != "running":
+        if self._state is not _RUNNING:
             raise ClientStateError(f"consumer {self.group!r} is not running")
         timeout = self.poll_timeout if timeout is None else timeout
         if timeout < 0:
@@ -319,7 +321,7 @@ class LitePullConsumer:
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Commit what :meth:`poll` has returned so far (or exactly ``offsets``: queue -> next
         offset to consume) and write it to the brokers (the local file when broadcasting)."""
-        store = self.offset_store if self._state == "running" else None
+        store = self.offset_store if self._state is _RUNNING else None
         if store is None:
             raise ClientStateError(f"consumer {self.group!r} is not running")
         if offsets is None:
@@ -333,7 +335,7 @@ class LitePullConsumer:
 
     async def committed(self, queue: MessageQueue) -> int:
         """The offset stored for ``queue`` (on its broker, or in the local file); -1 if none."""
-        if self._state != "running":
+        if self._state is not _RUNNING:
             raise ClientStateError(f"consumer {self.group!r} is not running")
         return await self.offset_store.read_store(queue)
 
@@ -355,7 +357,7 @@ class LitePullConsumer:
         pq = ProcessQueue()
         if self.rebalance.process_queues.get(queue) is not None:
             self.rebalance.process_queues[queue] = pq
-        new = _QueueState(pq, pull_offset=offset, consume_offset=offset)
+        new = _QueueState(queue, pq, next_offset=offset, consume_offset=offset)
         self._states[queue] = new
         new.task = self._spawn_pull(queue, new)
 
@@ -370,7 +372,7 @@ class LitePullConsumer:
         for queue in queues:
             self._paused.add(queue)
             state = self._states.get(queue)
-            if state is not None and state.task is not None and self._state == "running":
+            if state is not None and state.task is not None and self._state is _RUNNING:
                 # A pull held by the broker would still deliver: restart the task idle.
                 state.task.cancel()
                 state.task = self._spawn_pull(queue, state)
@@ -381,7 +383,7 @@ class LitePullConsumer:
                 continue
             self._paused.discard(queue)
             state = self._states.get(queue)
-            if state is not None and state.task is not None and self._state == "running":
+            if state is not None and state.task is not None and self._state is _RUNNING:
                 state.task.cancel()  # wake it now rather than at its next idle check
                 state.task = self._spawn_pull(queue, state)
 
@@ -414,12 +416,12 @@ class LitePullConsumer:
             self.rebalance.topic_queues[topic] = subscribe_queues(topic, route)
 
     async def do_rebalance(self) -> bool:
-        if self._state != "running" or self._mode != "subscribe":
+        if self._state is not _RUNNING or self._mode != "subscribe":
             return False
         return await self.rebalance.run()
 
     async def persist_offsets(self) -> None:
-        if self._state == "running":
+        if self._state is _RUNNING:
             await self.offset_store.persist_all(list(self._states))
 
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
@@ -428,14 +430,14 @@ class LitePullConsumer:
                 self.seek(queue, offset)
 
     def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self._state != "running":
+        if self._state is not _RUNNING:
             # A rebalance that began before shutdown may finish after it: no new pulls then.
             pq.dropped = True
             return
         old = self._states.get(queue)
         if old is not None and old.task is not None:
             old.task.cancel()
-        state = _QueueState(pq, pull_offset=offset, consume_offset=offset)
+        state = _QueueState(queue, pq, next_offset=offset, consume_offset=offset)
         self._states[queue] = state
         state.task = self._spawn_pull(queue, state)
 
@@ -464,7 +466,7 @@ class LitePullConsumer:
     # -- pulling --------------------------------------------------------------------------
 
     def _spawn_pull(self, queue: MessageQueue, state: _QueueState) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(self._pull_loop(queue, state))
+        task = asyncio.ensure_future(pull_queue(self, state))
         task.add_done_callback(self._pull_done)
         return task
 
@@ -472,84 +474,54 @@ class LitePullConsumer:
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("lite pull task of %s failed", self.group, exc_info=exc)
 
-    async def _pull_loop(self, queue: MessageQueue, state: _QueueState) -> None:
-        instance = self.instance
-        pq = state.pq
-        topic = queue.topic
-        buffer = self._buffer
-        while not pq.dropped and self._state == "running":
-            if queue in self._paused:
-                await asyncio.sleep(DELAY_WHEN_PAUSED)
-                continue
-            if (
-                buffer.qsize() * self.pull_batch_size > self.threshold_for_all
-                or pq.count > self.queue_threshold
-                or pq.size > self.queue_size_threshold
-                or pq.max_span > self.max_span
-            ):
-                await asyncio.sleep(DELAY_ON_FLOW_CONTROL)
-                continue
-            if state.pull_offset < 0:
-                offset = await self.rebalance.start_offset(queue)
-                if offset < 0:
-                    await asyncio.sleep(DELAY_ON_ERROR)
-                    continue
-                state.pull_offset = offset
-                if state.consume_offset < 0:
-                    state.consume_offset = offset
-            if self._mode == "subscribe":
-                sub = self.rebalance.subscriptions.get(topic)
-                if sub is None:
-                    await asyncio.sleep(DELAY_ON_ERROR)
-                    continue
-                expression = sub.sub_string
-            else:
-                expression = self._assign_expressions.get(topic, SUBSCRIBE_ALL)
-            try:
-                result = await pull(
-                    instance,
-                    self.group,
-                    queue,
-                    state.pull_offset,
-                    max_nums=self.pull_batch_size,
-                    sys_flag=SUSPEND | LITE_PULL,
-                    suspend=BROKER_SUSPEND_MAX,
-                    timeout=PULL_TIMEOUT,
-                    expression=expression,
-                    tags=self._tags.get(topic),
-                )
-            except BrokerError as exc:
-                if pq.dropped:
-                    return
-                delay = (
-                    DELAY_ON_BROKER_FLOW_CONTROL if exc.code == ResponseCode.FLOW_CONTROL else DELAY_ON_ERROR
-                )
-                log.debug("lite pull of %s failed: %s", queue, exc)
-                await asyncio.sleep(delay)
-                continue
-            except MQError as exc:
-                if pq.dropped:
-                    return
-                log.debug("lite pull of %s failed: %s", queue, exc)
-                await asyncio.sleep(DELAY_ON_ERROR)
-                continue
-            if pq.dropped:
-                return
-            messages = result.messages
-            if result.status is PullStatus.FOUND and messages:
-                pq.put(messages)
-                buffer.put_nowait(_Batch(queue, pq, messages))
-            elif result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning(
-                    "%s: offset %d of %s is outside the queue; continuing from %d",
-                    self.group,
-                    state.pull_offset,
-                    queue,
-                    result.next_begin_offset,
-                )
-                if pq.count == 0:
-                    state.consume_offset = result.next_begin_offset
-            elif pq.count == 0:
-                # Nothing waiting and nothing (matching) up to here: consumption reached it.
-                state.consume_offset = max(state.consume_offset, result.next_begin_offset)
-            state.pull_offset = result.next_begin_offset
+    # -- the pull loop's questions (see pull_loop.PullingConsumer) --------------------------
+
+    def pulling(self) -> bool:
+        return self._state is _RUNNING
+
+    def is_paused(self, queue: MessageQueue) -> bool:
+        return queue in self._paused
+
+    def over_limits(self, pulled: PulledQueue) -> bool:
+        return (
+            self._buffer.qsize() * self.pull_batch_size > self.threshold_for_all
+            or pulled.pq.max_span > self.max_span
+        )
+
+    def next_pull(self, pulled: PulledQueue) -> PullRequest | None:
+        topic = pulled.queue.topic
+        if self._mode == "subscribe":
+            sub = self.rebalance.subscriptions.get(topic)
+            if sub is None:
+                return None
+            expression = sub.sub_string
+        else:
+            expression = self._assign_expressions.get(topic, SUBSCRIBE_ALL)
+        return PullRequest(
+            max_nums=self.pull_batch_size,
+            sys_flag=SUSPEND | LITE_PULL,
+            suspend=BROKER_SUSPEND_MAX,
+            timeout=PULL_TIMEOUT,
+            expression=expression,
+            tags=self._tags.get(topic),
+        )
+
+    def started(self, pulled: PulledQueue) -> None:
+        assert isinstance(pulled, _QueueState)
+        if pulled.consume_offset < 0:
+            pulled.consume_offset = pulled.next_offset
+
+    def deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
+        self._buffer.put_nowait(_Batch(pulled.queue, pulled.pq, messages))
+
+    def caught_up(self, pulled: PulledQueue, offset: int) -> None:
+        # Nothing waiting and nothing (matching) up to here: consumption reached it.
+        assert isinstance(pulled, _QueueState)
+        pulled.consume_offset = max(pulled.consume_offset, offset)
+
+    def offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
+        # Unlike the push consumer, go on at once from where the broker says.
+        assert isinstance(pulled, _QueueState)
+        if pulled.pq.count == 0:
+            pulled.consume_offset = offset
+        return True

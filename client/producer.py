@@ -59,7 +59,7 @@ from .client_instance import (
 from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
 from .subscription import check_group, check_topic
-from .types import SEND_STATUS_BY_CODE, SendResult, TransactionSendResult, TransactionState
+from .types import SEND_STATUS_BY_CODE, SendResult, ServiceState, TransactionSendResult, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class Producer:
         self._headers: dict[tuple[str, bool], dict[str, Any]] = {}
         self._refreshing: set[str] = set()
         self._registered = True
-        self._state = "created"
+        self._state = ServiceState.CREATED
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -172,12 +172,12 @@ class Producer:
         producer = cls(group, instance.namesrv_addrs, instance_name="internal")
         producer._instance = instance
         producer._registered = False
-        producer._state = "running"
+        producer._state = ServiceState.RUNNING
         return producer
 
     async def start(self) -> None:
         """Join the client instance and announce the group to the brokers."""
-        if self._state != "created":
+        if self._state is not ServiceState.CREATED:
             raise ClientStateError(f"producer {self.group!r} was already started")
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
@@ -186,19 +186,22 @@ class Producer:
             await release_instance(instance)
             raise
         self._instance = instance
-        self._state = "running"
+        self._state = ServiceState.RUNNING
         await instance.send_heartbeat()
 
     async def shutdown(self) -> None:
         """Unregister the group from the brokers and leave the client instance."""
-        if self._state != "running":
+        if self._state is not ServiceState.RUNNING:
             return
-        self._state = "stopped"
+        self._state = ServiceState.SHUTTING_DOWN
         instance = self._instance
         assert instance is not None
-        if self._registered:
-            await instance.unregister_producer(self.group)
-            await release_instance(instance)
+        try:
+            if self._registered:
+                await instance.unregister_producer(self.group)
+                await release_instance(instance)
+        finally:
+            self._state = ServiceState.SHUT_DOWN
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -211,12 +214,17 @@ class Producer:
 
     @property
     def instance(self) -> ClientInstance:
-        if self._state != "running" or self._instance is None:
-            state = "has been shut down" if self._state == "stopped" else "is not started"
+        if self._state is not ServiceState.RUNNING or self._instance is None:
+            created = self._state in (ServiceState.CREATED, ServiceState.STARTING)
+            state = "is not started" if created else "has been shut down"
             raise ClientStateError(
                 f"producer {self.group!r} {state}; use 'async with Producer(...)' or 'await producer.start()'"
             )
         return self._instance
+
+    @property
+    def state(self) -> ServiceState:
+        return self._state
 
     @property
     def client_id(self) -> str:

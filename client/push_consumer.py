@@ -1,16 +1,13 @@
 """The push consumer: messages delivered to a listener as they arrive.
 
-"Push" is long polling underneath: each owned queue has a pull loop that asks its broker for
-up to 32 messages from the next offset (the broker holds the request up to 15 s when there is
-nothing), puts what comes back into the queue's process queue and hands it to consumption.
-
-* Concurrent mode: batches of ``batch_size`` messages go to a pool of ``concurrency``
-  workers. A batch the listener fails (``RECONSUME_LATER`` or an exception) is sent back to
-  the broker (CONSUMER_SEND_MSG_BACK) to come again through ``%RETRY%<group>`` after a delay,
-  and to ``%DLQ%<group>`` after ``max_reconsume_times``; if even that fails, it is consumed
-  again locally 5 s later. The committed offset is the smallest offset still in flight.
-* Orderly mode: one batch at a time per queue, under a broker lock renewed every 20 s; a
-  failed batch (``SUSPEND``) is retried in place after ``suspend_time``, keeping the order.
+"Push" is long polling underneath: each owned queue has a pull loop (:mod:`.pull_loop`) that
+asks its broker for up to 32 messages from the next offset (the broker holds the request up to
+15 s when there is nothing), puts what comes back into the queue's process queue and hands it
+to consumption: :mod:`.concurrent_dispatch` (a worker pool; failed batches are sent back to
+come again through ``%RETRY%<group>``, and to ``%DLQ%<group>`` after ``max_reconsume_times``)
+or :mod:`.orderly_dispatch` (one batch at a time per queue under a broker lock; a failed batch
+is retried in place after ``suspend_time``). This module owns the consumer itself: its
+settings, subscriptions, lifecycle, its part in rebalance, and sending messages back.
 
 Flow control pauses a queue's pulls while it holds 1,000 messages, 100 MiB, or (concurrent
 mode) an offset span of 2,000.
@@ -24,7 +21,6 @@ import functools
 import inspect
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -38,8 +34,8 @@ from aiorocketmq.protocol.body import (
     MessageQueue,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
-from aiorocketmq.protocol.errors import BrokerError, MQError
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from aiorocketmq.protocol.message import Message, MessageExt, PropertyKey
 from aiorocketmq.protocol.names import retry_topic
@@ -52,47 +48,29 @@ from .client_instance import (
     default_instance_name,
     release_instance,
 )
+from .concurrent_dispatch import ConcurrentDispatch
 from .errors import ClientError, ClientStateError
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
+from .orderly_dispatch import OrderlyDispatch
 from .process_queue import ProcessQueue
 from .producer import Producer
-from .pull import COMMIT_OFFSET, SUSPEND, pull
+from .pull import COMMIT_OFFSET, SUSPEND
+from .pull_loop import PulledQueue, PullRequest, pull_queue
 from .rebalance import Rebalance
 from .routing import subscribe_queues
 from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
-from .types import ConsumeFrom, ConsumeResult, PullStatus
+from .types import ConsumeFrom, ConsumeResult, ServiceState
 
 log = logging.getLogger(__name__)
 
 Listener: TypeAlias = Callable[[list[MessageExt]], "Awaitable[ConsumeResult] | ConsumeResult"]
 
 MiB = 1024 * 1024
-#: Delay before pulling again after an error (Java ``pullTimeDelayMillsWhenException``).
-PULL_DELAY_ON_ERROR = 1.0
-PULL_DELAY_ON_FLOW_CONTROL = 0.05
-PULL_DELAY_ON_BROKER_FLOW_CONTROL = 0.02
-PULL_DELAY_WHEN_PAUSED = 1.0
-#: A batch whose send-back failed is consumed again locally after this long.
-LOCAL_RETRY_DELAY = 5.0
 SEND_BACK_TIMEOUT = 5.0
 OFFSET_FIX_DELAY = 10.0
-LOCK_RENEW_INTERVAL = 20.0
-#: Orderly consumption yields the queue after this long of continuous consuming.
-MAX_TIME_CONSUME_CONTINUOUSLY = 60.0
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
-_SUCCESS = ConsumeResult.SUCCESS
-_RECONSUME_LATER = ConsumeResult.RECONSUME_LATER
-_SUSPEND = ConsumeResult.SUSPEND
-_FOUND = PullStatus.FOUND
-_OFFSET_ILLEGAL = PullStatus.OFFSET_ILLEGAL
-_SUBSCRIPTION_ERRORS = frozenset(
-    {
-        ResponseCode.SUBSCRIPTION_NOT_EXIST,
-        ResponseCode.SUBSCRIPTION_NOT_LATEST,
-        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-    }
-)
+_RUNNING = ServiceState.RUNNING
 
 
 def to_millis(moment: float | datetime) -> int:
@@ -100,49 +78,6 @@ def to_millis(moment: float | datetime) -> int:
     if isinstance(moment, datetime):
         return int(moment.timestamp() * 1000)
     return int(moment * 1000)
-
-
-#: One listener call's worth: its messages, their process queue and message queue (a plain
-#: tuple: one is made per message with the default batch size).
-_ConsumeRequest: TypeAlias = tuple[list[MessageExt], ProcessQueue, MessageQueue]
-
-
-_EMPTY: Any = object()
-
-
-class _WorkQueue:
-    """A FIFO handing consume requests to idle workers (lighter than asyncio.Queue).
-    ``None`` tells a worker to stop."""
-
-    def __init__(self) -> None:
-        self._items: deque[_ConsumeRequest | None] = deque()
-        self._waiters: deque[asyncio.Future[_ConsumeRequest | None]] = deque()
-
-    def put(self, item: _ConsumeRequest | None) -> None:
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(item)
-                return
-        self._items.append(item)
-
-    def take(self) -> _ConsumeRequest | None:
-        """The next item without waiting, or ``_EMPTY``."""
-        return self._items.popleft() if self._items else _EMPTY
-
-    async def get(self) -> _ConsumeRequest | None:
-        if self._items:
-            return self._items.popleft()
-        waiter: asyncio.Future[_ConsumeRequest | None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        return await waiter
-
-    def clear(self) -> None:
-        self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 class PushConsumer:
@@ -237,14 +172,13 @@ class PushConsumer:
         self._listener_is_async = False
         self._instance: ClientInstance | None = None
         self._offset_store: OffsetStore | None = None
-        self._state = "created"
+        self._state = ServiceState.CREATED
         self._paused = False
         self._retry_topic = retry_topic(group)
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._orderly_tasks: set[asyncio.Task[None]] = set()
-        self._work = _WorkQueue()
-        self._workers: list[asyncio.Task[None]] = []
-        self._lock_task: asyncio.Task[None] | None = None
+        self._dispatch: ConcurrentDispatch | OrderlyDispatch = (
+            OrderlyDispatch(self) if orderly else ConcurrentDispatch(self)
+        )
         self._inner_producer: Producer | None = None
 
     # -- configuration --------------------------------------------------------------------
@@ -253,19 +187,19 @@ class PushConsumer:
         """Consume ``topic`` messages whose tag matches ``expression`` (``"*"`` for all, or
         ``"tagA || tagB"``). Subscribing again replaces the expression. Allowed while running."""
         check_topic(topic)
-        if self._state in ("stopping", "stopped"):
+        if self._state in (ServiceState.SHUTTING_DOWN, ServiceState.SHUT_DOWN):
             raise ClientStateError(f"consumer {self.group!r} has been shut down")
         sub = build_subscription(topic, expression)
         self.rebalance.subscriptions[topic] = sub
         self._tags[topic] = tag_filter(parse_tags(expression))
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``; its queues are released at the next rebalance."""
         self.rebalance.subscriptions.pop(topic, None)
         self._tags.pop(topic, None)
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
     async def _subscription_changed(self, topic: str) -> None:
@@ -280,7 +214,7 @@ class PushConsumer:
         A plain function works too; it runs on the event loop, so it must not block."""
         if not callable(fn):
             raise ClientError("the listener must be callable")
-        if self._state != "created":
+        if self._state is not ServiceState.CREATED:
             raise ClientStateError("set the listener before start()")
         self._listener = fn
         self._listener_is_async = inspect.iscoroutinefunction(fn)
@@ -289,8 +223,12 @@ class PushConsumer:
     # -- lifecycle ------------------------------------------------------------------------
 
     @property
+    def state(self) -> ServiceState:
+        return self._state
+
+    @property
     def instance(self) -> ClientInstance:
-        if self._instance is None or self._state not in ("running", "stopping"):
+        if self._instance is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
             raise ClientStateError(f"consumer {self.group!r} is not running")
         return self._instance
 
@@ -304,7 +242,7 @@ class PushConsumer:
         return self.instance.client_id
 
     async def start(self) -> None:
-        if self._state != "created":
+        if self._state is not ServiceState.CREATED:
             raise ClientStateError(f"consumer {self.group!r} was already started")
         if self._listener is None:
             raise ClientStateError(
@@ -315,7 +253,7 @@ class PushConsumer:
         if self.model == MessageModel.CLUSTERING:
             self.rebalance.subscriptions[self._retry_topic] = build_subscription(self._retry_topic)
             self._tags[self._retry_topic] = None
-        self._state = "starting"
+        self._state = ServiceState.STARTING
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
@@ -325,13 +263,13 @@ class PushConsumer:
             await self._offset_store.load()
             instance.register_consumer(self)
         except BaseException:
-            self._state = "created"
+            self._state = ServiceState.CREATED
             await release_instance(instance)
             raise
         self._instance = instance
-        self._state = "running"
+        self._state = _RUNNING
         if not self.orderly:
-            self._workers = [asyncio.ensure_future(self._worker()) for _ in range(self.concurrency)]
+            self._dispatch.start()
         for topic in list(self.rebalance.subscriptions):
             try:
                 await instance.update_route(topic)
@@ -343,8 +281,8 @@ class PushConsumer:
             # The heartbeat made the broker create the retry topic; learn its route now.
             with contextlib.suppress(MQError):
                 await instance.update_route(self._retry_topic)
-        if self.orderly and self.model == MessageModel.CLUSTERING:
-            self._lock_task = asyncio.ensure_future(self._renew_locks())
+        if self.orderly:
+            self._dispatch.start()  # lock renewal
         await self.rebalance_now()
 
     async def rebalance_now(self) -> None:
@@ -356,25 +294,15 @@ class PushConsumer:
     async def shutdown(self) -> None:
         """Stop pulling, let the listener calls in progress finish, persist the progress,
         release orderly locks and leave the group (the others take the queues over)."""
-        if self._state != "running":
+        if self._state is not _RUNNING:
             return
-        self._state = "stopping"
+        self._state = ServiceState.SHUTTING_DOWN
         instance = self.instance
-        if self._lock_task is not None:
-            self._lock_task.cancel()
         tasks = list(self._pull_tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._work.clear()
-        for _ in self._workers:
-            self._work.put(None)
-        pending = [*self._workers, *self._orderly_tasks]
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=self.shutdown_timeout)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        await self._dispatch.stop(self.shutdown_timeout)
         queues = list(self.rebalance.process_queues)
         for pq in self.rebalance.process_queues.values():
             pq.dropped = True
@@ -382,7 +310,7 @@ class PushConsumer:
         if self.orderly and self.model == MessageModel.CLUSTERING:
             await self.rebalance.unlock(queues)
         await instance.unregister_consumer(self.group)
-        self._state = "stopped"
+        self._state = ServiceState.SHUT_DOWN
         await release_instance(instance)
 
     async def __aenter__(self) -> Self:
@@ -400,7 +328,7 @@ class PushConsumer:
 
     def resume(self) -> None:
         self._paused = False
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.rebalance_soon()
 
     @property
@@ -427,16 +355,16 @@ class PushConsumer:
             self.rebalance.topic_queues[topic] = subscribe_queues(topic, route)
 
     async def do_rebalance(self) -> bool:
-        if self._state != "running" or self._paused:
+        if self._state is not _RUNNING or self._paused:
             return False
         return await self.rebalance.run()
 
     async def persist_offsets(self) -> None:
-        if self._state == "running":
+        if self._state is _RUNNING:
             await self.offset_store.persist_all(list(self.rebalance.process_queues))
 
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        if self._state == "running":
+        if self._state is _RUNNING:
             self.instance.spawn(self._reset_offsets(topic, offsets))
 
     async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
@@ -457,7 +385,7 @@ class PushConsumer:
     # -- rebalance owner ------------------------------------------------------------------
 
     def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self._state != "running":
+        if self._state is not _RUNNING:
             # A rebalance that began before shutdown may finish after it: no new pulls then.
             pq.dropped = True
             return
@@ -465,7 +393,7 @@ class PushConsumer:
         old = self._pull_tasks.pop(queue, None)
         if old is not None:
             old.cancel()
-        task = asyncio.ensure_future(self._pull_loop(queue, pq, offset))
+        task = asyncio.ensure_future(pull_queue(self, PulledQueue(queue, pq, offset)))
         self._pull_tasks[queue] = task
         task.add_done_callback(functools.partial(self._pull_task_done, queue))
 
@@ -508,102 +436,59 @@ class PushConsumer:
         # Pulls carry the new version: the brokers must have it before they start.
         await self.instance.send_heartbeat(wait=True)
 
-    async def _renew_locks(self) -> None:
-        await asyncio.sleep(1.0)
-        while True:
-            await self.rebalance.lock_all()
-            await asyncio.sleep(LOCK_RENEW_INTERVAL)
+    # -- the pull loop's questions (see pull_loop.PullingConsumer) --------------------------
 
-    # -- pulling --------------------------------------------------------------------------
+    def pulling(self) -> bool:
+        return self._state is _RUNNING
 
-    async def _pull_loop(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        instance = self.instance
-        slot = pq.offset_slot
+    def is_paused(self, queue: MessageQueue) -> bool:
+        return self._paused
+
+    def over_limits(self, pulled: PulledQueue) -> bool:
+        # An orderly queue is consumed from its head only: its span says nothing.
+        return not self.orderly and pulled.pq.max_span > self.max_span
+
+    def next_pull(self, pulled: PulledQueue) -> PullRequest | None:
+        pq = pulled.pq
         clustering = self.model == MessageModel.CLUSTERING
-        orderly = self.orderly
-        subscriptions = self.rebalance.subscriptions
-        tags = self._tags
-        group = self.group
-        topic = queue.topic
-        next_offset = offset
-        while not pq.dropped:
-            pq.last_pull_time = time.monotonic()
-            if self._paused:
-                await asyncio.sleep(PULL_DELAY_WHEN_PAUSED)
-                continue
-            if (
-                pq.count > self.queue_threshold
-                or pq.size > self.queue_size_threshold
-                or (not orderly and pq.max_span > self.max_span)
-            ):
-                await pq.wait_for_space(self.queue_threshold // 2, PULL_DELAY_ON_FLOW_CONTROL)
-                continue
-            if orderly and clustering and not pq.locked:
-                await asyncio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            sub = subscriptions.get(topic)
-            if sub is None:
-                await asyncio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            commit = slot.value if clustering else 0
-            try:
-                result = await pull(
-                    instance,
-                    group,
-                    queue,
-                    next_offset,
-                    max_nums=self.pull_batch_size,
-                    sys_flag=SUSPEND | COMMIT_OFFSET if commit > 0 else SUSPEND,
-                    commit_offset=max(commit, 0),
-                    sub_version=sub.sub_version,
-                    tags=tags.get(topic),
-                )
-            except BrokerError as exc:
-                if pq.dropped:
-                    return
-                if exc.code == ResponseCode.FLOW_CONTROL:
-                    await asyncio.sleep(PULL_DELAY_ON_BROKER_FLOW_CONTROL)
-                    continue
-                if exc.code in _SUBSCRIPTION_ERRORS:
-                    # The broker lost or lags our registration (restarted?): re-announce.
-                    await instance.send_heartbeat()
-                log.debug("pull of %s failed: %s", queue, exc)
-                await asyncio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            except MQError as exc:
-                if pq.dropped:
-                    return
-                log.debug("pull of %s failed: %s", queue, exc)
-                await asyncio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            if pq.dropped:
-                return
-            status = result.status
-            next_offset = result.next_begin_offset
-            if status is _FOUND:
-                messages = result.messages
-                # Offsets below next_offset are now pulled or filtered out: once what was
-                # pulled is consumed, progress may reach next_offset.
-                pq.pulled_up_to(next_offset)
-                if messages:
-                    dispatch = pq.put(messages)
-                    self._submit(messages, pq, queue, dispatch)
-                elif pq.count == 0:
-                    slot.advance(next_offset)
-            elif status is _OFFSET_ILLEGAL:
-                log.warning("%s: offset of %s moved; continuing from %d", group, queue, next_offset)
-                pq.dropped = True
-                instance.spawn(self._fix_offset(queue, pq, next_offset))
-                return
-            elif pq.count == 0:
-                # Nothing (or nothing matching) up to next_offset: progress may skip ahead.
-                slot.advance(next_offset)
-            if self.pull_interval:
-                await asyncio.sleep(self.pull_interval)
+        if self.orderly and clustering and not pq.locked:
+            return None
+        topic = pulled.queue.topic
+        sub = self.rebalance.subscriptions.get(topic)
+        if sub is None:
+            return None
+        commit = pq.offset_slot.value if clustering else 0
+        return PullRequest(
+            max_nums=self.pull_batch_size,
+            sys_flag=SUSPEND | COMMIT_OFFSET if commit > 0 else SUSPEND,
+            commit_offset=max(commit, 0),
+            sub_version=sub.sub_version,
+            tags=self._tags.get(topic),
+        )
+
+    def started(self, pulled: PulledQueue) -> None:
+        return None  # rebalance hands push queues over with their start offset
+
+    def deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
+        consumption = self._dispatch
+        if isinstance(consumption, OrderlyDispatch):
+            consumption.submit(pulled.queue, pulled.pq, dispatch)
+        else:
+            consumption.submit(messages, pulled.pq, pulled.queue)
+
+    def caught_up(self, pulled: PulledQueue, offset: int) -> None:
+        pulled.pq.offset_slot.advance(offset)
+
+    def offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
+        # As Java does: drop the queue, and after a while store the broker's offset and let
+        # rebalance take the queue again from there.
+        pulled.pq.dropped = True
+        self.instance.spawn(self._fix_offset(pulled.queue, pulled.pq, offset))
+        return False
 
     async def _fix_offset(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         await asyncio.sleep(OFFSET_FIX_DELAY)
-        if self._state != "running":
+        if self._state is not _RUNNING:
             return
         self.offset_store.update(queue, offset, increase_only=False)
         await self.offset_store.persist(queue)
@@ -612,26 +497,6 @@ class PushConsumer:
         self.instance.rebalance_soon()
 
     # -- consuming ------------------------------------------------------------------------
-
-    def _submit(
-        self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue, dispatch: bool
-    ) -> None:
-        if self.orderly:
-            if dispatch:
-                task = asyncio.ensure_future(self._consume_orderly(queue, pq))
-                self._orderly_tasks.add(task)
-                task.add_done_callback(self._orderly_tasks.discard)
-            return
-        size = self.batch_size
-        put = self._work.put
-        if len(messages) <= size:
-            put((messages, pq, queue))
-        elif size == 1:
-            for msg in messages:
-                put(([msg], pq, queue))
-        else:
-            for i in range(0, len(messages), size):
-                put((messages[i : i + size], pq, queue))
 
     async def _call_listener(self, messages: list[MessageExt]) -> Any:
         listener = self._listener
@@ -649,83 +514,9 @@ class PushConsumer:
                 if original:
                     msg.topic = original
 
-    async def _worker(self) -> None:
-        # The hot loop of concurrent consumption, one listener call per turn: locals and an
-        # inlined request path keep the per-message cost down.
-        work = self._work
-        take = work.take
-        listener = self._listener
-        assert listener is not None
-        is_async = self._listener_is_async
-        retry_topic = self._retry_topic
-        while True:
-            request = take()
-            if request is _EMPTY:
-                request = await work.get()
-            if request is None:
-                return
-            messages, pq, queue = request
-            if pq.dropped:
-                continue
-            try:
-                if queue.topic == retry_topic:
-                    self._restore_topics(messages)
-                try:
-                    outcome: Any = listener(messages)
-                    if is_async or inspect.isawaitable(outcome):
-                        outcome = await outcome
-                except Exception:
-                    log.exception("listener of %s raised; the batch will be consumed again later", self.group)
-                    outcome = _RECONSUME_LATER
-                if outcome is _SUCCESS:
-                    acked = messages
-                else:
-                    if outcome is not _RECONSUME_LATER:
-                        log.error(
-                            "listener of %s returned %r; concurrent listeners return SUCCESS or RECONSUME_LATER",
-                            self.group,
-                            outcome,
-                        )
-                    acked = await self._handle_failure(messages, pq, queue)
-                if pq.dropped:
-                    continue
-                offset = pq.remove(acked)
-                if offset >= 0:
-                    pq.offset_slot.advance(offset)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("consuming a batch of %s failed", queue)
-
-    async def _handle_failure(
-        self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue
-    ) -> list[MessageExt]:
-        """Send failed messages back for a later retry; the ones that could not be sent back
-        stay in the process queue and are consumed again here after a while."""
-        if self.model == MessageModel.BROADCASTING:
-            log.warning(
-                "%s: broadcasting consumption of %d message(s) failed; dropped", self.group, len(messages)
-            )
-            return messages
-        acked = []
-        failed = []
-        for msg in messages:
-            if await self.send_back(msg):
-                acked.append(msg)
-            else:
-                msg.reconsume_times += 1
-                failed.append(msg)
-        if failed:
-            self.instance.spawn(self._consume_later(failed, pq, queue))
-        return acked
-
-    async def _consume_later(self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:
-        await asyncio.sleep(LOCAL_RETRY_DELAY)
-        if not pq.dropped and self._state == "running":
-            self._work.put((messages, pq, queue))
-
     @property
-    def _max_reconsume(self) -> int:
+    def max_reconsume(self) -> int:
+        """How often a message is consumed again before it goes to the dead-letter queue."""
         if self.max_reconsume_times is not None:
             return self.max_reconsume_times
         return 2**31 - 1 if self.orderly else 16
@@ -765,67 +556,10 @@ class PushConsumer:
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
         props[PropertyKey.RETRY_TOPIC] = msg.topic
         props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[PropertyKey.MAX_RECONSUME_TIMES] = str(self._max_reconsume)
+        props[PropertyKey.MAX_RECONSUME_TIMES] = str(self.max_reconsume)
         props.pop(PropertyKey.TRANSACTION_PREPARED, None)
         props[PropertyKey.DELAY_TIME_LEVEL] = str(delay_level)
         retry_msg = Message(self._retry_topic, msg.body, properties=props, flag=msg.flag)
         if self._inner_producer is None:
             self._inner_producer = Producer._internal(self.instance, INNER_PRODUCER_GROUP)
         await self._inner_producer.send(retry_msg)
-
-    async def _consume_orderly(self, queue: MessageQueue, pq: ProcessQueue) -> None:
-        clustering = self.model == MessageModel.CLUSTERING
-        began = time.monotonic()
-        while not pq.dropped and self._state == "running":
-            if clustering and (not pq.locked or pq.lock_expired):
-                await asyncio.sleep(0.01)
-                if not await self.rebalance.lock(queue, pq):
-                    await asyncio.sleep(3.0)
-                continue
-            if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY:
-                await asyncio.sleep(0.01)  # let other queues' tasks run
-                began = time.monotonic()
-            messages = pq.take(self.batch_size)
-            if not messages:
-                return
-            self._restore_topics(messages)
-            suspend = False
-            async with pq.consume_lock:
-                try:
-                    outcome = await self._call_listener(messages)
-                except Exception:
-                    log.exception("orderly listener of %s raised; retrying the batch", self.group)
-                    outcome = _SUSPEND
-                if outcome is not _SUCCESS:
-                    if outcome is not _SUSPEND and outcome is not _RECONSUME_LATER:
-                        log.error(
-                            "orderly listener of %s returned %r; treated as SUSPEND", self.group, outcome
-                        )
-                    suspend = await self._retry_locally(messages)
-                if suspend:
-                    pq.reconsume(messages)
-                else:
-                    commit = pq.commit()
-                    # Committed under the consume lock: queue removal waits for this lock
-                    # and persists afterwards, so the update counts even if pq was dropped.
-                    if commit >= 0:
-                        pq.offset_slot.value = commit
-            if suspend:
-                await asyncio.sleep(self.suspend_time)
-
-    async def _retry_locally(self, messages: list[MessageExt]) -> bool:
-        """Orderly failure: True when the batch is to be consumed again here; messages past
-        ``max_reconsume_times`` go to the dead-letter queue instead."""
-        limit = self._max_reconsume
-        suspend = False
-        for msg in messages:
-            if msg.reconsume_times >= limit:
-                msg.properties[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times)
-                try:
-                    await self._resend_to_retry_topic(msg, 3 + msg.reconsume_times)
-                    continue
-                except MQError as exc:
-                    log.warning("moving %s to the dead-letter queue failed: %s", msg.msg_id, exc)
-            suspend = True
-            msg.reconsume_times += 1
-        return suspend

@@ -1,5 +1,6 @@
 """The SDK's small value types: send and pull results, consume results, where a new consumer
-group starts, transaction states, who a broker address is."""
+group starts, transaction states, who a broker address is, and where a producer or consumer is
+in its life."""
 
 from __future__ import annotations
 
@@ -20,9 +21,20 @@ __all__ = [
     "PullStatus",
     "SendResult",
     "SendStatus",
+    "ServiceState",
     "TransactionSendResult",
     "TransactionState",
 ]
+
+
+class ServiceState(Enum):
+    """The life of a producer or consumer: created, then started once, then shut down once."""
+
+    CREATED = "created"
+    STARTING = "starting"
+    RUNNING = "running"
+    SHUTTING_DOWN = "shutting down"
+    SHUT_DOWN = "shut down"
 
 
 class SendStatus(StrEnum):

@@ -408,9 +408,9 @@ def test_name_server_addresses_are_parsed(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_work_queue_hands_items_to_waiting_workers_in_order() -> None:
-    from aiorocketmq.client.push_consumer import _WorkQueue
+    from aiorocketmq.client.concurrent_dispatch import WorkQueue
 
-    work = _WorkQueue()
+    work = WorkQueue()
     got: list[Any] = []
 
     async def worker() -> None:
