@@ -157,8 +157,9 @@ class Producer:
         self._instance: ClientInstance | None = None
         self._publish: dict[str, PublishInfo] = {}
         self._checked_topics: set[str] = set()
-        #: (topic, batch) -> the V2 header map each send of it starts from.
-        self._headers: dict[tuple[str, bool], dict[str, Any]] = {}
+        #: topic -> the V2 header map each single (batch) send to it starts from.
+        self._single_headers: dict[str, dict[str, Any]] = {}
+        self._batch_headers: dict[str, dict[str, Any]] = {}
         self._refreshing: set[str] = set()
         self._registered = True
         self._state = ServiceState.CREATED
@@ -292,8 +293,8 @@ class Producer:
 
     def _header_template(self, topic: str, batch: bool) -> dict[str, Any]:
         """The V2 header map of a send to ``topic``, built once through the model."""
-        key = (topic, batch)
-        template = self._headers.get(key)
+        cache = self._batch_headers if batch else self._single_headers
+        template = cache.get(topic)
         if template is None:
             template = _V2(
                 producer_group=self.group,
@@ -310,7 +311,7 @@ class Producer:
             ).to_fields()
             if not batch:
                 del template[_BATCH]  # absent means false, and single sends have always left it out
-            self._headers[key] = template
+            cache[topic] = template
         return template
 
     def _check_message(self, msg: Message) -> None:
@@ -337,7 +338,10 @@ class Producer:
         if len(body) >= self.compress_threshold:
             body = compress_body(body)
             sys_flag |= _COMPRESSED
-        fields = self._header_template(msg.topic, False).copy()
+        template = self._single_headers.get(msg.topic)
+        if template is None:
+            template = self._header_template(msg.topic, False)
+        fields = template.copy()
         fields[_SYS_FLAG] = sys_flag
         fields[_BORN_TIMESTAMP] = time.time_ns() // 1_000_000
         fields[_FLAG] = msg.flag

@@ -24,6 +24,7 @@ from aiorocketmq.client.errors import ClientError
 from aiorocketmq.client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
 from aiorocketmq.client.process_queue import ProcessQueue
 from aiorocketmq.client.producer import Producer
+from aiorocketmq.client.pull_loop import PULL_DELAY_ON_FLOW_CONTROL, PulledQueue, pull_queue
 from aiorocketmq.client.rebalance import Rebalance
 from aiorocketmq.client.routing import (
     LatencyFaults,
@@ -48,8 +49,25 @@ from aiorocketmq.protocol.body import (
     QueueData,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import (
+    BrokerError,
+    ConnectionClosedError,
+    MessageIllegalError,
+    MQError,
+    NoBuyerIdError,
+    NoPermissionError,
+    NoRouteError,
+    NotInCurrentUnitError,
+    ProtocolError,
+    RequestTimeoutError,
+    ServerSystemError,
+    ServiceNotAvailableError,
+    SystemBusyError,
+    TopicNotExistError,
+    error_for_code,
+)
 from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
 from aiorocketmq.protocol.message import Message, MessageExt, java_hash
 
@@ -441,6 +459,70 @@ async def test_flow_control_wakes_when_the_queue_drains_to_its_low_water_mark() 
     began = asyncio.get_running_loop().time()
     await pq.wait_for_space(low_water=0, timeout=0.05)  # limits other than the count: timeout
     assert asyncio.get_running_loop().time() - began >= 0.04
+
+
+class _SpanLimitedConsumer:
+    """A pulling consumer whose queue is over its span limit with few messages waiting: the
+    shared pull loop must wait between looks, not spin (which would freeze the event loop)."""
+
+    group = "g"
+    queue_threshold = 1000
+    queue_size_threshold = 1 << 30
+    pull_interval = 0.0
+    rebalance: Any = None
+    instance: Any = None
+
+    def __init__(self, looks: int) -> None:
+        self.looks = looks
+        self.seen = 0
+
+    def pulling(self) -> bool:
+        return True
+
+    def is_paused(self, queue: MessageQueue) -> bool:
+        return False
+
+    def over_limits(self, pulled: PulledQueue) -> bool:
+        self.seen += 1
+        if self.seen >= self.looks:
+            pulled.pq.dropped = True  # ends the loop
+        return True
+
+    def next_pull(self, pulled: PulledQueue) -> None:
+        raise AssertionError("a queue over its limits must not be pulled")
+
+
+async def test_the_pull_loop_waits_while_a_queue_is_over_a_limit_other_than_the_count() -> None:
+    pq = ProcessQueue()
+    pq.put([ext(0), ext(5000)])  # 2 messages, span 5000
+    owner = _SpanLimitedConsumer(looks=5)
+    began = asyncio.get_running_loop().time()
+    await asyncio.wait_for(pull_queue(owner, PulledQueue(queues(1)[0], pq, 0)), 5)  # type: ignore[arg-type]
+    assert owner.seen == 5
+    # four waits of PULL_DELAY_ON_FLOW_CONTROL between the five looks
+    assert asyncio.get_running_loop().time() - began >= 4 * PULL_DELAY_ON_FLOW_CONTROL * 0.9
+
+
+def test_retriable_is_a_property_of_the_error_class() -> None:
+    retriable: set[type[MQError]] = {
+        ConnectionClosedError,
+        RequestTimeoutError,
+        NoRouteError,
+        TopicNotExistError,
+        ServiceNotAvailableError,
+        ServerSystemError,
+        SystemBusyError,
+        NoPermissionError,
+        NoBuyerIdError,
+        NotInCurrentUnitError,
+    }
+    for cls in retriable:
+        assert cls.retriable, cls
+    for cls in (MQError, ClientError, ProtocolError, MessageIllegalError, BrokerError):
+        assert not cls.retriable, cls
+    assert error_for_code(ResponseCode.SYSTEM_BUSY, "busy").retriable
+    assert not error_for_code(ResponseCode.MESSAGE_ILLEGAL).retriable
+    assert not error_for_code(9999).retriable  # an unknown code is not retried
 
 
 # -- shutdown ---------------------------------------------------------------------------------
