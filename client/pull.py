@@ -5,9 +5,10 @@ subscription names (the broker filters by tag hash, which can collide)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.codes import PullSysFlag, RequestCode
@@ -37,6 +38,19 @@ PULL_TIMEOUT_WHEN_SUSPEND = 30.0
 EXPRESSION_TYPE_TAG = "TAG"
 
 _PULL = int(RequestCode.PULL_MESSAGE)
+# The wire names of the pull fields that change from one pull to the next, and of the
+# response's, taken from the declared models.
+_Q = PullMessageRequestHeader
+_QUEUE_OFFSET = _Q.wire("queue_offset")
+_SYS_FLAG = _Q.wire("sys_flag")
+_COMMIT_OFFSET = _Q.wire("commit_offset")
+_SUSPEND_MILLIS = _Q.wire("suspend_timeout_millis")
+_SUB_VERSION = _Q.wire("sub_version")
+_R = PullMessageResponseHeader
+_NEXT_BEGIN_OFFSET = _R.wire("next_begin_offset")
+_MIN_OFFSET = _R.wire("min_offset")
+_MAX_OFFSET = _R.wire("max_offset")
+_SUGGEST_BROKER_ID = _R.wire("suggest_which_broker_id")
 _STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
 _FOUND = PullStatus.FOUND
 
@@ -63,20 +77,46 @@ async def pull_raw(
         addr = brokers.get(0) if brokers else None
     if addr is None:
         addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
-    header = PullMessageRequestHeader(
+    fields = _pull_template(group, queue.topic, queue.queue_id, max_nums, expression).copy()
+    fields[_QUEUE_OFFSET] = offset
+    fields[_SYS_FLAG] = sys_flag | (SUBSCRIPTION if expression is not None else 0)
+    fields[_COMMIT_OFFSET] = commit_offset
+    fields[_SUSPEND_MILLIS] = int(suspend * 1000)
+    fields[_SUB_VERSION] = sub_version
+    return await instance.invoke(addr, _PULL, fields, timeout=timeout)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pull_template(
+    group: str, topic: str, queue_id: int, max_nums: int, expression: str | None
+) -> dict[str, Any]:
+    """The PULL_MESSAGE header map of one queue, built once through the declared model (a
+    validation per pull would cost more than the rest of the request); each pull copies it
+    and fills in the fields that change, by the model's wire names."""
+    return PullMessageRequestHeader(
         consumer_group=group,
-        topic=queue.topic,
-        queue_id=queue.queue_id,
-        queue_offset=offset,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=0,
         max_msg_nums=max_nums,
-        sys_flag=sys_flag | (SUBSCRIPTION if expression is not None else 0),
-        commit_offset=commit_offset,
-        suspend_timeout_millis=int(suspend * 1000),
+        sys_flag=0,
         subscription=expression,
-        sub_version=sub_version,
         expression_type=EXPRESSION_TYPE_TAG,
-    )
-    return await instance.invoke(addr, _PULL, header, timeout=timeout)
+    ).to_fields()
+
+
+def _read_pull_response(ext: dict[str, Any]) -> tuple[int, int, int, int]:
+    """nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId of a pull response."""
+    try:
+        return (
+            int(ext[_NEXT_BEGIN_OFFSET]),
+            int(ext[_MIN_OFFSET]),
+            int(ext[_MAX_OFFSET]),
+            int(ext.get(_SUGGEST_BROKER_ID, 0)),
+        )
+    except (KeyError, TypeError, ValueError):
+        header = PullMessageResponseHeader.from_fields(ext)  # raises a ProtocolError naming the field
+        return header.next_begin_offset, header.min_offset, header.max_offset, header.suggest_which_broker_id
 
 
 async def pull(
@@ -117,14 +157,8 @@ async def pull(
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)
-    header = PullMessageResponseHeader.from_fields(response.ext_fields)
-    result = PullResult(
-        status,
-        header.next_begin_offset,
-        header.min_offset,
-        header.max_offset,
-        suggest_which_broker_id=header.suggest_which_broker_id,
-    )
+    next_begin, min_offset, max_offset, suggested = _read_pull_response(response.ext_fields)
+    result = PullResult(status, next_begin, min_offset, max_offset, suggest_which_broker_id=suggested)
     if status is _FOUND and response.body:
         messages = filter_by_tags(decode_records(response.body), tags)
         broker_name = queue.broker_name
