@@ -24,6 +24,7 @@ from aiorocketmq.client.errors import ClientError
 from aiorocketmq.client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
 from aiorocketmq.client.process_queue import ProcessQueue
 from aiorocketmq.client.producer import Producer
+from aiorocketmq.client.pull import pull, pull_raw
 from aiorocketmq.client.pull_loop import PULL_DELAY_ON_FLOW_CONTROL, PulledQueue, pull_queue
 from aiorocketmq.client.rebalance import Rebalance
 from aiorocketmq.client.routing import (
@@ -49,7 +50,7 @@ from aiorocketmq.protocol.body import (
     QueueData,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
     BrokerError,
@@ -68,7 +69,7 @@ from aiorocketmq.protocol.errors import (
     TopicNotExistError,
     error_for_code,
 )
-from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
+from aiorocketmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from aiorocketmq.protocol.message import Message, MessageExt, java_hash
 
 
@@ -411,6 +412,52 @@ async def test_send_header_fields_match_the_declared_v2_header() -> None:
     batch_fields, _, ids = producer._prepare_batch([Message("T", b"1"), Message("T", b"2")])
     assert SendMessageRequestHeaderV2.from_fields(batch_fields).batch is True
     assert len(ids.split(",")) == 2
+
+
+class _CapturingInstance:
+    def __init__(self) -> None:
+        self.brokers = {"b": {0: "10.0.0.1:10911"}}
+        self.sent: list[dict[str, Any]] = []
+
+    async def invoke(self, addr: str, code: int, header: RequestHeader, **kwargs: Any) -> RemotingCommand:
+        self.sent.append(wire_fields(header))
+        return RemotingCommand(19, ext_fields={"nextBeginOffset": "7", "minOffset": "0", "maxOffset": "7"})
+
+
+async def test_pull_header_fields_match_the_declared_pull_header() -> None:
+    """Pulls fill a cached wire map for speed: it must say exactly what the model says."""
+    instance = _CapturingInstance()
+    queue = MessageQueue(topic="T", broker_name="b", queue_id=2)
+    for offset, expression in ((5, None), (6, "a || b")):
+        await pull_raw(
+            instance,  # type: ignore[arg-type]
+            "cg",
+            queue,
+            offset,
+            max_nums=16,
+            sys_flag=1,
+            commit_offset=4,
+            suspend=15.0,
+            sub_version=9,
+            expression=expression,
+        )
+    for fields, (offset, expression) in zip(instance.sent, ((5, None), (6, "a || b"))):
+        header = PullMessageRequestHeader.from_fields(fields)
+        assert header.to_fields() == fields  # same names, same values, nothing left out
+        assert (header.consumer_group, header.topic, header.queue_id, header.queue_offset) == (
+            "cg",
+            "T",
+            2,
+            offset,
+        )
+        assert (header.max_msg_nums, header.commit_offset, header.suspend_timeout_millis) == (16, 4, 15000)
+        assert (header.sub_version, header.subscription, header.expression_type) == (9, expression, "TAG")
+        assert header.sys_flag == (1 | PullSysFlag.SUBSCRIPTION if expression else 1)
+    result = await pull(instance, "cg", queue, 7)  # type: ignore[arg-type]
+    assert (result.next_begin_offset, result.min_offset, result.max_offset) == (7, 0, 7)
+    assert PullMessageRequestHeader.wire("queue_offset") == "queueOffset"
+    with pytest.raises(KeyError):
+        PullMessageRequestHeader.wire("queueOffset")  # field names, not wire names
 
 
 def test_name_server_addresses_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
