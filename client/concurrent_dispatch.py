@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from aiorocketmq.protocol.body import MessageModel, MessageQueue
 from aiorocketmq.protocol.message import MessageExt
 
+from . import telemetry
 from .process_queue import ProcessQueue
 from .types import ConsumeResult, ServiceState
 
@@ -134,13 +135,20 @@ class ConcurrentDispatch:
             try:
                 if queue.topic == retry_topic:
                     consumer._restore_topics(messages)
+                span = telemetry.consumer_span(messages, group)
                 try:
                     outcome: Any = listener(messages)
                     if is_async or inspect.isawaitable(outcome):
                         outcome = await outcome
-                except Exception:
+                except Exception as exc:
                     log.exception("listener of %s raised; the batch will be consumed again later", group)
                     outcome = _RECONSUME_LATER
+                    if span is not None:
+                        span.end(exc)
+                        span = None
+                if span is not None:
+                    span.failed = outcome is not _SUCCESS
+                    span.end()
                 if outcome is _SUCCESS:
                     acked = messages
                 else:

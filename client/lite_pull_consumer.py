@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Generic, Self, TypeVar, overload
 
 from aiorocketmq.protocol.body import (
     ConsumerData,
@@ -33,6 +33,7 @@ from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL
 
+from . import telemetry
 from .allocation import AllocateStrategy, resolve_strategy
 from .client_instance import (
     ClientInstance,
@@ -139,7 +140,11 @@ class LitePullConsumer:
         self._tags: dict[str, frozenset[str] | None] = {}
         self._states: dict[MessageQueue, _QueueState] = {}
         self._paused: set[MessageQueue] = set()
-        self._buffer: asyncio.Queue[_Batch] = asyncio.Queue()
+        # None marks shutdown, so that waiting polls and iterators return at once.
+        self._buffer: asyncio.Queue[_Batch | None] = asyncio.Queue()
+        self._carry: _Batch | None = None
+        # Streams whose loop may have been left with a span open (held until shutdown ends it).
+        self._streams: set[MessageStream[Any]] = set()
         self._instance: ClientInstance | None = None
         self._offset_store: OffsetStore | None = None
         self._state = ServiceState.CREATED
@@ -260,6 +265,9 @@ class LitePullConsumer:
         if self.auto_commit:
             self._commit_memory()
         self._state = ServiceState.SHUTTING_DOWN
+        self._buffer.put_nowait(None)
+        for stream in list(self._streams):
+            await stream.aclose()
         instance = self.instance
         tasks = [state.task for state in self._states.values() if state.task is not None]
         for task in tasks:
@@ -286,29 +294,72 @@ class LitePullConsumer:
 
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """The next pulled batch (up to ``pull_batch_size`` messages), or ``[]`` when none
-        arrives within ``timeout`` seconds (default ``poll_timeout``)."""
+        arrives within ``timeout`` seconds (default ``poll_timeout``) or the consumer shuts
+        down meanwhile."""
         if self._state is not _RUNNING:
             raise ClientStateError(f"consumer {self.group!r} is not running")
         timeout = self.poll_timeout if timeout is None else timeout
         if timeout < 0:
             raise ValueError("timeout must not be negative")
+        return await self._take(None, timeout)
+
+    def __aiter__(self) -> MessageStream[MessageExt]:
+        """``async for msg in consumer``: every message, one at a time, until shutdown."""
+        return MessageStream(self, None)
+
+    @overload
+    def messages(self) -> MessageStream[MessageExt]: ...
+    @overload
+    def messages(self, batch_size: int) -> MessageStream[list[MessageExt]]: ...
+    def messages(self, batch_size: int | None = None) -> MessageStream[Any]:
+        """An async iterator over the consumed messages that ends when the consumer shuts
+        down: single messages, or lists of at most ``batch_size`` (never empty) when a size
+        is given. Hand-out and commits work as with :meth:`poll` (see :class:`MessageStream`)."""
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        return MessageStream(self, batch_size)
+
+    async def _take(self, limit: int | None, timeout: float) -> list[MessageExt]:
+        """Hand out up to ``limit`` messages (a whole pulled batch when ``None``): what is
+        left of a batch handed out in part comes first, then the buffer. Handed-out messages
+        count as consumed; the auto-commit runs here, so it only covers messages handed out
+        by earlier calls, which the application has come back from."""
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._commit_memory()
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        batch = self._carry
+        if batch is None or batch.pq.dropped:
+            self._carry = None
+            batch = await self._next_batch(timeout)
+            if batch is None:
+                return []
+        messages = batch.messages
+        if limit is None or len(messages) <= limit:
+            self._carry = None
+        else:
+            batch.messages = messages[limit:]
+            messages = messages[:limit]
+            self._carry = batch
+        offset = batch.pq.remove(messages)
+        state = self._states.get(batch.queue)
+        if state is not None and state.pq is batch.pq and offset >= 0:
+            state.consume_offset = offset
+        return messages
+
+    async def _next_batch(self, timeout: float) -> _Batch | None:
+        """The next live batch from the buffer; ``None`` on timeout or at shutdown."""
         buffer = self._buffer
         try:
             async with asyncio.timeout(timeout):
                 while True:
                     batch = buffer.get_nowait() if not buffer.empty() else await buffer.get()
+                    if batch is None:
+                        buffer.put_nowait(None)  # shutting down: wake every other waiter too
+                        return None
                     if not batch.pq.dropped:
-                        break
+                        return batch
         except TimeoutError:
-            return []
-        offset = batch.pq.remove(batch.messages)
-        state = self._states.get(batch.queue)
-        if state is not None and state.pq is batch.pq and offset >= 0:
-            state.consume_offset = offset
-        return batch.messages
+            return None
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -525,3 +576,61 @@ class LitePullConsumer:
         if pulled.pq.count == 0:
             pulled.consume_offset = offset
         return True
+
+
+_T = TypeVar("_T", MessageExt, list[MessageExt])
+
+
+class MessageStream(Generic[_T]):
+    """What ``async for`` iterates over on a :class:`LitePullConsumer`: messages (or lists
+    of at most ``batch_size``) as they arrive, ending when the consumer shuts down.
+
+    Commits stay explicit: a message counts as consumed once it is handed out, exactly as
+    with :meth:`LitePullConsumer.poll`; with ``auto_commit`` the consumed offsets are
+    committed from inside a later step of the iteration (so only messages whose loop body
+    has finished are ever committed), otherwise by :meth:`LitePullConsumer.commit`. A loop
+    left with ``break`` keeps the rest of the current batch for the next poll or loop.
+
+    With OpenTelemetry configured, each step's messages are handled inside a process span
+    linked to their producers' spans; the span is current in the loop body and ends when
+    the loop asks for the next step.
+    """
+
+    def __init__(self, consumer: LitePullConsumer, batch_size: int | None) -> None:
+        self._consumer = consumer
+        self._batch_size = batch_size
+        self._span: telemetry.ProcessSpan | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> _T:
+        consumer = self._consumer
+        self.end_span()
+        limit = 1 if self._batch_size is None else self._batch_size
+        while True:
+            if consumer._state is not _RUNNING:
+                consumer._streams.discard(self)
+                raise StopAsyncIteration
+            messages = await consumer._take(limit, consumer.poll_timeout)
+            if messages:
+                break
+        self._span = telemetry.consumer_span(messages, consumer.group)
+        if self._span is not None:
+            consumer._streams.add(self)
+        if self._batch_size is None:
+            return messages[0]  # type: ignore[return-value]
+        return messages  # type: ignore[return-value]
+
+    def end_span(self) -> None:
+        """End the span of the step in progress, if any (the next step, shutdown and
+        :meth:`aclose` call this)."""
+        span = self._span
+        if span is not None:
+            self._span = None
+            span.end()
+
+    async def aclose(self) -> None:
+        """End the step in progress; the stream stays usable (a later step starts anew)."""
+        self.end_span()
+        self._consumer._streams.discard(self)

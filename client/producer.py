@@ -49,6 +49,7 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, RETRY_PREFIX
 
+from . import telemetry
 from .client_instance import (
     ClientInstance,
     ClientOptions,
@@ -417,9 +418,35 @@ class Producer:
         attempt failed, :class:`NoRouteError` when the topic has no route, or the broker's
         error for a non-retryable refusal.
         """
+        if telemetry.active():
+            kind = "fifo" if shard_key is not None else "delay" if msg.delay_level else "normal"
+            return await self._observed([msg], kind, self._send_one(msg, shard_key, queue, timeout))
+        return await self._send_one(msg, shard_key, queue, timeout)
+
+    async def _send_one(
+        self, msg: Message, shard_key: str | None, queue: MessageQueue | None, timeout: float | None
+    ) -> SendResult:
         fields, body, uniq = self._prepare(msg)
         fixed = await self._fixed_queue(msg.topic, shard_key, queue)
         return await self._send(msg.topic, _SEND_V2, fields, body, uniq, fixed, timeout)
+
+    async def _observed(
+        self, messages: Sequence[Message], kind: str, sending: Awaitable[SendResult]
+    ) -> SendResult:
+        """Run ``sending`` inside a send span whose context the messages carry (the span
+        starts before ``sending`` encodes their properties) and record the send metrics."""
+        start = time.perf_counter()
+        topic = messages[0].topic
+        try:
+            with telemetry.send_span(messages, self.group, message_type=kind) as span:
+                result = await sending
+                if span is not None:
+                    span.set_attribute("messaging.message.id", result.msg_id)
+        except BaseException as exc:
+            telemetry.record_send(topic, len(messages), time.perf_counter() - start, exc)
+            raise
+        telemetry.record_send(topic, len(messages), time.perf_counter() - start)
+        return result
 
     async def send_batch(
         self,
@@ -431,6 +458,19 @@ class Producer:
     ) -> SendResult:
         """Send messages of one topic as one request, stored with consecutive offsets in one
         queue. The result's ``msg_id`` lists the unique ids, comma-separated."""
+        if telemetry.active() and messages:
+            return await self._observed(
+                messages, "normal", self._send_many(messages, shard_key, queue, timeout)
+            )
+        return await self._send_many(messages, shard_key, queue, timeout)
+
+    async def _send_many(
+        self,
+        messages: Sequence[Message],
+        shard_key: str | None,
+        queue: MessageQueue | None,
+        timeout: float | None,
+    ) -> SendResult:
         fields, body, ids = self._prepare_batch(messages)
         topic = messages[0].topic
         fixed = await self._fixed_queue(topic, shard_key, queue)
@@ -440,6 +480,13 @@ class Producer:
         self, msg: Message, *, shard_key: str | None = None, queue: MessageQueue | None = None
     ) -> None:
         """Send without waiting for the broker: fastest, no result, no retry, no guarantee."""
+        if telemetry.active():
+            with telemetry.send_span([msg], self.group):
+                await self._send_oneway(msg, shard_key, queue)
+            return
+        await self._send_oneway(msg, shard_key, queue)
+
+    async def _send_oneway(self, msg: Message, shard_key: str | None, queue: MessageQueue | None) -> None:
         fields, body, _ = self._prepare(msg)
         fixed = await self._fixed_queue(msg.topic, shard_key, queue)
         if fixed is None:
@@ -604,8 +651,12 @@ class TransactionProducer(Producer):
             msg.delay_level = 0  # transactions and delays do not mix (as in Java)
         msg.properties[PropertyKey.TRANSACTION_PREPARED] = "true"
         msg.properties[PropertyKey.PRODUCER_GROUP] = self.group
-        fields, body, uniq = self._prepare(msg, _PREPARED)
-        result = await self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        result = await (
+            self._observed([msg], "transaction", self._send_half(msg))
+            if telemetry.active()
+            else self._send_half(msg)
+        )
+        uniq = result.msg_id
         error: BaseException | None = None
         if result.status.name == "SEND_OK":
             try:
@@ -623,6 +674,10 @@ class TransactionProducer(Producer):
             # The broker's check-back resolves the half message anyway.
             log.warning("END_TRANSACTION for %s failed: %s", uniq, exc)
         return TransactionSendResult(result, state)
+
+    async def _send_half(self, msg: Message) -> SendResult:
+        fields, body, uniq = self._prepare(msg, _PREPARED)
+        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
 
     async def _end_transaction(
         self, result: SendResult, state: TransactionState, error: BaseException | None

@@ -40,6 +40,7 @@ from aiorocketmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from aiorocketmq.protocol.message import Message, MessageExt, PropertyKey
 from aiorocketmq.protocol.names import retry_topic
 
+from . import telemetry
 from .allocation import AllocateStrategy, resolve_strategy
 from .client_instance import (
     ClientInstance,
@@ -501,9 +502,18 @@ class PushConsumer:
     async def _call_listener(self, messages: list[MessageExt]) -> Any:
         listener = self._listener
         assert listener is not None
-        outcome: Any = listener(messages)
-        if self._listener_is_async or inspect.isawaitable(outcome):
-            outcome = await outcome
+        span = telemetry.consumer_span(messages, self.group)
+        try:
+            outcome: Any = listener(messages)
+            if self._listener_is_async or inspect.isawaitable(outcome):
+                outcome = await outcome
+        except BaseException as exc:
+            if span is not None:
+                span.end(exc)
+            raise
+        if span is not None:
+            span.failed = outcome is not ConsumeResult.SUCCESS
+            span.end()
         return outcome
 
     def _restore_topics(self, messages: list[MessageExt]) -> None:

@@ -5,10 +5,14 @@ with Java 17 (``String.hashCode``, ``java.util.zip.CRC32``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import struct
+import uuid
 import zlib
 from datetime import datetime
 
+import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -600,3 +604,35 @@ def test_unique_ids_roll_over_at_the_month() -> None:
     ids._roll_month(int(datetime(2024, 2, 10).timestamp() * 1000))
     assert ids._month_start_ms == int(datetime(2024, 2, 1).timestamp() * 1000)
     assert ids._next_month_ms == int(datetime(2024, 3, 1).timestamp() * 1000)
+
+
+# -- typed payloads --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Row:
+    id: uuid.UUID
+    at: dt.date
+
+
+class Order(pydantic.BaseModel):
+    id: int
+
+
+def test_json_message_records_its_content_type_and_keeps_other_settings() -> None:
+    row = Row(uuid.UUID(int=1), dt.date(2026, 1, 2))
+    msg = Message.json("T", row, tags="t", keys=["a", "b"], properties={"p": "v"}, delay_level=3)
+    assert msg.body == b'{"id":"00000000-0000-0000-0000-000000000001","at":"2026-01-02"}'
+    assert (msg.tags, msg.keys, msg.delay_level, msg.properties["p"]) == ("t", ["a", "b"], 3, "v")
+    assert msg.content_type == "application/json"
+    assert msg.model(Row) == row
+    assert Message.json("T", "ünï").body == '"ünï"'.encode()
+
+
+def test_json_decoding_errors_are_value_errors() -> None:
+    assert Message("T", b"plain").content_type is None
+    with pytest.raises(ValueError):
+        Message("T", b"not json").json()
+    with pytest.raises(ValueError):
+        Message("T", b'{"id": "x"}').model(Order)
+    assert Message("T", b'{"id": "7"}').model(Order) == Order(id=7)
