@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Iterable
 
 from aiorocketmq.protocol.message import MessageExt
@@ -29,6 +30,7 @@ PULL_MAX_IDLE_TIME = 120.0
 class ProcessQueue:
     __slots__ = (
         "_messages",
+        "_order",
         "_consuming",
         "count",
         "size",
@@ -48,6 +50,10 @@ class ProcessQueue:
         # Insertion order is offset order: pulls add increasing offsets, and orderly
         # re-inserts rebuild the dict in order.
         self._messages: dict[int, MessageExt] = {}
+        # The waiting offsets in order, consumed ones dropped lazily from the left: the head
+        # of the dict itself is not cheap to find once many of its first entries were
+        # popped (its iterator steps over every deleted slot until the next resize).
+        self._order: deque[int] = deque()
         self._consuming: dict[int, MessageExt] = {}
         self.count = 0
         self.size = 0
@@ -77,6 +83,7 @@ class ProcessQueue:
             offset = msg.queue_offset
             if offset not in table and offset not in self._consuming:
                 table[offset] = msg
+                self._order.append(offset)
                 added += 1
                 size += len(msg.body)
                 if offset > self.max_offset:
@@ -100,15 +107,26 @@ class ProcessQueue:
         table = self._messages
         if not table:
             return 0
-        return next(reversed(table)) - next(iter(table))
+        head = self._head()
+        return next(reversed(table)) - head if head is not None else 0
 
     @property
     def has_messages(self) -> bool:
         return bool(self._messages)
 
     def first_offset(self) -> int | None:
+        return self._head()
+
+    def _head(self) -> int | None:
+        """The smallest waiting offset (amortised O(1))."""
+        order = self._order
         table = self._messages
-        return next(iter(table)) if table else None
+        while order:
+            offset = order[0]
+            if offset in table:
+                return offset
+            order.popleft()
+        return None
 
     def remove(self, messages: Iterable[MessageExt]) -> int:
         """Remove consumed messages; the offset consumption has safely reached: the smallest
@@ -127,9 +145,8 @@ class ProcessQueue:
         self.size -= size
         if self._space is not None and self.count <= self._low_water:
             self._wake()
-        if table:
-            return next(iter(table))
-        return self.max_offset + 1
+        head = self._head()
+        return head if head is not None else self.max_offset + 1
 
     async def wait_for_space(self, low_water: int, timeout: float) -> None:
         """Flow control: return once at most ``low_water`` messages wait (or after
@@ -153,6 +170,7 @@ class ProcessQueue:
 
     def clear(self) -> None:
         self._messages.clear()
+        self._order.clear()
         self._consuming.clear()
         self.count = 0
         self.size = 0
@@ -169,8 +187,10 @@ class ProcessQueue:
         result ends the consume task (``consuming`` goes false)."""
         table = self._messages
         taken: list[MessageExt] = []
-        while table and len(taken) < batch_size:
-            offset = next(iter(table))
+        while len(taken) < batch_size:
+            offset = self._head()
+            if offset is None:
+                break
             msg = table.pop(offset)
             self._consuming[offset] = msg
             taken.append(msg)
@@ -200,6 +220,7 @@ class ProcessQueue:
         if back:
             merged = dict(sorted({**back, **self._messages}.items()))
             self._messages = merged
+            self._order = deque(merged)
 
     def rollback(self) -> None:
         """Put the whole consuming set back."""
