@@ -1,0 +1,440 @@
+"""The interop harness: brings Apache RocketMQ's Java pieces and the Go client, builds the suite's
+own scenario programs, and runs Apache's name server and broker as real processes.
+
+Everything downloaded or built lives outside the repository: Maven's ``~/.m2``, Go's module
+cache, and one build cache (``$AIOROCKETMQ_INTEROP_CACHE``, default
+``~/.cache/aiorocketmq-interop``) holding the compiled Java classes, the classpaths Maven resolved
+and the Go binary. The cache is keyed by a digest of the poms and sources, so a change rebuilds and
+a warm machine builds nothing; Maven runs offline first and goes to its registry only when the
+local repository lacks something. A missing ``java``, ``mvn`` or ``go`` fails the test that needs it
+with a message saying what to install: the suite never skips these tests silently.
+
+``python -m tests.interop.harness`` builds everything once (what ``make interop-deps`` runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support import die_with_parent, free_port
+
+HERE = Path(__file__).resolve().parent
+JAVA_DIR = HERE / "java"
+GO_DIR = HERE / "go"
+CACHE = Path(os.environ.get("AIOROCKETMQ_INTEROP_CACHE", Path.home() / ".cache" / "aiorocketmq-interop"))
+
+#: Small heaps: two cores and several JVMs at once on a developer machine.
+SERVER_HEAP = ["-Xms256m", "-Xmx256m", "-XX:+UseSerialGC"]
+CLIENT_HEAP = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+
+class ToolchainMissing(RuntimeError):
+    """A tool the interop suite needs is not installed."""
+
+
+def require(tool: str, why: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ToolchainMissing(
+            f"the interop suite needs `{tool}` on the PATH ({why}); install it "
+            "(Debian: `apt-get install openjdk-17-jdk-headless maven golang`) and run again"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What the harness built: classpaths for the Java programs and the Go binary's path."""
+
+    java: str
+    client_classpath: str  # the suite's classes + rocketmq-client/tools 4.9.8 and their deps
+    server_classpath: str  # Apache's name server + broker (reference/pom.xml)
+    go_binary: Path
+
+    def java_command(self, main: str, args: Sequence[str], props: dict[str, str] | None = None) -> list[str]:
+        defines = [f"-D{k}={v}" for k, v in (props or {}).items()]
+        return [self.java, *CLIENT_HEAP, *defines, "-cp", self.client_classpath, main, *args]
+
+
+def _digest(paths: Sequence[Path]) -> str:
+    sha = hashlib.sha256()
+    for path in sorted(paths):
+        sha.update(str(path.relative_to(HERE)).encode())
+        sha.update(path.read_bytes())
+    return sha.hexdigest()[:16]
+
+
+def _run(
+    cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(cmd), cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False
+    )
+
+
+def _maven(args: Sequence[str], pom: Path) -> None:
+    """Run Maven offline first (a warm ``~/.m2`` needs no network), online if that fails."""
+    mvn = require("mvn", "Maven resolves Apache RocketMQ's jars")
+    offline = _run([mvn, "-B", "-q", "-o", "-f", str(pom), *args], cwd=pom.parent)
+    if offline.returncode == 0:
+        return
+    online = _run([mvn, "-B", "-q", "-f", str(pom), *args], cwd=pom.parent)
+    if online.returncode != 0:
+        raise RuntimeError(f"maven failed for {pom}:\n{online.stdout}\n{online.stderr}")
+
+
+def build_java() -> tuple[str, str, str]:
+    java = require("java", "Apache RocketMQ's servers, client and mqadmin are Java")
+    sources = [*JAVA_DIR.rglob("*.java"), *JAVA_DIR.rglob("pom.xml")]
+    out = CACHE / f"java-{_digest(sources)}"
+    client_cp = out / "client.classpath"
+    server_cp = out / "server.classpath"
+    classes = out / "build" / "classes"
+    if not (client_cp.exists() and server_cp.exists() and classes.exists()):
+        out.mkdir(parents=True, exist_ok=True)
+        _maven(
+            [
+                f"-Dinterop.build.dir={out / 'build'}",
+                "compile",
+                "dependency:build-classpath",
+                f"-Dmdep.outputFile={client_cp}.tmp",
+            ],
+            JAVA_DIR / "pom.xml",
+        )
+        _maven(
+            ["dependency:build-classpath", f"-Dmdep.outputFile={server_cp}.tmp"],
+            JAVA_DIR / "reference" / "pom.xml",
+        )
+        Path(f"{client_cp}.tmp").replace(client_cp)
+        Path(f"{server_cp}.tmp").replace(server_cp)
+    return java, f"{classes}:{client_cp.read_text().strip()}", server_cp.read_text().strip()
+
+
+def build_go() -> Path:
+    go = require("go", "the Go client v2 scenarios are a Go program")
+    sources = [*GO_DIR.glob("*.go"), GO_DIR / "go.mod", GO_DIR / "go.sum"]
+    binary = CACHE / f"go-{_digest(sources)}" / "interop-go"
+    if not binary.exists():
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        done = _run([go, "build", "-o", f"{binary}.tmp", "."], cwd=GO_DIR)
+        if done.returncode != 0:
+            raise RuntimeError(f"go build failed:\n{done.stdout}\n{done.stderr}")
+        Path(f"{binary}.tmp").replace(binary)
+    return binary
+
+
+@contextlib.contextmanager
+def _cache_lock() -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_java_only() -> Toolchain:
+    with _cache_lock():
+        java, client_cp, server_cp = build_java()
+    return Toolchain(java, client_cp, server_cp, Path())
+
+
+def build_all() -> Toolchain:
+    with _cache_lock():
+        java, client_cp, server_cp = build_java()
+        binary = build_go()
+    return Toolchain(java, client_cp, server_cp, binary)
+
+
+# ---- Apache's servers as processes -------------------------------------------------------
+
+LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <encoder><pattern>%d %-5level [%thread] %logger{{0}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def rocketmq_home(root: Path) -> Path:
+    """A ROCKETMQ_HOME with the logback files Apache's start-up classes load (logs in ``root``)."""
+    conf = root / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    for name in ("namesrv", "broker", "tools"):
+        (conf / f"logback_{name}.xml").write_text(LOGBACK.format(log=root / f"{name}.log"))
+    return root
+
+
+class JavaProcess:
+    """A JVM child whose stdout is kept and watched for a readiness line."""
+
+    def __init__(self, command: Sequence[str], home: Path, name: str) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.proc = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=home,
+            env={**os.environ, "ROCKETMQ_HOME": str(home)},
+            preexec_fn=die_with_parent,
+        )
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip())
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 120.0) -> str:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for line in self.lines[seen:]:
+                    if regex.search(line):
+                        return line
+                seen = len(self.lines)
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n{self.output}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(
+                        f"{self.name}: no line matching {pattern!r} in {timeout}s:\n{self.output}"
+                    )
+                self._changed.wait(min(left, 1.0))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(5)
+
+
+def _properties(path: Path, settings: dict[str, Any]) -> Path:
+    path.write_text(
+        "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in settings.items())
+    )
+    return path
+
+
+@dataclass
+class ApacheNamesrv:
+    """Apache's name server (NamesrvStartup) on a free port."""
+
+    toolchain: Toolchain
+    root: Path
+    port: int = field(default_factory=free_port)
+    process: JavaProcess | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ApacheNamesrv:
+        home = rocketmq_home(self.root)
+        conf = _properties(self.root / "namesrv.conf", {"listenPort": self.port})
+        command = [
+            self.toolchain.java,
+            *SERVER_HEAP,
+            f"-Duser.home={self.root}",
+            "-cp",
+            self.toolchain.server_classpath,
+            "org.apache.rocketmq.namesrv.NamesrvStartup",
+            "-c",
+            str(conf),
+        ]
+        self.process = JavaProcess(command, home, "apache namesrv")
+        self.process.wait_for("boot success")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+@dataclass
+class ApacheBroker:
+    """Apache's broker (BrokerStartup) on a free port, its store in ``root``."""
+
+    toolchain: Toolchain
+    root: Path
+    namesrv_addr: str
+    name: str = "apache-a"
+    cluster_name: str = "DefaultCluster"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    port: int = 0
+    process: JavaProcess | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ApacheBroker:
+        # listenPort - 2 (VIP channel) and + 1 (HA) must be free too.
+        while True:
+            self.port = free_port()
+            if all(_port_free(p) for p in (self.port - 2, self.port + 1)):
+                break
+        home = rocketmq_home(self.root)
+        store = self.root / "store"
+        settings: dict[str, Any] = {
+            "brokerClusterName": self.cluster_name,
+            "brokerName": self.name,
+            "brokerId": 0,
+            "listenPort": self.port,
+            "brokerIP1": "127.0.0.1",
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 300_000 * 20,
+            "maxIndexNum": 100_000,
+            "maxHashSlotNum": 20_000,
+            "autoCreateTopicEnable": True,
+            "autoCreateSubscriptionGroup": True,
+            "diskMaxUsedSpaceRatio": 98,
+            **self.overrides,
+        }
+        conf = _properties(self.root / "broker.conf", settings)
+        command = [
+            self.toolchain.java,
+            *SERVER_HEAP,
+            f"-Duser.home={self.root}",
+            "-cp",
+            self.toolchain.server_classpath,
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            str(conf),
+        ]
+        self.process = JavaProcess(command, home, f"apache broker {self.name}")
+        self.process.wait_for("boot success", timeout=180)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    if port <= 0:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+# ---- running the scenario programs -------------------------------------------------------
+
+
+@dataclass
+class ProgramRun:
+    """One run of a scenario program: exit code, JSON records and the raw output."""
+
+    returncode: int
+    records: list[dict[str, Any]]
+    stdout: str
+    stderr: str
+
+    def of(self, scenario: str, event: str | None = None) -> list[dict[str, Any]]:
+        return [
+            r
+            for r in self.records
+            if r.get("scenario") == scenario and (event is None or r["event"] == event)
+        ]
+
+    def ended(self, scenario: str) -> dict[str, Any]:
+        ends = self.of(scenario, "end")
+        assert ends, f"scenario {scenario} never ended:\n{self.stdout[-4000:]}\n{self.stderr[-4000:]}"
+        return ends[-1]
+
+    def describe(self) -> str:
+        return f"exit {self.returncode}\nstdout:\n{self.stdout[-6000:]}\nstderr:\n{self.stderr[-6000:]}"
+
+
+def parse_records(stdout: str) -> list[dict[str, Any]]:
+    records = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                records.append(json.loads(line))
+    return records
+
+
+def run_program(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> ProgramRun:
+    done = subprocess.run(
+        list(command),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        preexec_fn=die_with_parent,
+        check=False,
+    )
+    return ProgramRun(done.returncode, parse_records(done.stdout), done.stdout, done.stderr)
+
+
+def body(scenario: str, i: int, size: int) -> bytes:
+    """The body scenario programs send for message ``i`` (Scenarios.body / main.go body)."""
+    unit = f"{scenario}:{i};"
+    return (unit * (size // len(unit) + 1))[:size].encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    built = build_all()
+    print(
+        f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
+    )

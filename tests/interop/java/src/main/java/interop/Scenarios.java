@@ -1,0 +1,657 @@
+package interop;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.body.ClusterInfo;
+import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.common.protocol.route.BrokerData;
+import org.apache.rocketmq.common.protocol.route.TopicRouteData;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * Scenarios of Apache RocketMQ's Java client (4.9.8) against a name server given on the command
+ * line: {@code Scenarios namesrv=HOST:PORT prefix=NAME scenarios=send,orderly,...}. Every sent and
+ * received message is printed as a JSON line; the pytest side (tests/interop/test_java_client.py)
+ * checks the content. Message bodies follow {@link #body}, which the Python side recomputes.
+ */
+public final class Scenarios {
+    private final String namesrv;
+    private final String prefix;
+    private final DefaultMQAdminExt admin;
+    private final long deadlineMillis;
+
+    private Scenarios(String namesrv, String prefix, long timeoutSeconds) throws Exception {
+        this.namesrv = namesrv;
+        this.prefix = prefix;
+        this.deadlineMillis = timeoutSeconds * 1000;
+        this.admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName(prefix + "_admin");
+        admin.start();
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> opts = new HashMap<>();
+        for (String arg : args) {
+            int eq = arg.indexOf('=');
+            opts.put(arg.substring(0, eq), arg.substring(eq + 1));
+        }
+        Scenarios run = new Scenarios(opts.get("namesrv"), opts.get("prefix"),
+            Long.parseLong(opts.getOrDefault("timeout", "60")));
+        int failures = 0;
+        for (String name : opts.get("scenarios").split(",")) {
+            long started = System.currentTimeMillis();
+            Json.of("begin").put("scenario", name).emit();
+            try {
+                run.scenario(name);
+                Json.of("end").put("scenario", name).put("ok", true)
+                    .put("millis", System.currentTimeMillis() - started).emit();
+            } catch (Throwable e) {
+                failures++;
+                java.io.StringWriter trace = new java.io.StringWriter();
+                e.printStackTrace(new java.io.PrintWriter(trace));
+                Json.of("end").put("scenario", name).put("ok", false).put("error", trace.toString())
+                    .put("millis", System.currentTimeMillis() - started).emit();
+            }
+        }
+        run.admin.shutdown();
+        System.exit(failures == 0 ? 0 : 1);
+    }
+
+    private void scenario(String name) throws Exception {
+        switch (name) {
+            case "send": send(); break;
+            case "orderly": orderly(); break;
+            case "transaction": transaction(); break;
+            case "retry": retry(); break;
+            case "delay": delay(); break;
+            case "clustering": clustering(); break;
+            case "broadcasting": broadcasting(); break;
+            case "litepull": litePull(); break;
+            case "pull": pull(); break;
+            default: throw new IllegalArgumentException("unknown scenario " + name);
+        }
+    }
+
+    // ---- helpers ------------------------------------------------------------------------
+
+    /** The body of message {@code i} of a scenario: "scenario:i;" repeated up to {@code size} bytes. */
+    static byte[] body(String scenario, int i, int size) {
+        String unit = scenario + ":" + i + ";";
+        StringBuilder text = new StringBuilder(size + unit.length());
+        while (text.length() < size) {
+            text.append(unit);
+        }
+        return text.substring(0, size).getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String sha256(byte[] data) throws Exception {
+        byte[] digest = MessageDigest.getInstance("SHA-256").digest(data);
+        StringBuilder hex = new StringBuilder();
+        for (byte b : digest) {
+            hex.append(String.format("%02x", b));
+        }
+        return hex.toString();
+    }
+
+    static Message message(String topic, String scenario, String kind, int i, int size) {
+        Message msg = new Message(topic, kind, "key-" + kind + "-" + i, body(scenario, i, size));
+        msg.putUserProperty("kind", kind);
+        msg.putUserProperty("idx", Integer.toString(i));
+        msg.putUserProperty("size", Integer.toString(size));
+        return msg;
+    }
+
+    static void emitSent(String scenario, String kind, int i, SendResult result) {
+        Json json = Json.of("sent").put("scenario", scenario).put("kind", kind).put("i", i);
+        if (result != null) {
+            json.put("status", result.getSendStatus().name()).put("msgId", result.getMsgId())
+                .put("offsetMsgId", result.getOffsetMsgId())
+                .put("queueId", result.getMessageQueue().getQueueId())
+                .put("broker", result.getMessageQueue().getBrokerName())
+                .put("queueOffset", result.getQueueOffset());
+        }
+        json.emit();
+    }
+
+    static Json received(String scenario, String consumer, MessageExt msg) throws Exception {
+        Map<String, String> props = new LinkedHashMap<>(msg.getProperties());
+        return Json.of("recv").put("scenario", scenario).put("consumer", consumer)
+            .put("topic", msg.getTopic()).put("queueId", msg.getQueueId())
+            .put("queueOffset", msg.getQueueOffset()).put("msgId", msg.getMsgId())
+            .put("tags", msg.getTags()).put("keys", msg.getKeys())
+            .put("bodyLen", msg.getBody().length).put("bodySha", sha256(msg.getBody()))
+            .put("reconsumeTimes", msg.getReconsumeTimes())
+            .put("bornTimestamp", msg.getBornTimestamp()).put("storeTimestamp", msg.getStoreTimestamp())
+            .put("receivedAt", System.currentTimeMillis()).put("props", props);
+    }
+
+    private String topic(String scenario) {
+        return prefix + "_" + scenario;
+    }
+
+    private String group(String scenario, String role) {
+        return prefix + "_" + scenario + "_" + role;
+    }
+
+    /** Creates a topic on every master of the cluster and waits until its route is served. */
+    private void createTopic(String topic, int queues) throws Exception {
+        ClusterInfo info = admin.examineBrokerClusterInfo();
+        for (BrokerData broker : info.getBrokerAddrTable().values()) {
+            String master = broker.getBrokerAddrs().get(0L);
+            TopicConfig config = new TopicConfig(topic, queues, queues, 6);
+            admin.createAndUpdateTopicConfig(master, config);
+        }
+        long until = System.currentTimeMillis() + deadlineMillis;
+        while (true) {
+            try {
+                TopicRouteData route = admin.examineTopicRouteInfo(topic);
+                if (!route.getQueueDatas().isEmpty()) {
+                    return;
+                }
+            } catch (Exception e) {
+                if (System.currentTimeMillis() > until) {
+                    throw e;
+                }
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private DefaultMQProducer producer(String group) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(group);
+        producer.start();
+        return producer;
+    }
+
+    private DefaultMQPushConsumer pushConsumer(String group, String instance, String topic) throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(instance);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        return consumer;
+    }
+
+    private void await(CountDownLatch latch, String what) throws InterruptedException {
+        if (!latch.await(deadlineMillis, TimeUnit.MILLISECONDS)) {
+            throw new IllegalStateException("timed out waiting for " + what + " (" + latch.getCount() + " left)");
+        }
+    }
+
+    // ---- scenarios ----------------------------------------------------------------------
+
+    /** Sync, async, oneway and batch sends (some bodies above the 4 KiB compression threshold), consumed back. */
+    private void send() throws Exception {
+        String scenario = "send";
+        String topic = topic(scenario);
+        createTopic(topic, 4);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        int[] syncSizes = {6000, 100, 300};
+        for (int i = 0; i < syncSizes.length; i++) {
+            emitSent(scenario, "sync", i, producer.send(message(topic, scenario, "sync", i, syncSizes[i])));
+        }
+        int[] asyncSizes = {200, 5000, 64};
+        CountDownLatch acked = new CountDownLatch(asyncSizes.length);
+        for (int i = 0; i < asyncSizes.length; i++) {
+            final int index = i;
+            producer.send(message(topic, scenario, "async", i, asyncSizes[i]), new SendCallback() {
+                @Override
+                public void onSuccess(SendResult result) {
+                    emitSent(scenario, "async", index, result);
+                    acked.countDown();
+                }
+
+                @Override
+                public void onException(Throwable e) {
+                    Json.of("error").put("scenario", scenario).put("kind", "async").put("i", index)
+                        .put("error", String.valueOf(e)).emit();
+                    acked.countDown();
+                }
+            });
+        }
+        await(acked, "async send results");
+        int[] onewaySizes = {4500, 10};
+        for (int i = 0; i < onewaySizes.length; i++) {
+            producer.sendOneway(message(topic, scenario, "oneway", i, onewaySizes[i]));
+            emitSent(scenario, "oneway", i, null);
+        }
+        int[] batchSizes = {4500, 20, 30, 40};
+        List<Message> batch = new ArrayList<>();
+        for (int i = 0; i < batchSizes.length; i++) {
+            batch.add(message(topic, scenario, "batch", i, batchSizes[i]));
+        }
+        SendResult batchResult = producer.send(batch);
+        String[] ids = batchResult.getMsgId().split(",");
+        for (int i = 0; i < batchSizes.length; i++) {
+            Json.of("sent").put("scenario", scenario).put("kind", "batch").put("i", i)
+                .put("status", batchResult.getSendStatus().name()).put("msgId", ids[i])
+                .put("queueId", batchResult.getMessageQueue().getQueueId())
+                .put("queueOffset", batchResult.getQueueOffset() + i).emit();
+        }
+        producer.shutdown();
+        int total = syncSizes.length + asyncSizes.length + onewaySizes.length + batchSizes.length;
+        consumeAll(scenario, topic, total);
+    }
+
+    private void consumeAll(String scenario, String topic, int total) throws Exception {
+        CountDownLatch received = new CountDownLatch(total);
+        DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic);
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt msg : msgs) {
+                try {
+                    received(scenario, "c1", msg).emit();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+                received.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            await(received, "messages of " + topic);
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** Orderly sends with a queue selector (by key) and an orderly listener: per-key order. */
+    private void orderly() throws Exception {
+        String scenario = "orderly";
+        String topic = topic(scenario);
+        createTopic(topic, 4);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        String[] keys = {"alpha", "beta", "gamma"};
+        int perKey = 8;
+        for (int seq = 0; seq < perKey; seq++) {
+            for (int k = 0; k < keys.length; k++) {
+                Message msg = message(topic, scenario, keys[k], seq, 50 + seq);
+                msg.putUserProperty("seq", Integer.toString(seq));
+                SendResult result = producer.send(msg, (mqs, m, arg) -> mqs.get((Integer) arg % mqs.size()), k);
+                emitSent(scenario, keys[k], seq, result);
+            }
+        }
+        producer.shutdown();
+        CountDownLatch received = new CountDownLatch(keys.length * perKey);
+        DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic);
+        consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
+            for (MessageExt msg : msgs) {
+                try {
+                    received(scenario, "c1", msg).emit();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+                received.countDown();
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        consumer.start();
+        try {
+            await(received, "orderly messages");
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** A transaction producer: one commit, one rollback, one left unknown and committed on check-back. */
+    private void transaction() throws Exception {
+        String scenario = "transaction";
+        String topic = topic(scenario);
+        createTopic(topic, 1);
+        CountDownLatch checked = new CountDownLatch(1);
+        TransactionMQProducer producer = new TransactionMQProducer(group(scenario, "pg"));
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(group(scenario, "pg"));
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                switch (msg.getUserProperty("decision")) {
+                    case "commit": return LocalTransactionState.COMMIT_MESSAGE;
+                    case "rollback": return LocalTransactionState.ROLLBACK_MESSAGE;
+                    default: return LocalTransactionState.UNKNOW;
+                }
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                Json.of("check").put("scenario", scenario).put("keys", msg.getKeys())
+                    .put("transactionId", msg.getTransactionId())
+                    .put("decision", msg.getUserProperty("decision")).emit();
+                checked.countDown();
+                return "unknown".equals(msg.getUserProperty("decision"))
+                    ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+            }
+        });
+        producer.start();
+        String[] decisions = {"commit", "rollback", "unknown"};
+        for (int i = 0; i < decisions.length; i++) {
+            Message msg = message(topic, scenario, decisions[i], i, 100);
+            msg.putUserProperty("decision", decisions[i]);
+            TransactionSendResult result = producer.sendMessageInTransaction(msg, null);
+            Json.of("sent").put("scenario", scenario).put("kind", decisions[i]).put("i", i)
+                .put("status", result.getSendStatus().name()).put("msgId", result.getMsgId())
+                .put("transactionId", result.getTransactionId())
+                .put("localState", result.getLocalTransactionState().name()).emit();
+        }
+        try {
+            // Two messages become visible: the committed one, and the unknown one after check-back.
+            consumeAll(scenario, topic, 2);
+            await(checked, "a transaction check-back");
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    /** A listener that always fails: redelivery from %RETRY%group, then the message lands in %DLQ%group. */
+    private void retry() throws Exception {
+        String scenario = "retry";
+        String topic = topic(scenario);
+        String group = group(scenario, "cg");
+        createTopic(topic, 1);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        emitSent(scenario, "retry", 0, producer.send(message(topic, scenario, "retry", 0, 5000)));
+        producer.shutdown();
+        int maxReconsume = 2;
+        CountDownLatch deliveries = new CountDownLatch(maxReconsume + 1);
+        DefaultMQPushConsumer consumer = pushConsumer(group, group(scenario, "c1"), topic);
+        consumer.setMaxReconsumeTimes(maxReconsume);
+        // The group's %RETRY% topic is created by the consumer's first heartbeat, after the client
+        // looked its route up: poll routes every second so the retry queue is found at once (with
+        // Apache's broker too) rather than at the default 30 s poll.
+        consumer.setPollNameServerInterval(1000);
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt msg : msgs) {
+                try {
+                    received(scenario, "c1", msg).emit();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+                deliveries.countDown();
+            }
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        consumer.start();
+        try {
+            await(deliveries, "redeliveries");
+            String dlq = "%DLQ%" + group;
+            long until = System.currentTimeMillis() + deadlineMillis;
+            while (true) {
+                try {
+                    List<MessageExt> found = admin.queryMessage(dlq, "key-retry-0", 32, 0, Long.MAX_VALUE).getMessageList();
+                    if (!found.isEmpty()) {
+                        for (MessageExt msg : found) {
+                            Json json = received(scenario, "dlq", msg);
+                            json.put("event", "dlq").emit();
+                        }
+                        break;
+                    }
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > until) {
+                        throw e;
+                    }
+                }
+                if (System.currentTimeMillis() > until) {
+                    throw new IllegalStateException("no message in " + dlq);
+                }
+                Thread.sleep(200);
+            }
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** A delayed message (level 3) sent before a plain one arrives after it. */
+    private void delay() throws Exception {
+        String scenario = "delay";
+        String topic = topic(scenario);
+        createTopic(topic, 1);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        Message delayed = message(topic, scenario, "delayed", 0, 100);
+        delayed.setDelayTimeLevel(3);
+        Json.of("sending").put("scenario", scenario).put("kind", "delayed").put("at", System.currentTimeMillis()).emit();
+        emitSent(scenario, "delayed", 0, producer.send(delayed));
+        emitSent(scenario, "plain", 1, producer.send(message(topic, scenario, "plain", 1, 100)));
+        producer.shutdown();
+        consumeAll(scenario, topic, 2);
+    }
+
+    /** Two push consumers of one group share the queues: every message once, to one of them. */
+    private void clustering() throws Exception {
+        String scenario = "clustering";
+        String topic = topic(scenario);
+        createTopic(topic, 4);
+        int total = 16;
+        CountDownLatch received = new CountDownLatch(total);
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (String name : Arrays.asList("c1", "c2")) {
+            DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                for (MessageExt msg : msgs) {
+                    try {
+                        received(scenario, name, msg).emit();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                    received.countDown();
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            consumers.add(consumer);
+        }
+        try {
+            // Send only once the rebalance gave each consumer two of the four queues.
+            long until = System.currentTimeMillis() + deadlineMillis;
+            while (true) {
+                List<Integer> owned = new ArrayList<>();
+                for (DefaultMQPushConsumer consumer : consumers) {
+                    // The table also holds the group's %RETRY% queue: count the topic's own.
+                    int count = 0;
+                    for (MessageQueue mq : consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet()) {
+                        if (mq.getTopic().equals(topic)) {
+                            count++;
+                        }
+                    }
+                    owned.add(count);
+                }
+                if (owned.equals(Arrays.asList(2, 2))) {
+                    Json.of("balanced").put("scenario", scenario).put("queues", owned).emit();
+                    break;
+                }
+                if (System.currentTimeMillis() > until) {
+                    throw new IllegalStateException("rebalance never split the queues: " + owned);
+                }
+                Thread.sleep(100);
+            }
+            DefaultMQProducer producer = producer(group(scenario, "pg"));
+            for (int i = 0; i < total; i++) {
+                emitSent(scenario, "clustering", i, producer.send(message(topic, scenario, "clustering", i, 80)));
+            }
+            producer.shutdown();
+            await(received, "clustered messages");
+        } finally {
+            for (DefaultMQPushConsumer consumer : consumers) {
+                consumer.shutdown();
+            }
+        }
+    }
+
+    /** Two broadcasting consumers of one group each get every message. */
+    private void broadcasting() throws Exception {
+        String scenario = "broadcasting";
+        String topic = topic(scenario);
+        createTopic(topic, 2);
+        int total = 6;
+        CountDownLatch received = new CountDownLatch(2 * total);
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (String name : Arrays.asList("c1", "c2")) {
+            DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
+            consumer.setMessageModel(MessageModel.BROADCASTING);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                for (MessageExt msg : msgs) {
+                    try {
+                        received(scenario, name, msg).emit();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                    received.countDown();
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            consumers.add(consumer);
+        }
+        try {
+            DefaultMQProducer producer = producer(group(scenario, "pg"));
+            for (int i = 0; i < total; i++) {
+                emitSent(scenario, "broadcasting", i, producer.send(message(topic, scenario, "broadcasting", i, 80)));
+            }
+            producer.shutdown();
+            await(received, "broadcast messages");
+        } finally {
+            for (DefaultMQPushConsumer consumer : consumers) {
+                consumer.shutdown();
+            }
+        }
+    }
+
+    /** DefaultLitePullConsumer: subscribe; assign with a seek; seek back to the beginning. */
+    private void litePull() throws Exception {
+        String scenario = "litepull";
+        String topic = topic(scenario);
+        createTopic(topic, 2);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        int total = 10;
+        for (int i = 0; i < total; i++) {
+            SendResult result = producer.send(message(topic, scenario, "litepull", i, 90),
+                (mqs, m, arg) -> mqs.get((Integer) arg % mqs.size()), i);
+            emitSent(scenario, "litepull", i, result);
+        }
+        producer.shutdown();
+
+        DefaultLitePullConsumer subscriber = new DefaultLitePullConsumer(group(scenario, "sub"));
+        subscriber.setNamesrvAddr(namesrv);
+        subscriber.setInstanceName(group(scenario, "sub"));
+        subscriber.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        subscriber.subscribe(topic, "*");
+        subscriber.start();
+        try {
+            pollUntil(subscriber, scenario, "subscribe", total);
+        } finally {
+            subscriber.shutdown();
+        }
+
+        DefaultLitePullConsumer assigned = new DefaultLitePullConsumer(group(scenario, "assign"));
+        assigned.setNamesrvAddr(namesrv);
+        assigned.setInstanceName(group(scenario, "assign"));
+        assigned.setAutoCommit(false);
+        assigned.start();
+        try {
+            Collection<MessageQueue> mqs = assigned.fetchMessageQueues(topic);
+            List<MessageQueue> queue0 = new ArrayList<>();
+            for (MessageQueue mq : mqs) {
+                if (mq.getQueueId() == 0) {
+                    queue0.add(mq);
+                }
+            }
+            assigned.assign(queue0);
+            assigned.seek(queue0.get(0), 2);
+            pollUntil(assigned, scenario, "seek2", total / 2 - 2);
+            assigned.seekToBegin(queue0.get(0));
+            pollUntil(assigned, scenario, "seekBegin", total / 2);
+        } finally {
+            assigned.shutdown();
+        }
+    }
+
+    private void pollUntil(DefaultLitePullConsumer consumer, String scenario, String mode, int count) throws Exception {
+        int seen = 0;
+        long until = System.currentTimeMillis() + deadlineMillis;
+        while (seen < count) {
+            if (System.currentTimeMillis() > until) {
+                throw new IllegalStateException(mode + ": polled " + seen + " of " + count);
+            }
+            for (MessageExt msg : consumer.poll(1000)) {
+                received(scenario, mode, msg).emit();
+                seen++;
+            }
+        }
+    }
+
+    /** DefaultMQPullConsumer: found, no new message, offset illegal, tag filter, offsets stored on the broker. */
+    private void pull() throws Exception {
+        String scenario = "pull";
+        String topic = topic(scenario);
+        createTopic(topic, 1);
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        for (int i = 0; i < 5; i++) {
+            Message msg = message(topic, scenario, i % 2 == 0 ? "even" : "odd", i, 70);
+            emitSent(scenario, msg.getTags(), i, producer.send(msg));
+        }
+        producer.shutdown();
+        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer(group(scenario, "cg"));
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(group(scenario, "cg"));
+        consumer.start();
+        try {
+            MessageQueue mq = consumer.fetchSubscribeMessageQueues(topic).iterator().next();
+            Json.of("offsets").put("scenario", scenario).put("min", consumer.minOffset(mq))
+                .put("max", consumer.maxOffset(mq)).emit();
+            emitPull(scenario, "all", "*", 0, consumer.pull(mq, "*", 0, 32));
+            emitPull(scenario, "even", "even", 0, consumer.pull(mq, "even", 0, 32));
+            emitPull(scenario, "end", "*", 5, consumer.pull(mq, "*", 5, 32));
+            emitPull(scenario, "beyond", "*", 100, consumer.pull(mq, "*", 100, 32));
+            consumer.getOffsetStore().updateConsumeOffsetToBroker(mq, 3, false);
+            Json.of("committed").put("scenario", scenario)
+                .put("offset", consumer.fetchConsumeOffset(mq, true)).emit();
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    private static void emitPull(String scenario, String label, String expression, long offset, PullResult result) throws Exception {
+        Json.of("pull").put("scenario", scenario).put("label", label).put("expression", expression)
+            .put("offset", offset).put("status", result.getPullStatus().name())
+            .put("nextBeginOffset", result.getNextBeginOffset()).put("minOffset", result.getMinOffset())
+            .put("maxOffset", result.getMaxOffset()).emit();
+        if (result.getMsgFoundList() != null) {
+            for (MessageExt msg : result.getMsgFoundList()) {
+                Json json = received(scenario, label, msg);
+                json.put("event", "pulled").emit();
+            }
+        }
+    }
+
+}
