@@ -101,7 +101,7 @@ class AdminHandlers:
 
     # -- topics ---------------------------------------------------------------------------
 
-    def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_fields(cmd.ext_fields)
         problem = topic_name_problem(h.topic)
         if problem is not None:
@@ -121,6 +121,9 @@ class AdminHandlers:
                 order=h.order,
             )
         )
+        # Like Apache's broker, answer once the name servers have the new route: a client that
+        # looks the topic up right after creating it must find it.
+        await self.broker.registration.register_all()
         return cmd.response()
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
