@@ -407,7 +407,10 @@ def run_program(
     timeout: float,
     stdin: str | None = None,
     env: dict[str, str] | None = None,
+    mkdir: bool = False,
 ) -> ProgramRun:
+    if mkdir:
+        cwd.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         list(command),
         input=stdin,
