@@ -304,4 +304,10 @@ class Broker:
             "heldPullRequests": str(self.long_polling.held_count),
             "openTransactions": str(len(self.transactions.pending)),
             "delayedDelivered": str(self.delay.delivered),
+            # No send or pull thread pools here (requests run on the event loop): nothing ever
+            # waits in one. mqadmin clusterList prints these as its LOAD columns.
+            "sendThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
         }

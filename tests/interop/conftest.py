@@ -56,7 +56,7 @@ class ApacheCluster:
 
     def start(self) -> None:
         self.namesrv.start()
-        self.add_broker(self.namesrv.addr, "apache-a")
+        self.add_broker(self.namesrv.addr, "broker-a")
 
     def add_broker(self, namesrv_addr: str, name: str, **overrides: Any) -> ApacheBroker:
         broker = ApacheBroker(
