@@ -133,6 +133,7 @@ class Broker:
                 clients=clients,
                 runtime_info=self.runtime_info,
                 delay_offsets=self.delay.encode,
+                register=self.registration.register_all,
             ),
         )
         handlers: dict[int, Handler] = {}

@@ -3,7 +3,7 @@ info, topic and consume statistics, offsets, connections, offset resets, broker 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiorocketmq.broker.store import MessageStore, StoreConfig
 from aiorocketmq.protocol.body import (
@@ -41,6 +41,7 @@ from aiorocketmq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
     topic_name_problem,
 )
+from aiorocketmq.protocol.settings import read_properties
 from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..clients import ClientRegistry
@@ -65,9 +66,11 @@ class AdminHandlers:
         clients: ClientRegistry,
         runtime_info: Callable[[], dict[str, str]],
         delay_offsets: Callable[[], bytes],
+        register: Callable[[], Awaitable[None]],
     ) -> None:
-        """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table and
-        ``delay_offsets()`` its ``delayOffset.json``."""
+        """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table,
+        ``delay_offsets()`` its ``delayOffset.json`` and ``register()`` registers the broker
+        with every name server now."""
         self.config = config
         self.store_config = store_config
         self.store = store
@@ -77,6 +80,7 @@ class AdminHandlers:
         self.clients = clients
         self._runtime_info = runtime_info
         self._delay_offsets = delay_offsets
+        self._register = register
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -92,6 +96,7 @@ class AdminHandlers:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
@@ -123,7 +128,7 @@ class AdminHandlers:
         )
         # Like Apache's broker, answer once the name servers have the new route: a client that
         # looks the topic up right after creating it must find it.
-        await self.broker.registration.register_all()
+        await self._register()
         return cmd.response()
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -222,6 +227,20 @@ class AdminHandlers:
         text = self.config.to_properties() + self.store_config.to_properties()
         version = self.topics.data_version.encode().decode()
         return cmd.response(ext_fields={"version": version}, body=text.encode())
+
+    def update_broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``): the body's ``key=value`` lines
+        are applied in memory to the keys this broker knows; others are ignored, as Apache does."""
+        updates = read_properties((cmd.body or b"").decode())
+        for settings in (self.config, self.store_config):
+            fields = {info.alias or name: name for name, info in type(settings).model_fields.items()}
+            for key, value in updates.items():
+                if key in fields:
+                    try:
+                        setattr(settings, fields[key], value)
+                    except ValueError as exc:
+                        raise ServerSystemError(f"{key}={value}: {exc}") from None
+        return cmd.response()
 
     # -- connections ----------------------------------------------------------------------
 
