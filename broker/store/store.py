@@ -531,7 +531,9 @@ class MessageStore:
         if offset == max_offset:
             return self._miss(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
         if offset > max_offset:
-            nxt = (min_offset if min_offset == 0 else max_offset) if correct else offset
+            # Back to the end of the queue, as Apache's 4.9.7 store does (older 4.x releases
+            # went back to 0 when the queue still started there).
+            nxt = max_offset if correct else offset
             return self._miss(GetStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
         assert cq is not None
         view = cq.index_view(offset)

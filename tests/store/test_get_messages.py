@@ -50,7 +50,7 @@ async def test_statuses_at_the_edges(tmp_path: Path) -> None:
         one = store.get_messages("g", "TopicA", 0, 10, 32)
         assert (one.status, one.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 10)
         badly = store.get_messages("g", "TopicA", 0, 11, 32)
-        assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+        assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 10)
         assert one.buffers == [] and badly.message_count == 0
 
 
@@ -194,7 +194,7 @@ async def test_offset_found_null(tmp_path: Path) -> None:
 async def test_slave_does_not_correct_offsets(tmp_path: Path) -> None:
     async with running(small_config(tmp_path / "m")) as master:
         fill(master, 5)
-        assert master.get_messages("g", "TopicA", 0, 9, 32).next_begin_offset == 0
+        assert master.get_messages("g", "TopicA", 0, 9, 32).next_begin_offset == 5
     async with running(small_config(tmp_path / "m", brokerRole=BrokerRole.SLAVE)) as slave:
         badly = slave.get_messages("g", "TopicA", 0, 9, 32)
         assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 9)
@@ -202,7 +202,7 @@ async def test_slave_does_not_correct_offsets(tmp_path: Path) -> None:
         assert slave.get_messages("g", "TopicA", 0, 1, 32).message_count == 4
     config = small_config(tmp_path / "m", brokerRole=BrokerRole.SLAVE, offsetCheckInSlave=True)
     async with running(config) as checked:
-        assert checked.get_messages("g", "TopicA", 0, 9, 32).next_begin_offset == 0
+        assert checked.get_messages("g", "TopicA", 0, 9, 32).next_begin_offset == 5
 
 
 async def test_slices_survive_file_deletion_and_shutdown(tmp_path: Path) -> None:
