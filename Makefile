@@ -2,7 +2,8 @@
 #   make run    start a local cluster (name server + one broker) in the foreground, and the web
 #               dashboard at http://127.0.0.1:8080; Ctrl-C stops them
 #   make test   lint, type-check and run the whole test suite (installs Debian's chromium for the
-#               dashboard's browser tests and strace for the broker's flush tests when missing)
+#               dashboard's browser tests and strace for the broker's flush tests when missing;
+#               tests/interop builds its Java and Go programs on first use, see docs/interop.md)
 # Both create .venv and install the project into it when needed.
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
 
-.PHONY: run test lint typecheck pytest chromium strace bench clean
+.PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +49,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest
+
+# Apache RocketMQ's jars (Maven) and the Go client (Go modules) for tests/interop, built into a
+# cache outside the repository; the test session does the same on first use.
+interop-deps: $(STAMP)
+	$(PY) -m tests.interop.harness
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
