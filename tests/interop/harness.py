@@ -304,8 +304,18 @@ class ApacheBroker:
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> ApacheBroker:
-        # listenPort - 2 (VIP channel) and + 1 (HA) must be free too.
+    def start(self, attempts: int = 3) -> ApacheBroker:
+        # The JVM takes seconds to bind its three ports (listenPort, - 2 for the VIP channel, + 1
+        # for HA): on a busy machine another process can take one meanwhile. Then try new ports.
+        for attempt in range(attempts):
+            try:
+                return self._start_once()
+            except RuntimeError as exc:
+                if "BindException" not in str(exc) or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> ApacheBroker:
         while True:
             self.port = free_port()
             if all(_port_free(p) for p in (self.port - 2, self.port + 1)):
