@@ -166,17 +166,27 @@ public final class Scenarios {
     /** Creates a topic on every master of the cluster and waits until its route is served. */
     private void createTopic(String topic, int queues) throws Exception {
         ClusterInfo info = admin.examineBrokerClusterInfo();
+        java.util.Set<String> brokers = new java.util.TreeSet<>();
         for (BrokerData broker : info.getBrokerAddrTable().values()) {
             String master = broker.getBrokerAddrs().get(0L);
             TopicConfig config = new TopicConfig(topic, queues, queues, 6);
             admin.createAndUpdateTopicConfig(master, config);
+            brokers.add(broker.getBrokerName());
         }
+        // Wait until the route names every broker written to (a cluster may have several).
         long until = System.currentTimeMillis() + deadlineMillis;
         while (true) {
             try {
                 TopicRouteData route = admin.examineTopicRouteInfo(topic);
-                if (!route.getQueueDatas().isEmpty()) {
+                java.util.Set<String> routed = new java.util.TreeSet<>();
+                for (org.apache.rocketmq.common.protocol.route.QueueData queue : route.getQueueDatas()) {
+                    routed.add(queue.getBrokerName());
+                }
+                if (routed.containsAll(brokers)) {
                     return;
+                }
+                if (System.currentTimeMillis() > until) {
+                    throw new IllegalStateException("route of " + topic + " names " + routed + ", not " + brokers);
                 }
             } catch (Exception e) {
                 if (System.currentTimeMillis() > until) {
