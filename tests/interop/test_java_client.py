@@ -113,7 +113,7 @@ def test_send_sync_async_oneway_batch(runs: dict[str, ProgramRun], mode: str) ->
     assert [s["kind"] for s in sent].count("oneway") == 2
     assert all(s["status"] == "SEND_OK" for s in sent if s["kind"] != "oneway")
     expected = {(s["kind"], s["i"]) for s in sent}
-    assert len(expected) == 12
+    assert len(expected) == 14
     assert sorted((r["props"]["kind"], int(r["props"]["idx"])) for r in received) == sorted(expected)
     for record in received:
         assert_content(record, "send")

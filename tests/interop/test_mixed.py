@@ -99,7 +99,7 @@ async def test_java_client(mixed: Mixed, java_toolchain: Toolchain, tmp_path: Pa
     )
     sent = run.of("send", "sent")
     assert {s["broker"] for s in sent if "broker" in s} == BROKERS, run.describe()
-    received = check_content(run, "send", 12)
+    received = check_content(run, "send", 14)
     assert {(r["props"]["kind"], r["props"]["idx"]) for r in received} == {  # type: ignore[index]
         (s["kind"], str(s["i"])) for s in sent
     }
