@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support import die_with_parent, free_port
+from tests.support import die_with_parent
 
 HERE = Path(__file__).resolve().parent
 JAVA_DIR = HERE / "java"
@@ -54,6 +54,16 @@ def require(tool: str, why: str) -> str:
             "(Debian: `apt-get install openjdk-17-jdk-headless maven golang`) and run again"
         )
     return path
+
+
+def free_port() -> int:
+    """A port nothing listens on now. Apache's servers need a number in their config file (they
+    cannot report a port 0 bind); a race with another process is retried (ApacheBroker.start)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
