@@ -72,13 +72,15 @@ async def preload(namesrv: str, topic: str, count: int) -> None:
             await producer.send_batch([Message(topic, body) for _ in range(min(256, count - start))])
 
 
-async def drain(namesrv: str, topic: str, count: int, group: str, mode: str) -> float:
-    """Seconds to hand ``count`` messages to the application, by ``poll()`` or ``async for``."""
+async def drain(namesrv: str, topic: str, count: int, group: str, mode: str) -> tuple[float, float]:
+    """Seconds (wall clock, and this process's CPU) to hand ``count`` messages to the
+    application, by ``poll()`` or ``async for``."""
     lite = LitePullConsumer(group, namesrv, consume_from=ConsumeFrom.FIRST_OFFSET, pull_batch_size=32)
     lite.subscribe(topic)
     got = 0
     async with lite:
         start = time.perf_counter()
+        cpu = time.process_time()
         if mode == "poll":
             while got < count:
                 got += len(await lite.poll(timeout=5))
@@ -87,7 +89,7 @@ async def drain(namesrv: str, topic: str, count: int, group: str, mode: str) -> 
                 got += 1
                 if got == count:
                     break
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
 
 def otel_child(namesrv: str, topic: str, sends: int, mode: str) -> dict[str, float]:
@@ -169,12 +171,20 @@ async def bench(args: argparse.Namespace) -> None:
             await preload(namesrv, TOPIC, args.messages)
             polled: list[float] = []
             iterated: list[float] = []
+            cpu_per_msg: dict[str, list[float]] = {"poll": [], "iterate": []}
             for run in range(args.runs):
                 order = ("poll", "iterate") if run % 2 == 0 else ("iterate", "poll")
                 for mode in order:
-                    seconds = await drain(namesrv, TOPIC, args.messages, f"bench_iter_{run}_{mode}", mode)
+                    seconds, cpu = await drain(
+                        namesrv, TOPIC, args.messages, f"bench_iter_{run}_{mode}", mode
+                    )
                     (polled if mode == "poll" else iterated).append(args.messages / seconds)
-                print(f"run {run + 1}: poll {polled[-1]:,.0f}/s, async for {iterated[-1]:,.0f}/s", flush=True)
+                    cpu_per_msg[mode].append(cpu / args.messages * 1e6)
+                print(
+                    f"run {run + 1}: poll {polled[-1]:,.0f}/s ({cpu_per_msg['poll'][-1]:.2f} µs CPU/msg), "
+                    f"async for {iterated[-1]:,.0f}/s ({cpu_per_msg['iterate'][-1]:.2f} µs CPU/msg)",
+                    flush=True,
+                )
 
             figures: dict[str, list[dict[str, float]]] = {"absent": [], "idle": [], "tracer": []}
             modes = list(figures)
@@ -205,6 +215,13 @@ async def bench(args: argparse.Namespace) -> None:
         f"medians of {args.runs} runs, {args.messages:,} messages to iterate, {args.sends:,} sends per otel run"
     )
     print(ratio_line("lite pull: async for vs poll()", iterated, polled, 0.95))
+    cpu_ratio = statistics.median(
+        p / i for p, i in zip(cpu_per_msg["poll"], cpu_per_msg["iterate"], strict=True)
+    )
+    print(
+        f"{'  by consumer CPU per message (poll/async for)':<44} "
+        f"{statistics.median(cpu_per_msg['iterate']):.2f} µs vs {statistics.median(cpu_per_msg['poll']):.2f} µs = {cpu_ratio:.3f}x"
+    )
     print(
         ratio_line(
             "send: otel installed, no provider vs absent",

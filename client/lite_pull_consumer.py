@@ -142,7 +142,9 @@ class LitePullConsumer:
         self._paused: set[MessageQueue] = set()
         # None marks shutdown, so that waiting polls and iterators return at once.
         self._buffer: asyncio.Queue[_Batch | None] = asyncio.Queue()
+        # A batch handed out in part, and where the next hand-out starts in it.
         self._carry: _Batch | None = None
+        self._carry_at = 0
         # Streams whose loop may have been left with a span open (held until shutdown ends it).
         self._streams: set[MessageStream[Any]] = set()
         self._instance: ClientInstance | None = None
@@ -329,22 +331,32 @@ class LitePullConsumer:
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         batch = self._carry
         if batch is None or batch.pq.dropped:
-            self._carry = None
             batch = await self._next_batch(timeout)
             if batch is None:
+                self._carry = None
                 return []
-        messages = batch.messages
-        if limit is None or len(messages) <= limit:
-            self._carry = None
-        else:
-            batch.messages = messages[limit:]
-            messages = messages[:limit]
             self._carry = batch
-        offset = batch.pq.remove(messages)
+            self._carry_at = 0
+        messages = batch.messages
+        start = self._carry_at
+        end = len(messages) if limit is None else min(len(messages), start + limit)
+        taken = messages[start:end] if start or end < len(messages) else messages
         state = self._states.get(batch.queue)
-        if state is not None and state.pq is batch.pq and offset >= 0:
+        if state is not None and state.pq is not batch.pq:
+            state = None  # the queue was re-assigned or seeked since this batch was pulled
+        if end < len(messages):
+            # Part of the batch handed out: the rest is what the queue still waits for, so the
+            # consumed offset is the next message's; the process queue is settled once, when
+            # the batch is through (one removal per batch, not per message).
+            self._carry_at = end
+            if state is not None:
+                state.consume_offset = messages[end].queue_offset
+            return taken
+        self._carry = None
+        offset = batch.pq.remove(messages)
+        if state is not None and offset >= 0:
             state.consume_offset = offset
-        return messages
+        return taken
 
     async def _next_batch(self, timeout: float) -> _Batch | None:
         """The next live batch from the buffer; ``None`` on timeout or at shutdown."""
