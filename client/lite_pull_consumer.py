@@ -618,7 +618,24 @@ class MessageStream(Generic[_T]):
 
     async def __anext__(self) -> _T:
         consumer = self._consumer
-        self.end_span()
+        if self._span is not None:
+            self.end_span()
+        if self._batch_size is None:
+            # The common step, kept lean: the next message of a batch handed out in part.
+            batch = consumer._carry
+            if batch is not None and consumer._state is _RUNNING and not batch.pq.dropped:
+                messages = batch.messages
+                at = consumer._carry_at
+                if at + 1 < len(messages):
+                    consumer._carry_at = at + 1
+                    state = consumer._states.get(batch.queue)
+                    if state is not None and state.pq is batch.pq:
+                        state.consume_offset = messages[at + 1].queue_offset
+                    msg = messages[at]
+                    span = self._span = telemetry.consumer_span((msg,), consumer.group)
+                    if span is not None:
+                        consumer._streams.add(self)
+                    return msg  # type: ignore[return-value]
         limit = 1 if self._batch_size is None else self._batch_size
         while True:
             if consumer._state is not _RUNNING:
