@@ -1,0 +1,94 @@
+"""Request signing for RocketMQ's ACL 1.0: what a client adds to a request and what a broker
+recomputes to check it (``shared/spec/ACL.md`` §2, §3.1, §6).
+
+A signed request carries ``AccessKey`` (and optionally ``SecurityToken``) in its ext fields
+and ``Signature`` = Base64(HMAC-SHA1(secretKey, content)), where content is the values of all
+ext fields but ``Signature`` in key order (Java's ``TreeMap``: code-unit order, which Python's
+``sorted`` matches for these ASCII keys), UTF-8 encoded, followed by the raw body. Values are
+signed as the strings the wire carries: decimal integers, ``true``/``false``.
+
+The broker signs whatever ext fields arrived, so the extra fields other clients sign (the C++
+client's and ali-ons' ``OnsChannel``) verify without special cases; it skips
+``_UNIQUE_KEY_QUERY``, a flag older Java clients added after signing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .command import RemotingCommand, stringify_fields
+
+ACCESS_KEY = "AccessKey"
+SECRET_KEY = "SecretKey"
+SIGNATURE = "Signature"
+SECURITY_TOKEN = "SecurityToken"
+#: The C++ client's and ali-ons' channel field, signed like any other.
+ONS_CHANNEL = "OnsChannel"
+#: Added by Java clients up to 4.9.3 after signing; brokers leave it out of the content.
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+_CLIENT_SKIPPED = frozenset({SIGNATURE})
+_BROKER_SKIPPED = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """An ACL account's keys as a client holds them (the secret never leaves the client)."""
+
+    access_key: str
+    secret_key: str
+    security_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.access_key or not self.secret_key:
+            raise ValueError("ACL credentials need both an access key and a secret key")
+
+    def __repr__(self) -> str:  # keep the secret out of logs and tracebacks
+        return f"Credentials(access_key={self.access_key!r}, secret_key='***')"
+
+
+def signing_content(
+    fields: Mapping[str, Any], body: bytes | None, *, skip: frozenset[str] = _CLIENT_SKIPPED
+) -> bytes:
+    """The bytes a signature covers: the string values of ``fields`` (but ``skip``) in key
+    order, then ``body``."""
+    strings = stringify_fields(fields)
+    text = "".join(strings[key] for key in sorted(strings) if key not in skip)
+    content = text.encode("utf-8")
+    return content + body if body else content
+
+
+def signature(secret_key: str, content: bytes) -> str:
+    """Base64(HMAC-SHA1(secret_key, content)), as every RocketMQ 4.x client computes it."""
+    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def sign(cmd: RemotingCommand, credentials: Credentials) -> None:
+    """Add ``AccessKey`` (and ``SecurityToken``) and the ``Signature`` over the command's ext
+    fields and body, as Java's ``AclClientRPCHook`` does. Values become the strings the wire
+    carries, so the broker signs exactly what it receives, whatever the header encoding."""
+    fields = stringify_fields(cmd.ext_fields)
+    if fields is cmd.ext_fields:
+        fields = dict(fields)
+    fields[ACCESS_KEY] = credentials.access_key
+    if credentials.security_token:
+        fields[SECURITY_TOKEN] = credentials.security_token
+    fields.pop(SIGNATURE, None)
+    fields[SIGNATURE] = signature(credentials.secret_key, signing_content(fields, cmd.body))
+    cmd.ext_fields = fields
+
+
+def verify(fields: Mapping[str, Any], body: bytes | None, secret_key: str) -> bool:
+    """Whether the ``Signature`` in ``fields`` is the one ``secret_key`` gives over the fields
+    as received (constant-time comparison)."""
+    given = fields.get(SIGNATURE)
+    if not isinstance(given, str):
+        return False
+    expected = signature(secret_key, signing_content(fields, body, skip=_BROKER_SKIPPED))
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("ascii"))
