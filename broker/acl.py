@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from aiorocketmq.protocol.acl import ACCESS_KEY, SIGNATURE, verify
-from aiorocketmq.protocol.body import HeartbeatData
+from aiorocketmq.protocol.body import HeartbeatData, LockBatchRequestBody
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, ProtocolError
 
@@ -84,8 +84,9 @@ def permitted(needed: Perm, owned: Perm) -> bool:
     return bool(needed & owned)
 
 
-#: Codes only admin accounts may call: RocketMQ's five, plus the ACL requests themselves,
-#: which RocketMQ leaves to any signed account (docs/operations.md says why we differ).
+#: Codes only admin accounts may call: RocketMQ's five, plus the ACL requests that change the
+#: rules or show the secrets, which RocketMQ leaves to any signed account (docs/operations.md
+#: says why we differ). Reading the ACL files' versions stays open to any signed account.
 ADMIN_CODES = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
@@ -96,6 +97,7 @@ ADMIN_CODES = frozenset(
         RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
         RequestCode.DELETE_ACL_CONFIG,
         RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
     }
 )
 
@@ -348,7 +350,9 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
                 group(fields.get("group"))
             else:
                 need[str(topic)] = Perm.PUB
-    elif code == RequestCode.SEND_MESSAGE_V2:
+    elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        # Batches carry the V2 header; RocketMQ 4.9 checks only their signature, we check
+        # the topic as for single sends (docs/operations.md).
         topic = fields.get("b")
         if topic:
             if str(topic).startswith(RETRY_PREFIX):
@@ -374,6 +378,21 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
                 group(consumer.group_name)
                 for sub in consumer.subscription_data_set:
                     need[sub.topic] = Perm.SUB
+    elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        # Ours, beyond RocketMQ 4.9 (signature only): locking a group's queues is consuming.
+        if body:
+            try:
+                lock = LockBatchRequestBody.decode(body)
+            except (ProtocolError, ValueError):
+                return need
+            group(lock.consumer_group)
+            for mq in lock.mq_set:
+                need[mq.topic] = Perm.SUB
+    elif code == RequestCode.QUERY_CONSUMER_OFFSET:
+        # Ours, beyond RocketMQ 4.9: reading a group's progress needs what updating it needs.
+        group(fields.get("consumerGroup"))
+        if fields.get("topic"):
+            need[str(fields["topic"])] = Perm.SUB
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
         group(fields.get("consumerGroup"))
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
@@ -530,14 +549,37 @@ def delete_account(validator: AccessValidator, access_key: str) -> bool:
     return True
 
 
-def update_global_white(validator: AccessValidator, patterns: Iterable[str]) -> None:
-    """Replace the global white list (in the first file)."""
+def update_global_white(
+    validator: AccessValidator, patterns: Iterable[str], *, path: Path | None = None
+) -> None:
+    """Replace the global white list of ``path`` (one of the ACL files; the first when None)."""
     listed = [p.strip() for p in patterns if p.strip()]
     for pattern in listed:
         address_matcher(pattern)  # refuse a bad pattern before writing anything
-    path = validator.files[0]
+    if path is None:
+        path = validator.files[0]
+    elif path not in validator.files:
+        raise AclConfigError(f"{path} is not one of the broker's ACL files")
     data = _read_yaml(path)
     data["globalWhiteRemoteAddresses"] = listed
     _bump_version(data)
     _write_yaml(path, data)
     validator.reload_if_changed()
+
+
+def data_versions(validator: AccessValidator) -> dict[Path, dict[str, int]]:
+    """Each ACL file's ``dataVersion`` (``counter``, ``timestamp``; zeros for a file never
+    edited through the admin requests)."""
+    versions: dict[Path, dict[str, int]] = {}
+    for path in validator.files:
+        try:
+            data = _read_yaml(path)
+        except (OSError, yaml.YAMLError, AclConfigError):
+            data = {}
+        listed = data.get("dataVersion")
+        current = listed[0] if isinstance(listed, list) and listed and isinstance(listed[0], dict) else {}
+        versions[path] = {
+            "counter": int(current.get("counter", 0) or 0),
+            "timestamp": int(current.get("timestamp", 0) or 0),
+        }
+    return versions

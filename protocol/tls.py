@@ -252,3 +252,63 @@ async def serve(
     listener = Listener(protocol_factory, sock, context)
     listener.start()
     return listener
+
+
+# -- settings in a process's properties file --------------------------------------------------
+
+#: RocketMQ's keys; a ``tls.config.file`` (a properties file) may hold them instead.
+SERVER_KEYS = (
+    "tls.server.mode",
+    "tls.server.certPath",
+    "tls.server.keyPath",
+    "tls.server.keyPassword",
+    "tls.server.trustCertPath",
+    "tls.server.need.client.auth",
+)
+CLIENT_KEYS = (
+    "tls.enable",
+    "tls.client.authServer",
+    "tls.client.trustCertPath",
+    "tls.client.certPath",
+    "tls.client.keyPath",
+    "tls.client.keyPassword",
+)
+CONFIG_FILE_KEY = "tls.config.file"
+
+
+def tls_properties(values: Mapping[str, Any]) -> dict[str, str]:
+    """The ``tls.*`` settings of a process: those of the file ``tls.config.file`` names,
+    overridden by any given directly in ``values`` (None values are unset)."""
+    from .settings import read_properties_file  # settings imports nothing of ours but errors
+
+    merged: dict[str, str] = {}
+    file = values.get(CONFIG_FILE_KEY)
+    if file:
+        merged.update({k: v for k, v in read_properties_file(str(file)).items() if k.startswith("tls.")})
+    merged.update({k: str(v) for k, v in values.items() if k.startswith("tls.") and v is not None})
+    merged.pop(CONFIG_FILE_KEY, None)
+    return merged
+
+
+def _true(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def client_context_from_properties(props: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The context a process uses to reach TLS servers (``tls.enable=true``): the server
+    checked against ``tls.client.trustCertPath`` when ``tls.client.authServer`` is true (as
+    RocketMQ: not checked by default), a client certificate when one is configured."""
+    if not _true(props.get("tls.enable", "false")):
+        return None
+
+    def path(key: str) -> str | None:
+        value = props.get(key)
+        return str(value).strip() or None if value is not None else None
+
+    return client_context(
+        verify=_true(props.get("tls.client.authServer", "false")),
+        ca_file=path("tls.client.trustCertPath"),
+        cert_file=path("tls.client.certPath"),
+        key_file=path("tls.client.keyPath"),
+        key_password=path("tls.client.keyPassword"),
+    )
