@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -17,6 +18,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
+from rocketmq.client import Message as CppMessage
+from rocketmq.client import Producer as CppProducer
+from rocketmq.client import PushConsumer as CppPushConsumer
+from rocketmq.client import RecvMessage
+from rocketmq.client import SendStatus as CppSendStatus
 
 from aiorocketmq.client import Admin, ClientOptions, Producer, SendFailedError
 from aiorocketmq.protocol.acl import Credentials, sign
@@ -28,6 +34,7 @@ from aiorocketmq.protocol.message import Message
 from aiorocketmq.protocol.transport import Connection, connect
 from tests.broker.requests import call, heartbeat, pull, send
 from tests.cluster import Cluster
+from tests.cpp_client import shutdown_safely
 from tests.support import ServerProcess
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,6 +46,7 @@ ALICE = Credentials("acl_alice", "alice_secret_1")
 BOB = Credentials("acl_bob", "bob_secret_1")
 WRONG = Credentials("acl_alice", "not_alice_secret")
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+CPP_GROUP = "AclCppGroup"
 
 ACL_YML: dict[str, Any] = {
     "globalWhiteRemoteAddresses": [],
@@ -51,7 +59,7 @@ ACL_YML: dict[str, Any] = {
             "defaultTopicPerm": "DENY",
             "defaultGroupPerm": "DENY",
             "topicPerms": [f"{TOPIC}=PUB|SUB"],
-            "groupPerms": [f"{GROUP}=SUB"],
+            "groupPerms": [f"{GROUP}=SUB", f"{CPP_GROUP}=SUB"],
         },
         {
             "accessKey": BOB.access_key,
@@ -355,3 +363,44 @@ async def test_acl_enabled_without_a_file_refuses_to_start(tmp_path: Path) -> No
     with pytest.raises(RuntimeError, match="no ACL file exists"):
         await proc.start(timeout=30)
     assert proc.proc is not None and await proc.proc.wait() == 2
+
+
+async def test_cpp_client_signed_with_session_credentials(cluster: Cluster) -> None:
+    """The official C++ client signs with its own field set (OnsChannel, all header fields);
+    its producer and push consumer work signed. (A second C++ producer with a wrong secret in
+    the same process would share the first one's client factory, so wrong secrets are shown
+    with raw requests above.)"""
+    received = threading.Event()
+    bodies: list[str] = []
+
+    def on_message(msg: RecvMessage) -> None:  # returning normally acknowledges the message
+        body = msg.body.decode() if isinstance(msg.body, bytes) else str(msg.body)
+        bodies.append(body)
+        if body == "from the C++ client":
+            received.set()
+
+    def run() -> None:
+        consumer = CppPushConsumer(CPP_GROUP)
+        consumer.set_namesrv_addr(cluster.namesrv_addr)
+        consumer.set_session_credentials(ALICE.access_key, ALICE.secret_key, "ALIYUN")
+        consumer.subscribe(TOPIC, on_message)
+        producer = CppProducer("AclCppProducer")
+        producer.set_namesrv_addr(cluster.namesrv_addr)
+        producer.set_session_credentials(ALICE.access_key, ALICE.secret_key, "ALIYUN")
+        consumer.start()
+        producer.start()
+        started_at = time.monotonic()
+        try:
+            # Sent until the consumer (which may start at the queues' ends) has one.
+            deadline = time.monotonic() + 30
+            while not received.wait(0.5):
+                assert time.monotonic() < deadline, "the signed C++ consumer received nothing"
+                msg = CppMessage(TOPIC)
+                msg.set_body("from the C++ client")
+                assert producer.send_sync(msg).status == CppSendStatus.OK
+        finally:
+            shutdown_safely(producer, started_at)
+            shutdown_safely(consumer, started_at)
+
+    await asyncio.to_thread(run)
+    assert "from the C++ client" in bodies
