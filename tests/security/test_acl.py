@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -404,3 +406,79 @@ async def test_cpp_client_signed_with_session_credentials(cluster: Cluster) -> N
 
     await asyncio.to_thread(run)
     assert "from the C++ client" in bodies
+
+
+async def _tool(tool: str, *args: str, credentials: Credentials | None) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCKETMQ_", "NAMESRV_ADDR"))}
+    if credentials is not None:
+        env |= {"ROCKETMQ_ACCESS_KEY": credentials.access_key, "ROCKETMQ_SECRET_KEY": credentials.secret_key}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        f"aiorocketmq.tools.{tool}",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_mqadmin_acl_commands_and_signed_tools(cluster: Cluster) -> None:
+    ns = ["-n", cluster.namesrv_addr]
+    target = ["-c", "DefaultCluster"]
+    code, out, err = await _tool(
+        "mqadmin",
+        "updateAclConfig",
+        *ns,
+        *target,
+        "-a",
+        "acl_dave",
+        "-s",
+        "dave_secret_1",
+        "-t",
+        f"{TOPIC}=PUB",
+        credentials=ADMIN,
+    )
+    assert code == 0, err
+    assert f"create or update plain access config to {cluster.brokers['broker-a'].addr} success." in out
+    code, out, err = await _tool("mqadmin", "clusterAclConfigVersion", *ns, *target, credentials=ADMIN)
+    assert code == 0 and "#AclConfigVersionNum" in out and "broker-a" in out, (out, err)
+    # The new account signs mqbench's sends (Apache's -a -ak -sk).
+    code, out, err = await _tool(
+        "mqbench",
+        "producer",
+        *ns,
+        "-t",
+        TOPIC,
+        "-w",
+        "1",
+        "-q",
+        "5",
+        "--no-progress",
+        "-a",
+        "true",
+        "-ak",
+        "acl_dave",
+        "-sk",
+        "dave_secret_1",
+        credentials=None,
+    )
+    assert code == 0, (out, err)
+    assert "aclEnable: true" in out and "Send Failed: 0 | Send Message Failed: 0" in out, out
+    # Without credentials mqadmin is refused; a non-admin account cannot change the rules.
+    code, _out, err = await _tool(
+        "mqadmin", "deleteAclConfig", *ns, *target, "-a", "acl_dave", credentials=None
+    )
+    assert code == 1 and "No accessKey is configured" in err
+    code, _out, err = await _tool(
+        "mqadmin", "deleteAclConfig", *ns, *target, "-a", "acl_dave", credentials=ALICE
+    )
+    assert code == 1 and "is not an admin account" in err
+    code, out, err = await _tool(
+        "mqadmin", "deleteAclConfig", *ns, *target, "-a", "acl_dave", credentials=ADMIN
+    )
+    assert code == 0 and "delete plain access config account from" in out, err
