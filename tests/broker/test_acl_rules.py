@@ -24,8 +24,8 @@ from aiorocketmq.broker.acl import (
 )
 from aiorocketmq.protocol.acl import Credentials, sign, signature, signing_content, verify
 from aiorocketmq.protocol.body import ConsumerData, HeartbeatData, SubscriptionData
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
-from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
 
 # ACL.md §7: SEND_MESSAGE_V2 from a Java 4.9.8 producer, and the same from the C++ client.
 JAVA_FIELDS = {
@@ -64,13 +64,23 @@ def test_sign_then_verify_as_the_broker_receives_it() -> None:
     )
     sign(cmd, Credentials("RocketMQ", "12345678"))
     assert cmd.ext_fields["Signature"] == "fF1yuuGpatwxBwMJ6VRCpqerz18="
-    assert all(isinstance(v, str) for v in cmd.ext_fields.values())
     assert verify(cmd.ext_fields, BODY, "12345678")
     assert not verify(cmd.ext_fields, BODY, "wrong-secret")
     assert not verify(cmd.ext_fields, BODY + b"!", "12345678")
     # the flag old Java clients add after signing does not break verification
     assert verify(cmd.ext_fields | {"_UNIQUE_KEY_QUERY": "false"}, BODY, "12345678")
     assert not verify(cmd.ext_fields | {"b": "OtherTopic"}, BODY, "12345678")
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+def test_native_values_keep_their_types_and_verify_in_every_encoding(serialize_type: SerializeType) -> None:
+    fields = {"a": "pg", "b": "TopicTest", "d": 4, "e": 0, "g": 1700000000000, "k": False, "m": True}
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, BODY, serialize_type=serialize_type)
+    sign(cmd, Credentials("RocketMQ", "12345678"))
+    assert cmd.ext_fields["d"] == 4 and cmd.ext_fields["k"] is False  # a msgpack header stays native
+    (received,) = FrameDecoder().feed(cmd.encode())
+    assert verify(received.ext_fields, received.body, "12345678")
+    assert not verify(received.ext_fields, received.body, "wrong-secret")
 
 
 def test_credentials_keep_the_secret_out_of_repr() -> None:

@@ -468,7 +468,9 @@ async def test_mqadmin_acl_commands_and_signed_tools(cluster: Cluster) -> None:
         credentials=None,
     )
     assert code == 0, (out, err)
-    assert "aclEnable: true" in out and "Send Failed: 0 | Send Message Failed: 0" in out, out
+    assert (
+        "aclEnable: true" in out and "Send Total: 5 |" in out and "Send Failed: 0 | Response Failed: 0" in out
+    ), out
     # Without credentials mqadmin is refused; a non-admin account cannot change the rules.
     code, _out, err = await _tool(
         "mqadmin", "deleteAclConfig", *ns, *target, "-a", "acl_dave", credentials=None
