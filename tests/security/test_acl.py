@@ -27,6 +27,7 @@ from rocketmq.client import RecvMessage
 from rocketmq.client import SendStatus as CppSendStatus
 
 from aiorocketmq.client import Admin, ClientOptions, Producer, SendFailedError
+from aiorocketmq.dashboard.operations import Operations
 from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import LockBatchRequestBody, MessageQueue
 from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode, ResponseCode
@@ -484,3 +485,20 @@ async def test_mqadmin_acl_commands_and_signed_tools(cluster: Cluster) -> None:
         "mqadmin", "deleteAclConfig", *ns, *target, "-a", "acl_dave", credentials=ADMIN
     )
     assert code == 0 and "delete plain access config account from" in out, err
+
+
+async def test_dashboard_signs_with_its_credentials(cluster: Cluster) -> None:
+    signed = Operations(cluster.namesrv_addr, access_key=ALICE.access_key, secret_key=ALICE.secret_key)
+    await signed.start()
+    try:
+        result = await signed.send(TOPIC, b"from the dashboard", None, [])
+        assert result.msg_id
+    finally:
+        await signed.shutdown()
+    unsigned = Operations(cluster.namesrv_addr)
+    await unsigned.start()
+    try:
+        with pytest.raises(SendFailedError, match="No accessKey is configured"):
+            await unsigned.send(TOPIC, b"unsigned dashboard", None, [])
+    finally:
+        await unsigned.shutdown()
