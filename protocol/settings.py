@@ -131,6 +131,17 @@ class TlsSettings(Settings):
     tls_client_key_path: str | None = Field(None, alias="tls.client.keyPath")
     tls_client_key_password: str | None = Field(None, alias="tls.client.keyPassword", repr=False)
 
+    def to_properties(self) -> str:
+        """As :meth:`Settings.to_properties`, the process's own keys first and only the
+        ``tls.*`` keys that are set (an operator without TLS sees no change)."""
+        own, tls = [], []
+        for line in super().to_properties().splitlines():
+            if not line.startswith("tls."):
+                own.append(line)
+            elif not line.endswith("="):
+                tls.append(line)
+        return "\n".join(own + tls) + "\n"
+
     def tls_values(self) -> dict[str, str]:
         """Every ``tls.*`` setting in force, the config file's merged under these."""
         given = {
