@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import Cluster
-from tests.support import free_port
+from tests.support import held_port
 
 pytestmark = pytest.mark.asyncio
 
@@ -27,7 +27,11 @@ async def _reachable(host: str, port: int) -> bool:
 async def test_every_broker_port_listens_on_bind_address(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path)
     await cluster.start_namesrv()
-    metrics_port = free_port()
+    with held_port() as metrics_port:
+        await _check_ports(cluster, metrics_port)
+
+
+async def _check_ports(cluster: Cluster, metrics_port: int) -> None:
     try:
         broker = await cluster.start_broker(
             "broker-a",
