@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
