@@ -1,6 +1,7 @@
 """``mqbroker``: run a broker.
 
     mqbroker [-c broker.conf] [-n "ns1:9876;ns2:9876"] [-p] [--listen-port N] [--store-dir DIR]
+             [--bind-address HOST]
 
 The config file uses RocketMQ's key names for both broker and store settings; the options
 override it. ``-p`` prints the effective configuration and exits. ``listenPort=0`` picks a
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "-l", "--listen-port", type=int, metavar="PORT", help="listenPort (default 10911; 0 = any free port)"
     )
     parser.add_argument("-d", "--store-dir", metavar="DIR", help="storePathRootDir (default ~/store)")
+    parser.add_argument(
+        "--bind-address", metavar="HOST", help="address every port listens on (bindAddress; default 0.0.0.0)"
+    )
     parser.add_argument("--broker-ip", metavar="IP", help="brokerIP1: the address clients and records use")
     parser.add_argument("--broker-name", metavar="NAME", help="brokerName")
     parser.add_argument("--cluster", metavar="NAME", help="brokerClusterName")
@@ -55,6 +59,7 @@ def load_config(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
         "listenPort": args.listen_port,
         "storePathRootDir": args.store_dir,
         "brokerIP1": args.broker_ip,
+        "bindAddress": args.bind_address,
         "brokerName": args.broker_name,
         "brokerClusterName": args.cluster,
     }
@@ -82,7 +87,12 @@ def reserve_listen_port(broker_config: BrokerConfig) -> socket.socket | None:
 
 async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
     holder = reserve_listen_port(broker_config)
-    broker = Broker(broker_config, store_config)
+    try:
+        broker = Broker(broker_config, store_config)  # raises ConfigError for unusable ACL/TLS settings
+    except BaseException:
+        if holder is not None:
+            holder.close()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -120,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("ignoring unknown config keys: %s", ", ".join(sorted(unknown)))
     try:
         run(serve(broker_config, store_config))
+    except ConfigError as exc:
+        log.error("cannot start: %s", exc)
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -6,6 +6,7 @@ the broker reads both from the same file, so an operator's existing ``broker.con
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -14,20 +15,24 @@ from pydantic import Field, field_validator
 from aiorocketmq.broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.message import local_ipv4
-from aiorocketmq.protocol.settings import Settings
+from aiorocketmq.protocol.settings import TlsSettings
 
 _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
 
 
-class BrokerConfig(Settings):
-    """Broker-level settings (store settings live in ``StoreConfig``)."""
+class BrokerConfig(TlsSettings):
+    """Broker-level settings (store settings live in ``StoreConfig``), and RocketMQ's
+    ``tls.*`` keys."""
 
     broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName")
     broker_name: str = Field(default_factory=lambda: socket.gethostname(), alias="brokerName")
     broker_id: int = Field(0, alias="brokerId")
     namesrv_addr: str | None = Field(None, alias="namesrvAddr")
     listen_port: int = Field(10911, alias="listenPort")
+    #: The address every port of the broker listens on (remoting, VIP, metrics); RocketMQ 5's
+    #: ``bindAddress``. All interfaces by default, as RocketMQ.
+    bind_address: str = Field("0.0.0.0", alias="bindAddress", min_length=1)
     broker_ip1: str = Field(default_factory=local_ipv4, alias="brokerIP1")
     store_path_root_dir: str = Field(str(Path.home() / "store"), alias="storePathRootDir")
     broker_permission: int = Field(PERM_READ_WRITE, alias="brokerPermission")
@@ -56,6 +61,14 @@ class BrokerConfig(Settings):
     reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
     metrics_prom_exporter_port: int = Field(5557, alias="metricsPromExporterPort")
     metrics_prom_exporter_enable: bool = Field(True, alias="metricsPromExporterEnable")
+    #: RocketMQ's plain ACL: every request checked against ``plain_acl.yml``.
+    acl_enable: bool = Field(False, alias="aclEnable")
+    #: Where ``conf/plain_acl.yml`` and ``conf/acl/`` are (``$ROCKETMQ_HOME`` by default).
+    rocketmq_home: str | None = Field(
+        default_factory=lambda: os.environ.get("ROCKETMQ_HOME") or None, alias="rocketmqHome"
+    )
+    #: One ACL file instead of the defaults (RocketMQ's ``-Drocketmq.acl.plain.file``).
+    acl_plain_file: str | None = Field(None, alias="rocketmq.acl.plain.file")
 
     @field_validator("message_delay_level")
     @classmethod

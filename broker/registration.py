@@ -35,6 +35,8 @@ class NameServerRegistration:
         """``topics()`` is the topic table as each registration carries it."""
         self.config = config
         self.topics = topics
+        #: TLS towards the name servers when ``tls.enable=true`` (RocketMQ's client-side key).
+        self._ssl = config.client_ssl_context()
         self._conns: dict[str, Connection] = {}
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.Event | None = None
@@ -87,7 +89,7 @@ class NameServerRegistration:
         conn = self._conns.get(address)
         if conn is None or conn.closed:
             host, port = split_address(address)
-            conn = await connect(host, port, name="broker->namesrv")
+            conn = await connect(host, port, name="broker->namesrv", ssl_context=self._ssl)
             self._conns[address] = conn
         return conn
 

@@ -17,16 +17,20 @@ from collections.abc import Awaitable, Callable
 
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.protocol.codes import CURRENT_VERSION
+from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import pack_host
-from aiorocketmq.protocol.transport import Connection, Handler, Server
+from aiorocketmq.protocol.settings import ConfigError
+from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, Server
 
+from .acl import AccessValidator, AclConfigError, acl_files
 from .clients import ClientRegistry, ConsumerGroup
 from .config import BrokerConfig
 from .config_files import Saver
 from .delay import DelayService
 from .delay_levels import DelayLevels
 from .groups import GroupTable
+from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
 from .handlers.pull import Puller
@@ -67,6 +71,43 @@ def uptime(seconds: float) -> str:
     return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
+def access_validator(config: BrokerConfig) -> AccessValidator | None:
+    """The ACL rules when ``aclEnable=true``; a broker that should check requests but has no
+    usable ACL file refuses to start (raises :class:`ConfigError`) rather than serve open."""
+    if not config.acl_enable:
+        return None
+    files = acl_files(config.rocketmq_home, config.acl_plain_file)
+    if not files:
+        raise ConfigError(
+            "aclEnable=true but no ACL file: set ROCKETMQ_HOME (for $ROCKETMQ_HOME/conf/plain_acl.yml) "
+            "or rocketmq.acl.plain.file in the broker config"
+        )
+    if not any(path.is_file() for path in files):
+        raise ConfigError(f"aclEnable=true but no ACL file exists: {', '.join(map(str, files))}")
+    try:
+        validator = AccessValidator(files)
+    except AclConfigError as exc:
+        raise ConfigError(f"aclEnable=true but the ACL file is not usable: {exc}") from None
+    log.info(
+        "ACL on: %d accounts from %s",
+        len(validator.config.accounts),
+        ", ".join(str(p) for p in files if p.is_file()),
+    )
+    return validator
+
+
+def guarded(access: AccessValidator, handler: Handler) -> Handler:
+    """``handler`` behind the access check: a refused request raises, which the transport
+    answers with SYSTEM_ERROR and the reason (no answer to a one-way request)."""
+    check = access.check
+
+    def checked(conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        check(cmd.code, cmd.ext_fields, cmd.body, conn.address)
+        return handler(conn, cmd)
+
+    return checked
+
+
 class Broker:
     """One broker: ``await start()``, serve, ``await shutdown()``."""
 
@@ -93,6 +134,7 @@ class Broker:
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
+        self.access = access_validator(config)
         self._topic_saver = Saver(topics.file, topics.encode)
         self._group_saver = Saver(groups.file, groups.encode)
         self._offset_saver = Saver(offsets.file, offsets.encode)
@@ -135,15 +177,21 @@ class Broker:
                 delay_offsets=self.delay.encode,
                 register=self.registration.register_all,
             ),
+            AclHandlers(config, self.access),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
             handlers.update(family.handlers())
+        if self.access is not None:
+            # Every request passes the access check first; with ACL off the handlers are
+            # registered as they are, so the check costs nothing.
+            handlers = {code: guarded(self.access, handler) for code, handler in handlers.items()}
         self.server = Server(
             handlers,
             name=f"broker {config.broker_name}",
             on_disconnect=self._disconnected,
             idle_timeout=config.server_channel_max_idle_time_seconds,
+            tls=config.server_tls(),
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._store_started = False
@@ -153,6 +201,8 @@ class Broker:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self, host: str | None = None) -> None:
+        """Open the store and serve; ``host`` overrides ``bindAddress``."""
+        host = host or self.config.bind_address
         self.topics.load()
         self.groups.load()
         self.offsets.load()
@@ -184,13 +234,15 @@ class Broker:
         self._spawn(self.long_polling.recheck_periodically())
         await self.registration.start()
         log.info(
-            "broker %s (cluster %s, id %d) serving %s; listening on %s:%d",
+            "broker %s (cluster %s, id %d) serving %s; listening on %s:%d (ACL %s, TLS %s)",
             self.config.broker_name,
             self.config.broker_cluster_name,
             self.config.broker_id,
             self.config.broker_addr,
-            host or "0.0.0.0",
+            host,
             port,
+            "on" if self.access is not None else "off",
+            self.server.tls.mode if self.server.tls is not None else "disabled",
         )
 
     async def shutdown(self) -> None:

@@ -11,8 +11,9 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
+from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     ClusterInfo,
@@ -42,11 +43,14 @@ from aiorocketmq.protocol.errors import (
     TopicNotExistError,
 )
 from aiorocketmq.protocol.headers import (
+    CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
+    DeleteAccessConfigRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
+    GetBrokerAclConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -62,6 +66,7 @@ from aiorocketmq.protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
     ViewMessageRequestHeader,
 )
 from aiorocketmq.protocol.message import MessageExt, decode_offset_msg_id, decode_records
@@ -619,6 +624,64 @@ class Admin:
         broker deletes only expired files, in the background, and says nothing."""
         response = await self.instance.call(broker_addr, RequestCode.TRIGGER_DELETE_FILES)
         return response.remark or ""
+
+    # -- ACL (RocketMQ 4.9's plain ACL requests; admin accounts only on our brokers) ---------
+
+    async def update_acl_config(
+        self,
+        broker_addr: str,
+        access_key: str,
+        *,
+        secret_key: str | None = None,
+        white_remote_address: str | None = None,
+        admin: bool = False,
+        default_topic_perm: str | None = None,
+        default_group_perm: str | None = None,
+        topic_perms: Iterable[str] | None = None,
+        group_perms: Iterable[str] | None = None,
+    ) -> None:
+        """Create or update an ACL account on one broker (UPDATE_AND_CREATE_ACL_CONFIG);
+        perms are ``name=PERM`` (PERM: DENY, PUB, SUB, PUB|SUB)."""
+        header = CreateAccessConfigRequestHeader(
+            access_key=access_key,
+            secret_key=secret_key,
+            white_remote_address=white_remote_address,
+            admin=admin,
+            default_topic_perm=default_topic_perm,
+            default_group_perm=default_group_perm,
+            topic_perms=",".join(topic_perms) if topic_perms is not None else None,
+            group_perms=",".join(group_perms) if group_perms is not None else None,
+        )
+        await self.instance.call(broker_addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header.to_fields())
+
+    async def delete_acl_config(self, broker_addr: str, access_key: str) -> None:
+        """Delete an ACL account on one broker (DELETE_ACL_CONFIG)."""
+        header = DeleteAccessConfigRequestHeader(access_key=access_key)
+        await self.instance.call(broker_addr, RequestCode.DELETE_ACL_CONFIG, header.to_fields())
+
+    async def update_global_white_addrs(
+        self, broker_addr: str, patterns: Iterable[str], *, acl_file: str | None = None
+    ) -> None:
+        """Replace a broker's global white list (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)."""
+        header = UpdateGlobalWhiteAddrsConfigRequestHeader(
+            global_white_addrs=",".join(patterns), acl_file_full_path=acl_file
+        )
+        await self.instance.call(
+            broker_addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header.to_fields()
+        )
+
+    async def acl_config_version(self, broker_addr: str) -> GetBrokerAclConfigResponseHeader:
+        """A broker's ACL data versions (GET_BROKER_CLUSTER_ACL_INFO)."""
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {})
+        return GetBrokerAclConfigResponseHeader.from_fields(response.ext_fields)
+
+    async def acl_config(self, broker_addr: str) -> dict[str, Any]:
+        """A broker's ACL rules, secrets included (GET_BROKER_CLUSTER_ACL_CONFIG)."""
+        response = await self.instance.call(broker_addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {})
+        data = fastjson.loads(response.body)
+        if not isinstance(data, dict):
+            raise ClientError("GET_BROKER_CLUSTER_ACL_CONFIG answered something other than an object")
+        return data
 
 
 def _is_set(

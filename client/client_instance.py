@@ -16,12 +16,14 @@ import functools
 import logging
 import os
 import random
+import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
@@ -58,7 +60,8 @@ from aiorocketmq.protocol.message import (
     local_ipv4,
     split_address,
 )
-from aiorocketmq.protocol.transport import Connection, Handler
+from aiorocketmq.protocol.tls import client_context
+from aiorocketmq.protocol.transport import Connection, Handler, Signer
 
 from .errors import ClientError
 from .routing import broker_addresses
@@ -105,6 +108,30 @@ class ClientOptions:
     serialization: Serialization = field(default_factory=lambda: _default_serialization())
     #: The address put in the client id; the address that routes outward when None.
     client_ip: str | None = None
+    #: ACL credentials: with both set, every request (name servers included) is signed.
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
+    #: TLS to every server; the server is checked against ``tls_ca_file`` (or the system
+    #: store) unless ``tls_verify`` is off (RocketMQ's own clients do not check by default).
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_verify: bool = True
+
+    def __post_init__(self) -> None:
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ClientError("ACL credentials need both access_key and secret_key")
+
+    @property
+    def credentials(self) -> Credentials | None:
+        if not self.access_key or not self.secret_key:
+            return None
+        return Credentials(self.access_key, self.secret_key, self.security_token)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        return client_context(verify=self.tls_verify, ca_file=self.tls_ca_file)
 
 
 def _default_serialization() -> Serialization:
@@ -181,15 +208,30 @@ class CorkedConnection(Connection):
 
 
 async def open_connection(
-    host: str, port: int, handlers: dict[int, Handler], name: str, timeout: float
+    host: str,
+    port: int,
+    handlers: dict[int, Handler],
+    name: str,
+    timeout: float,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    signer: Signer | None = None,
 ) -> Connection:
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: CorkedConnection(handlers, name=name), host, port), timeout
+            loop.create_connection(
+                lambda: CorkedConnection(handlers, name=name),
+                host,
+                port,
+                ssl=ssl_context,
+                server_hostname=host if ssl_context is not None else None,
+            ),
+            timeout,
         )
     except (TimeoutError, OSError) as exc:
         raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+    conn.signer = signer
     return conn
 
 
@@ -236,6 +278,11 @@ class ClientInstance:
         self._background: set[asyncio.Task[Any]] = set()
         self._users = 0
         self.running = False
+        self._ssl = options.ssl_context()
+        credentials = options.credentials
+        self._signer: Signer | None = (
+            functools.partial(sign, credentials=credentials) if credentials is not None else None
+        )
         self._handlers: dict[int, Handler] = {
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
             RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
@@ -355,7 +402,13 @@ class ClientInstance:
         try:
             host, port = split_address(addr)
             conn = await open_connection(
-                host, port, self._handlers, f"client {self.client_id}", self.options.request_timeout
+                host,
+                port,
+                self._handlers,
+                f"client {self.client_id}",
+                self.options.request_timeout,
+                ssl_context=self._ssl,
+                signer=self._signer,
             )
             self._conns[addr] = conn
             conn.add_close_callback(functools.partial(self._connection_closed, addr))
@@ -678,8 +731,24 @@ def acquire_instance(
         raise ClientError(
             f"client {client_id} already runs against name servers {instance.namesrv_addrs}, not {addrs}"
         )
+    elif _security(instance.options) != _security(options):
+        raise ClientError(
+            f"client {client_id} already runs with other credentials or TLS settings: "
+            "give this client its own instance_name"
+        )
     instance._users += 1
     return instance
+
+
+def _security(options: ClientOptions) -> tuple[Any, ...]:
+    return (
+        options.access_key,
+        options.secret_key,
+        options.security_token,
+        options.tls,
+        options.tls_ca_file,
+        options.tls_verify,
+    )
 
 
 async def release_instance(instance: ClientInstance) -> None:

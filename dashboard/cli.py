@@ -113,8 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, UsersFileError) as exc:
             print(f"mqdashboard: cannot use users file {args.users}: {exc}", file=sys.stderr)
             return 2
-    if args.access_key or args.secret_key:
-        log.warning("ACL credentials accepted but not sent: the SDK does not sign requests yet")
+    if bool(args.access_key) != bool(args.secret_key):
+        print("mqdashboard: ACL credentials need both --access-key and --secret-key", file=sys.stderr)
+        return 2
     settings = Settings(
         namesrv=args.namesrv,
         refresh=args.refresh,

@@ -11,7 +11,7 @@ that died and dropped out of the name server's table is still listed, as down.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiorocketmq.client import (
     Admin,
@@ -181,9 +181,12 @@ class Operations:
         secret_key: str | None = None,
     ) -> None:
         self.namesrv = namesrv
-        self.options = options or ClientOptions()
-        #: ACL credentials for the cluster. The SDK signs no request yet, so they are kept
-        #: (and shown on the cluster page) but not sent.
+        options = options or ClientOptions()
+        if access_key or secret_key:
+            # Every request of the admin client and the producer is signed with them.
+            options = replace(options, access_key=access_key, secret_key=secret_key)
+        self.options = options
+        #: ACL credentials for the cluster (the access key is shown on the cluster page).
         self.access_key = access_key
         self.secret_key = secret_key
         self.admin = Admin(namesrv, instance_name="mqdashboard", options=self.options)

@@ -75,7 +75,11 @@ async def serve(settings: NamesrvSettings) -> int:
     except OSError as exc:
         log.error("cannot create data directory: %s", exc)
         return 1
-    namesrv = NameServer(settings)
+    try:
+        namesrv = NameServer(settings)
+    except (ConfigError, OSError) as exc:
+        log.error("cannot start: %s", exc)
+        return 1
     try:
         port = await namesrv.start()
     except OSError as exc:
@@ -83,10 +87,11 @@ async def serve(settings: NamesrvSettings) -> int:
         await namesrv.close()
         return 1
     log.info(
-        "mqnamesrv %s listening on %s:%d (store dir %s, kv config %s, broker expiry %gs, scan every %gs)",
+        "mqnamesrv %s listening on %s:%d (TLS %s; store dir %s, kv config %s, broker expiry %gs, scan every %gs)",
         _version(),
         settings.bind_address,
         port,
+        namesrv.server.tls.mode if namesrv.server.tls else "disabled",
         settings.store_dir,
         settings.kv_config_file,
         settings.broker_expiry,

@@ -5,7 +5,8 @@
 ``bindAddress`` and ``scanNotActiveBrokerInterval`` are RocketMQ 5's; ``brokerChannelExpiredTime``
 is named after the Java constant that fixes the broker expiry at 120 s in 4.x (here it is a
 setting, so tests can run on a seconds scale). ``storePathRootDir`` is the data directory;
-``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``.
+``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``. RocketMQ's ``tls.server.*``
+keys (or ``tls.config.file``) put the listening socket under TLS.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from aiorocketmq.protocol.settings import Settings
+from aiorocketmq.protocol.settings import TlsSettings
 
 DEFAULT_STORE_DIR = "~/namesrv"
 KV_CONFIG_FILE = "kvConfig.json"
 
 
-class NamesrvSettings(Settings):
+class NamesrvSettings(TlsSettings):
     listen_port: int = Field(9876, alias="listenPort", ge=0, le=65535)
     bind_address: str = Field("0.0.0.0", alias="bindAddress", min_length=1)
     store_path_root_dir: str = Field(DEFAULT_STORE_DIR, alias="storePathRootDir", min_length=1)

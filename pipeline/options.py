@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from aiorocketmq.client.client_instance import ClientOptions
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL, TAG_SEPARATOR, group_name_problem, topic_name_problem
 
 #: Offsets in the JSON of ``startingOffsets`` / ``endingOffsets`` with a special meaning
@@ -39,12 +40,22 @@ READ_OPTIONS = {
     "failOnDataLoss": "'true' (default) or 'false': fail when offsets were deleted by retention",
     "consumerGroup": "streaming only: group whose offsets the stream's commits update",
     "pullBatchSize": "messages asked for per pull request (default 32)",
+    "accessKey": "ACL access key: sign every request (with secretKey)",
+    "secretKey": "ACL secret key (with accessKey)",
+    "tls": "'true' or 'false' (default): TLS to the name servers and brokers",
+    "tlsCaFile": "CA certificates to check the servers against (default: the system store)",
+    "tlsVerify": "'true' (default) or 'false': check the servers' certificates",
 }
 
 WRITE_OPTIONS = {
     "namesrv": "name server address(es) (required)",
     "topic": "topic for every row (overrides a 'topic' column)",
     "producerGroup": "producer group of the sink (default 'spark-rocketmq-sink')",
+    "accessKey": "ACL access key: sign every request (with secretKey)",
+    "secretKey": "ACL secret key (with accessKey)",
+    "tls": "'true' or 'false' (default): TLS to the name servers and brokers",
+    "tlsCaFile": "CA certificates to check the servers against (default: the system store)",
+    "tlsVerify": "'true' (default) or 'false': check the servers' certificates",
 }
 
 
@@ -176,6 +187,41 @@ def parse_offsets(
 
 
 @dataclass(frozen=True)
+class Security:
+    """ACL credentials and TLS, for every client a read or write starts (planner and tasks)."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_verify: bool = True
+
+    @classmethod
+    def parse(cls, given: dict[str, str]) -> Security:
+        access_key = given.get("accesskey", "").strip() or None
+        secret_key = given.get("secretkey", "").strip() or None
+        if (access_key is None) != (secret_key is None):
+            missing = "secretKey" if secret_key is None else "accessKey"
+            raise RocketMQOptionError(missing, "accessKey and secretKey go together")
+        return cls(
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=_bool(given, "tls", False),
+            tls_ca_file=given.get("tlscafile", "").strip() or None,
+            tls_verify=_bool(given, "tlsVerify", True),
+        )
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            tls=self.tls,
+            tls_ca_file=self.tls_ca_file,
+            tls_verify=self.tls_verify,
+        )
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     """What a read needs, checked. ``starting`` / ``ending`` are ``"earliest"``, ``"latest"``,
     per-queue offsets, or (``starting`` only) a timestamp in milliseconds."""
@@ -191,6 +237,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     consumer_group: str | None
     pull_batch_size: int
+    security: Security = Security()
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
@@ -261,6 +308,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(given, "failOnDataLoss", True),
             consumer_group=group,
             pull_batch_size=_positive_int(given, "pullBatchSize") or 32,
+            security=Security.parse(given),
         )
 
 
@@ -281,6 +329,7 @@ class WriteOptions:
     namesrv: str
     topic: str | None
     producer_group: str
+    security: Security = Security()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -293,4 +342,4 @@ class WriteOptions:
         group = given.get("producergroup", "spark-rocketmq-sink").strip()
         if group_name_problem(group) is not None:
             raise RocketMQOptionError("producerGroup", f"{group!r} is not a valid group name")
-        return cls(namesrv=namesrv, topic=topic, producer_group=group)
+        return cls(namesrv=namesrv, topic=topic, producer_group=group, security=Security.parse(given))

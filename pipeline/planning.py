@@ -20,7 +20,15 @@ from aiorocketmq.client.blocking import BlockingAdmin
 from aiorocketmq.client.errors import MQError, TopicNotExistError
 from aiorocketmq.protocol.body import MessageQueue
 
-from .options import EARLIEST, LATEST, BrokerOffsets, DataLossError, ReadOptions, RocketMQOptionError
+from .options import (
+    EARLIEST,
+    LATEST,
+    BrokerOffsets,
+    DataLossError,
+    ReadOptions,
+    RocketMQOptionError,
+    Security,
+)
 
 #: Spark's JSON form of a source offset.
 JsonOffsets = dict[str, dict[str, int]]
@@ -34,11 +42,11 @@ class Bounds:
     max_offset: int
 
 
-def open_admin(namesrv: str) -> BlockingAdmin:
+def open_admin(namesrv: str, security: Security) -> BlockingAdmin:
     """A started admin client that has reached a name server (``namesrv`` option errors
-    otherwise)."""
+    otherwise), signing and speaking TLS as ``security`` says."""
     try:
-        admin = BlockingAdmin(namesrv)
+        admin = BlockingAdmin(namesrv, options=security.client_options())
     except MQError as exc:
         raise RocketMQOptionError("namesrv", f"cannot start a client for {namesrv!r}: {exc}") from None
     try:
@@ -74,7 +82,7 @@ def queue_bounds(admin: BlockingAdmin, namesrv: str, topic: str) -> dict[Message
 
 def check_cluster(options: ReadOptions) -> None:
     """Name server reachable and topic routed: the checks a query makes when it is defined."""
-    admin = open_admin(options.namesrv)
+    admin = open_admin(options.namesrv, options.security)
     try:
         queue_bounds(admin, options.namesrv, options.topic)
     finally:

@@ -18,7 +18,7 @@ import asyncio
 import collections
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiorocketmq.client import Admin
@@ -29,7 +29,7 @@ from aiorocketmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import error_for_code
 from aiorocketmq.protocol.loop import new_event_loop
 
-from .options import DataLossError
+from .options import DataLossError, Security
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +64,7 @@ class RangeSpec:
     tags: frozenset[str] | None
     fail_on_data_loss: bool
     pull_batch_size: int
+    security: Security = field(default_factory=Security)
 
 
 @dataclass
@@ -136,7 +137,9 @@ def read_range(spec: RangeSpec) -> Iterator[pa.RecordBatch]:
     from .records import decode_chunk, keep_rows
 
     loop = new_event_loop()
-    admin = Admin(spec.namesrv, instance_name=f"spark-reader-{os.getpid()}")
+    admin = Admin(
+        spec.namesrv, instance_name=f"spark-reader-{os.getpid()}", options=spec.security.client_options()
+    )
     reader: _RangeReader | None = None
     try:
         loop.run_until_complete(admin.start())

@@ -130,7 +130,9 @@ def send_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> in
     """Send every row of ``batches``; the number sent."""
     sent = 0
     try:
-        producer = BlockingProducer(options.producer_group, options.namesrv)
+        producer = BlockingProducer(
+            options.producer_group, options.namesrv, options=options.security.client_options()
+        )
     except Exception as exc:
         raise RocketMQWriteError(
             f"rocketmq sink: cannot start a producer for name server {options.namesrv}: {type(exc).__name__}: {exc}"
@@ -159,7 +161,7 @@ def _prepare(options: Mapping[str, str], schema: StructType, overwrite: bool) ->
     if overwrite:
         raise RocketMQOptionError("mode", "the rocketmq sink only appends; use mode('append')")
     check_write_schema(schema, parsed)
-    open_admin(parsed.namesrv).close()
+    open_admin(parsed.namesrv, parsed.security).close()
     return parsed
 
 

@@ -91,6 +91,7 @@ def _partitions(
                 tags=options.tags,
                 fail_on_data_loss=options.fail_on_data_loss,
                 pull_batch_size=options.pull_batch_size,
+                security=options.security,
             )
             parts.append(QueueRangePartition(spec))
     return parts
@@ -101,7 +102,7 @@ class RocketMQBatchReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        admin = open_admin(options.namesrv)
+        admin = open_admin(options.namesrv, options.security)
         try:
             bounds = queue_bounds(admin, options.namesrv, options.topic)
             start = resolve_start(options, admin, bounds)
@@ -140,7 +141,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def admin(self) -> BlockingAdmin:
         if self._admin is None:
-            self._admin = open_admin(self.options.namesrv)
+            self._admin = open_admin(self.options.namesrv, self.options.security)
         return self._admin
 
     def _bounds(self) -> dict[MessageQueue, Bounds]:

@@ -414,3 +414,45 @@ class ResetOffsetRequestHeader(Header):
 
 class QueryTopicConsumeByWhoRequestHeader(Header):
     topic: str
+
+
+# -- ACL administration (RocketMQ 4.9's plain ACL requests, codes 50-54) ----------------------
+
+
+class CreateAccessConfigRequestHeader(Header):
+    """UPDATE_AND_CREATE_ACL_CONFIG (50); ``topicPerms``/``groupPerms`` are comma-separated
+    ``name=PERM`` lists."""
+
+    access_key: str = Field(alias="accessKey")
+    secret_key: str | None = Field(None, alias="secretKey", repr=False)
+    white_remote_address: str | None = Field(None, alias="whiteRemoteAddress")
+    admin: WireBool = False
+    default_topic_perm: str | None = Field(None, alias="defaultTopicPerm")
+    default_group_perm: str | None = Field(None, alias="defaultGroupPerm")
+    topic_perms: str | None = Field(None, alias="topicPerms")
+    group_perms: str | None = Field(None, alias="groupPerms")
+
+
+class DeleteAccessConfigRequestHeader(Header):
+    """DELETE_ACL_CONFIG (51)."""
+
+    access_key: str = Field(alias="accessKey")
+
+
+class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): comma-separated patterns; ``aclFileFullPath``
+    picks the file (4.9.3+), the first ACL file when absent."""
+
+    global_white_addrs: str = Field(alias="globalWhiteAddrs")
+    acl_file_full_path: str | None = Field(None, alias="aclFileFullPath")
+
+
+class GetBrokerAclConfigResponseHeader(Header):
+    """GET_BROKER_CLUSTER_ACL_INFO (52): ``version`` is the ACL data version as JSON,
+    ``allAclFileVersion`` a JSON map of file -> data version."""
+
+    version: str
+    all_acl_file_version: str | None = Field(None, alias="allAclFileVersion")
+    broker_name: str = Field(alias="brokerName")
+    broker_addr: str = Field(alias="brokerAddr")
+    cluster_name: str = Field(alias="clusterName")

@@ -8,13 +8,15 @@ keys; :meth:`Settings.load` merges a file and command-line overrides, and
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import MQError
+from .tls import ServerTls, client_context_from_properties, tls_properties
 
 
 class ConfigError(MQError):
@@ -108,3 +110,58 @@ class Settings(BaseModel):
                 text = str(getattr(value, "value", value))
             lines.append(f"{info.alias or name}={text}")
         return "\n".join(lines) + "\n"
+
+
+class TlsSettings(Settings):
+    """RocketMQ's ``tls.*`` keys, for processes that serve (``tls.server.*``) or reach a
+    TLS server (``tls.enable``, ``tls.client.*``); ``tls.config.file`` names a properties
+    file holding them, as RocketMQ's ``-Dtls.config.file`` does (keys given here win)."""
+
+    tls_config_file: str | None = Field(None, alias="tls.config.file")
+    tls_server_mode: str | None = Field(None, alias="tls.server.mode")
+    tls_server_cert_path: str | None = Field(None, alias="tls.server.certPath")
+    tls_server_key_path: str | None = Field(None, alias="tls.server.keyPath")
+    tls_server_key_password: str | None = Field(None, alias="tls.server.keyPassword", repr=False)
+    tls_server_trust_cert_path: str | None = Field(None, alias="tls.server.trustCertPath")
+    tls_server_need_client_auth: str | None = Field(None, alias="tls.server.need.client.auth")
+    tls_enable: bool | None = Field(None, alias="tls.enable")
+    tls_client_auth_server: bool | None = Field(None, alias="tls.client.authServer")
+    tls_client_trust_cert_path: str | None = Field(None, alias="tls.client.trustCertPath")
+    tls_client_cert_path: str | None = Field(None, alias="tls.client.certPath")
+    tls_client_key_path: str | None = Field(None, alias="tls.client.keyPath")
+    tls_client_key_password: str | None = Field(None, alias="tls.client.keyPassword", repr=False)
+
+    def to_properties(self) -> str:
+        """As :meth:`Settings.to_properties`, the process's own keys first and only the
+        ``tls.*`` keys that are set (an operator without TLS sees no change)."""
+        own, tls = [], []
+        for line in super().to_properties().splitlines():
+            if not line.startswith("tls."):
+                own.append(line)
+            elif not line.endswith("="):
+                tls.append(line)
+        return "\n".join(own + tls) + "\n"
+
+    def tls_values(self) -> dict[str, str]:
+        """Every ``tls.*`` setting in force, the config file's merged under these."""
+        given = {
+            info.alias: getattr(self, name)
+            for name, info in type(self).model_fields.items()
+            if info.alias and info.alias.startswith("tls.")
+        }
+        return tls_properties(given)
+
+    def server_tls(self) -> ServerTls:
+        """The listening sockets' TLS (``disabled`` unless ``tls.server.mode`` says otherwise);
+        raises :class:`ConfigError` naming the key that cannot be used."""
+        try:
+            return ServerTls.from_properties(self.tls_values())
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """The context for reaching TLS servers when ``tls.enable=true``; None otherwise."""
+        try:
+            return client_context_from_properties(self.tls_values())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"tls.client settings: {exc}") from None

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
@@ -22,11 +23,14 @@ from .codes import RequestCode, ResponseCode, RpcFlag
 from .command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
 from .errors import BrokerError, ConnectionClosedError, MQError, ProtocolError, RequestTimeoutError
 from .loop import cancel_and_wait
+from .tls import Listener, ServerTls, serve
 
 log = logging.getLogger(__name__)
 
 HandlerResult: TypeAlias = "RemotingCommand | Awaitable[RemotingCommand | None] | None"
 Handler: TypeAlias = "Callable[[Connection, RemotingCommand], HandlerResult]"
+#: Called on every request a connection sends, just before it is encoded (ACL signing).
+Signer: TypeAlias = "Callable[[RemotingCommand], None]"
 
 _RESPONSE = RpcFlag.RESPONSE.value
 _ONEWAY = RpcFlag.ONEWAY.value
@@ -89,6 +93,8 @@ class Connection(asyncio.Protocol):
         self.local: tuple[str, int] = ("", 0)
         #: Free-form state owned by the application (client id, registered groups, ...).
         self.attrs: dict[str, Any] = {}
+        #: Signs each outgoing request (ACL credentials); None sends them as they are.
+        self.signer: Signer | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -182,6 +188,8 @@ class Connection(asyncio.Protocol):
         opaque = next(self._opaques) & 0x7FFFFFFF
         cmd.opaque = opaque
         cmd.flag &= ~_ONEWAY
+        if self.signer is not None:
+            self.signer(cmd)
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         timer = loop.call_later(timeout, self._expire, opaque, cmd.code, timeout)
         self._pending[opaque] = (future, timer)
@@ -199,6 +207,8 @@ class Connection(asyncio.Protocol):
             raise ConnectionClosedError(f"{self.address}: {self.close_reason or 'not connected'}")
         cmd.opaque = next(self._opaques) & 0x7FFFFFFF
         cmd.flag |= _ONEWAY
+        if self.signer is not None:
+            self.signer(cmd)
         self.write(cmd.encode())
 
     def send_response(self, response: RemotingCommand) -> None:
@@ -358,8 +368,11 @@ async def connect(
     timeout: float = DEFAULT_TIMEOUT,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     name: str = "",
+    ssl_context: ssl.SSLContext | None = None,
+    signer: Signer | None = None,
 ) -> Connection:
-    """Open a client connection; handlers answer requests the server sends on it."""
+    """Open a client connection (over TLS with ``ssl_context``; each request signed by
+    ``signer``); handlers answer requests the server sends on it."""
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
@@ -369,11 +382,14 @@ async def connect(
                 ),
                 host,
                 port,
+                ssl=ssl_context,
+                server_hostname=host if ssl_context is not None else None,
             ),
             timeout,
         )
     except (TimeoutError, OSError) as exc:
         raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+    conn.signer = signer
     return conn
 
 
@@ -390,8 +406,11 @@ class Server:
         on_connect: Callable[[Connection], None] | None = None,
         on_disconnect: Callable[[Connection], None] | None = None,
         idle_timeout: float | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = dict(handlers)
+        #: TLS on every listening socket (RocketMQ's disabled / permissive / enforcing).
+        self.tls = tls
         self.name = name
         self.max_frame_size = max_frame_size
         self._default_handler = default_handler
@@ -399,7 +418,7 @@ class Server:
         self._on_disconnect = on_disconnect
         #: Close connections that sent nothing for this long (RocketMQ: 120 s); None: never.
         self.idle_timeout = idle_timeout
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server | Listener] = []
         self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
 
@@ -426,8 +445,7 @@ class Server:
 
     async def listen(self, host: str | None, port: int) -> int:
         """Start listening; returns the bound port (useful with ``port=0``)."""
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(self._make_connection, host, port, reuse_address=True)
+        server = await serve(self._make_connection, host, port, self.tls)
         self._servers.append(server)
         if self.idle_timeout is not None and self._sweeper is None:
             self._sweeper = asyncio.ensure_future(self._close_idle(self.idle_timeout))

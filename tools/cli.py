@@ -1,6 +1,6 @@
 """What ``mqadmin`` and ``mqbench`` share: RocketMQ-style option values (``true``/``false``
 booleans, ``currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS`` timestamps), Java's human time format,
-aligned tables, JSON output, and the exit-code convention: 0 done, 1 failed (one line on
+aligned tables, JSON output, ACL credentials and TLS options, and the exit-code convention: 0 done, 1 failed (one line on
 stderr saying why), 2 bad arguments (argparse prints the usage)."""
 
 from __future__ import annotations
@@ -9,10 +9,14 @@ import argparse
 import base64
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TextIO
+
+import yaml
 
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.message import MessageExt
@@ -208,4 +212,62 @@ def quiet_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.CRITICAL,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
+    )
+
+
+# -- credentials and TLS ------------------------------------------------------------------------
+
+#: Environment variables the tools read ACL credentials from (the SDK itself takes them as
+#: arguments only).
+ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
+#: RocketMQ's tools read ``accessKey``/``secretKey`` from ``$ROCKETMQ_HOME/conf/tools.yml``.
+TOOLS_YML = "conf/tools.yml"
+
+
+def tool_credentials(
+    access_key: str | None = None, secret_key: str | None = None
+) -> tuple[str | None, str | None]:
+    """The credentials a tool signs with: those given, else ``$ROCKETMQ_ACCESS_KEY`` /
+    ``$ROCKETMQ_SECRET_KEY``, else ``$ROCKETMQ_HOME/conf/tools.yml`` as RocketMQ's tools read
+    it; ``(None, None)`` when none are set. Raises :class:`CommandFailed` for half a pair."""
+    ak = access_key or os.environ.get(ACCESS_KEY_ENV) or None
+    sk = secret_key or os.environ.get(SECRET_KEY_ENV) or None
+    home = os.environ.get("ROCKETMQ_HOME")
+    if ak is None and sk is None and home:
+        path = Path(home) / TOOLS_YML
+        if path.is_file():
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise CommandFailed(f"cannot read {path}: {exc}") from None
+            if isinstance(data, dict):
+                ak = str(data.get("accessKey") or "") or None
+                sk = str(data.get("secretKey") or "") or None
+    if (ak is None) != (sk is None):
+        raise CommandFailed(
+            f"ACL credentials need both an access key and a secret key (${ACCESS_KEY_ENV}, ${SECRET_KEY_ENV})"
+        )
+    return ak, sk
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """``--tls`` (default ``$ROCKETMQ_TLS_ENABLE``), ``--tlsCaFile``, ``--tlsNoVerify``."""
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=os.environ.get("ROCKETMQ_TLS_ENABLE", "").lower() == "true",
+        help="talk TLS to every server (default: $ROCKETMQ_TLS_ENABLE=true)",
+    )
+    parser.add_argument(
+        "--tlsCaFile",
+        dest="tls_ca_file",
+        metavar="FILE",
+        help="CA certificates to check servers against (default: the system store)",
+    )
+    parser.add_argument(
+        "--tlsNoVerify",
+        dest="tls_no_verify",
+        action="store_true",
+        help="do not check the server's certificate",
     )

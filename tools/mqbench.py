@@ -52,7 +52,9 @@ from .cli import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    CommandFailed,
     Parser,
+    add_tls_options,
     human_time,
     non_negative_int,
     one_line,
@@ -60,6 +62,7 @@ from .cli import (
     positive_int,
     quiet_logging,
     rate,
+    tool_credentials,
 )
 
 PRODUCER_GROUP = "benchmark_producer"
@@ -323,7 +326,7 @@ async def run_producer(args: argparse.Namespace, *, batch: bool) -> int:
         f"topic: {args.topic}, threadCount: {threads}, messageSize: {args.messageSize}, "
         + (f"batchSize: {batch_size}, " if batch else "")
         + f"keyEnable: {_java(args.keyEnable)}, propertySize: {args.propertySize}, tagCount: {args.tagCount}, "
-        f"traceEnable: false, aclEnable: false, messageQuantity: {args.messageQuantity}, "
+        f"traceEnable: false, aclEnable: {_java(args.aclEnable)}, messageQuantity: {args.messageQuantity}, "
         + (
             ""
             if batch
@@ -339,7 +342,7 @@ async def run_producer(args: argparse.Namespace, *, batch: bool) -> int:
         args.namesrvAddr,
         instance_name=str(now_millis()),
         compress_threshold=args.compressOverHowMuch if args.compressEnable else NO_COMPRESSION,
-        options=ClientOptions(),
+        options=client_options(args),
     )
     await producer.start()
     try:
@@ -491,7 +494,7 @@ async def run_consumer(args: argparse.Namespace) -> int:
     print(
         f"topic: {args.topic}, threadCount {args.threadCount}, group: {group}, suffix: {_java(args.groupSuffix)}, "
         f"filterType: {args.filterType}, expression: {args.expression}, msgTraceEnable: false, "
-        f"aclEnable: false, reportInterval: {args.reportInterval}",
+        f"aclEnable: {_java(args.aclEnable)}, reportInterval: {args.reportInterval}",
         flush=True,
     )
     if expression != "*":
@@ -523,6 +526,7 @@ async def run_consumer(args: argparse.Namespace) -> int:
         concurrency=args.threadCount,
         allocation="averagely",
         instance_name=str(now_millis()),
+        options=client_options(args),
     )
     consumer.subscribe(args.topic, expression)
 
@@ -568,6 +572,17 @@ async def run_consumer(args: argparse.Namespace) -> int:
 # -- command line -------------------------------------------------------------------------------
 
 
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """Credentials (``-a -ak -sk``) and TLS (``--tls``) as the command line says."""
+    return ClientOptions(
+        access_key=args.accessKey,
+        secret_key=args.secretKey,
+        tls=args.tls,
+        tls_ca_file=args.tls_ca_file,
+        tls_verify=not args.tls_no_verify,
+    )
+
+
 def _flag(parser: argparse.ArgumentParser, short: str, name: str, help_text: str) -> None:
     """A RocketMQ boolean option: ``-k true``, ``-k false``, or just ``-k``."""
     parser.add_argument(
@@ -586,7 +601,12 @@ def _common(parser: argparse.ArgumentParser, threads: int) -> None:
         "-ri", "--reportInterval", type=positive_int, default=10000, help="ms between reports (10000)"
     )
     _flag(parser, "-m", "msgTraceEnable", "message trace (not supported: false)")
-    _flag(parser, "-a", "aclEnable", "ACL (not supported: false)")
+    _flag(
+        parser, "-a", "aclEnable", "sign requests with -ak/-sk (or $ROCKETMQ_ACCESS_KEY/$ROCKETMQ_SECRET_KEY)"
+    )
+    parser.add_argument("-ak", "--accessKey", dest="accessKey", help="ACL access key (with -a)")
+    parser.add_argument("-sk", "--secretKey", dest="secretKey", help="ACL secret key (with -a)")
+    add_tls_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
     parser.add_argument("--verbose", action="store_true", help="log the SDK's activity to stderr")
 
@@ -672,7 +692,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.msgTraceEnable:
         sub.error("message trace (-m) is not supported")
     if args.aclEnable:
-        sub.error("ACL (-a) is not supported")
+        try:
+            args.accessKey, args.secretKey = tool_credentials(args.accessKey, args.secretKey)
+        except CommandFailed as exc:
+            sub.error(str(exc))
+        if args.accessKey is None:
+            sub.error("ACL (-a) needs -ak and -sk (or $ROCKETMQ_ACCESS_KEY and $ROCKETMQ_SECRET_KEY)")
+    else:
+        args.accessKey = args.secretKey = None
     if args.tool == "consumer":
         if args.filterType == "SQL92":
             sub.error("SQL92 filtering is not supported by the broker; use -f TAG")

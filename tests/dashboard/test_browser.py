@@ -33,9 +33,9 @@ from aiorocketmq.client import (
     PushConsumer,
     SendResult,
 )
-from aiorocketmq.client.subscription import dlq_topic, retry_topic
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
 from aiorocketmq.protocol.codes import Perm
+from aiorocketmq.protocol.names import dlq_topic, retry_topic
 from tests.cluster import Cluster
 from tests.support import ROOT
 
