@@ -72,7 +72,11 @@ class NameServer:
         self.kv = kv if kv is not None else KVConfig.load(settings.kv_config_file)
         # Like RocketMQ (serverChannelMaxIdleTimeSeconds): brokers and clients talk every 30 s.
         self.server = Server(
-            self._handlers(), name="namesrv", on_disconnect=self._connection_closed, idle_timeout=120.0
+            self._handlers(),
+            name="namesrv",
+            on_disconnect=self._connection_closed,
+            idle_timeout=120.0,
+            limits=settings.connection_limits(),
         )
         self.port: int | None = None
         self._scanner: asyncio.Task[None] | None = None
