@@ -15,15 +15,15 @@ from pydantic import Field, field_validator
 from aiorocketmq.broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.message import local_ipv4
-from aiorocketmq.protocol.settings import TlsSettings
+from aiorocketmq.protocol.settings import ServerLimitSettings, TlsSettings
 
 _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
 
 
-class BrokerConfig(TlsSettings):
-    """Broker-level settings (store settings live in ``StoreConfig``), and RocketMQ's
-    ``tls.*`` keys."""
+class BrokerConfig(TlsSettings, ServerLimitSettings):
+    """Broker-level settings (store settings live in ``StoreConfig``), RocketMQ's ``tls.*``
+    keys, and the limits on client connections (:class:`ServerLimitSettings`)."""
 
     broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName")
     broker_name: str = Field(default_factory=lambda: socket.gethostname(), alias="brokerName")

@@ -10,6 +10,7 @@ integer keys), as Java brokers write them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -56,10 +57,17 @@ class ConfigFile:
         """Blocking atomic write; call from a thread (see :meth:`save`)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            # A full disk: the old file stays whole; a half-written temp file must not linger
+            # holding the blocks that are short.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         if self.path.exists():
             os.replace(self.path, self.backup)
         os.replace(tmp, self.path)

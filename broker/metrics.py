@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from aiorocketmq.broker.store import MessageStore
@@ -65,6 +65,8 @@ class MetricsExporter:
         self.config = config
         self.stats = stats
         self.store = store
+        #: Set by the broker once its server exists: connections dropped over a limit.
+        self.connections_dropped: Callable[[], int] = lambda: 0
         self.topics = topics
         self.offsets = offsets
         self.clients = clients
@@ -123,7 +125,31 @@ class MetricsExporter:
         self._throughput(out, base_labels)
         self._groups(out)
         self._latency(out, base_labels)
+        self._reliability(out, base_labels)
         return out.text()
+
+    def _reliability(self, out: _Text, labels: dict[str, str]) -> None:
+        """Disk-full refusals, messages retention took before they were consumed, and peers
+        dropped for going over a connection limit."""
+        store = self.store
+        stats = store.stats
+        out.header(
+            "rocketmq_store_disk_full", "gauge", "1 while the store refuses puts for lack of disk space"
+        )
+        out.sample("rocketmq_store_disk_full", labels, 1 if store.disk_full else 0)
+        out.header("rocketmq_store_disk_used_ratio", "gauge", "Fraction of the commit-log disk in use")
+        out.sample("rocketmq_store_disk_used_ratio", labels, float(stats.disk_used_ratio))
+        name = "rocketmq_store_put_refused_disk_full_total"
+        out.header(name, "counter", "Puts refused because the disk was full")
+        out.sample(name, labels, stats.put_refused_disk_full)
+        name = "rocketmq_store_unconsumed_messages_deleted_total"
+        out.header(
+            name, "counter", "Messages a subscribed group had not consumed when their file was deleted"
+        )
+        out.sample(name, labels, stats.unconsumed_deleted)
+        name = "rocketmq_remoting_connections_dropped_total"
+        out.header(name, "counter", "Connections refused or dropped for going over a limit")
+        out.sample(name, labels, self.connections_dropped())
 
     def _window(self) -> tuple[float, _Snapshot, _Snapshot]:
         now = _Snapshot(self.stats)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from aiorocketmq.protocol.body import ConsumerOffsetTable
 
@@ -76,3 +77,30 @@ class OffsetTable:
         for key in [k for k in self.table if k.startswith(prefix)]:
             del self.table[key]
         self.dirty = True
+
+
+def consumer_progress(
+    offsets: OffsetTable,
+    subscribed: Mapping[str, Iterable[str]],
+    queue_ids: Callable[[str], list[int]],
+    delayed: Mapping[int, int],
+    schedule_topic: str,
+) -> Iterator[tuple[str, str, int, int]]:
+    """``(group, topic, queue id, next offset to consume)`` for everything still to be consumed:
+    every committed offset; every queue of a topic an online group (``subscribed``: group →
+    topics) subscribes to without having committed anything there yet (from the start, to be
+    safe); and the delayed-delivery position of each delay level. This is what the store's
+    forced clean-up protects."""
+    committed = set()
+    for key, queues in list(offsets.table.items()):
+        topic, _, group = key.partition(KEY_SEPARATOR)
+        committed.add(key)
+        for queue_id, offset in list(queues.items()):
+            yield group, topic, queue_id, offset
+    for group, topics in subscribed.items():
+        for topic in topics:
+            if f"{topic}{KEY_SEPARATOR}{group}" not in committed:
+                for queue_id in queue_ids(topic):
+                    yield group, topic, queue_id, 0
+    for level, offset in list(delayed.items()):
+        yield "(delayed delivery)", schedule_topic, level - 1, offset

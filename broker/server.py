@@ -13,13 +13,14 @@ import ipaddress
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.protocol.codes import CURRENT_VERSION
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import pack_host
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC
 from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, Server
 
@@ -40,7 +41,7 @@ from .handlers.transaction import TransactionHandlers
 from .locks import QueueLocks
 from .long_polling import LongPolling
 from .metrics import MetricsExporter
-from .offsets import OffsetTable
+from .offsets import OffsetTable, consumer_progress
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
 from .topics import TopicTable
@@ -117,6 +118,7 @@ class Broker:
         store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
         # The parts; each service and handler family is given only the parts it uses.
         self.store = store = MessageStore(store_config, store_host=store_host)
+        store.consumer_progress = self._consumer_progress
         self.stats = stats = BrokerStats()
         self.tps = TpsSampler(stats)
         self.topics = topics = TopicTable(config, on_change=self._topics_changed)
@@ -192,7 +194,9 @@ class Broker:
             on_disconnect=self._disconnected,
             idle_timeout=config.server_channel_max_idle_time_seconds,
             tls=config.server_tls(),
+            limits=config.connection_limits(),
         )
+        self.metrics.connections_dropped = lambda: self.server.dropped
         self._tasks: list[asyncio.Task[None]] = []
         self._store_started = False
         self._stopped = False
@@ -314,6 +318,16 @@ class Broker:
     def _topics_changed(self) -> None:
         self._topic_saver.request()
         self.registration.register_soon()
+
+    def _consumer_progress(self) -> Iterator[tuple[str, str, int, int]]:
+        """What the store's forced clean-up must keep (see ``offsets.consumer_progress``)."""
+        return consumer_progress(
+            self.offsets,
+            {name: list(group.subscriptions) for name, group in self.clients.consumers.items()},
+            self.store.queue_ids,
+            self.delay.offsets,
+            SCHEDULE_TOPIC,
+        )
 
     def _disconnected(self, conn: Connection) -> None:
         self.clients.connection_closed(conn)

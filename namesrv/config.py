@@ -15,13 +15,13 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from aiorocketmq.protocol.settings import TlsSettings
+from aiorocketmq.protocol.settings import ServerLimitSettings, TlsSettings
 
 DEFAULT_STORE_DIR = "~/namesrv"
 KV_CONFIG_FILE = "kvConfig.json"
 
 
-class NamesrvSettings(TlsSettings):
+class NamesrvSettings(TlsSettings, ServerLimitSettings):
     listen_port: int = Field(9876, alias="listenPort", ge=0, le=65535)
     bind_address: str = Field("0.0.0.0", alias="bindAddress", min_length=1)
     store_path_root_dir: str = Field(DEFAULT_STORE_DIR, alias="storePathRootDir", min_length=1)

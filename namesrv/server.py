@@ -77,6 +77,7 @@ class NameServer:
             on_disconnect=self._connection_closed,
             idle_timeout=120.0,
             tls=settings.server_tls(),
+            limits=settings.connection_limits(),
         )
         self.port: int | None = None
         self._scanner: asyncio.Task[None] | None = None

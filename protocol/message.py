@@ -174,10 +174,12 @@ def pack_host(host: str, port: int) -> bytes:
 
 
 def unpack_host(data: bytes) -> str:
-    """``ip:port`` from 8 (IPv4) or 20 (IPv6) packed bytes."""
+    """``ip:port`` from 8 (IPv4) or 20 (IPv6) packed bytes; ProtocolError for other lengths."""
     port = int.from_bytes(data[-4:], "big", signed=True)
     if len(data) == 8:
         return f"{socket.inet_ntoa(data[:4])}:{port}"
+    if len(data) != 20:
+        raise ProtocolError(f"a packed host has 8 or 20 bytes, not {len(data)}")
     return f"[{socket.inet_ntop(socket.AF_INET6, data[:16])}]:{port}"
 
 

@@ -15,8 +15,10 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .command import DEFAULT_MAX_FRAME_SIZE
 from .errors import MQError
 from .tls import ServerTls, client_context_from_properties, tls_properties
+from .transport import ConnectionLimits
 
 
 class ConfigError(MQError):
@@ -98,9 +100,17 @@ class Settings(BaseModel):
         return self._unknown_keys
 
     def to_properties(self) -> str:
-        """``key=value`` lines, RocketMQ key names, in declaration order."""
+        """``key=value`` lines, RocketMQ key names, in declaration order (inherited keys last)."""
         lines = []
-        for name, info in type(self).model_fields.items():
+        # A process's own keys first, then those it shares with others (server limits).
+        shared: set[str] = set()
+        for base in type(self).__mro__[1:]:
+            if isinstance(base, type) and issubclass(base, Settings) and base is not Settings:
+                shared.update(base.model_fields)
+        fields = type(self).model_fields
+        ordered = [n for n in fields if n not in shared] + [n for n in fields if n in shared]
+        for name in ordered:
+            info = fields[name]
             value = getattr(self, name)
             if isinstance(value, bool):
                 text = "true" if value else "false"
@@ -165,3 +175,27 @@ class TlsSettings(Settings):
             return client_context_from_properties(self.tls_values())
         except (OSError, ValueError) as exc:
             raise ConfigError(f"tls.client settings: {exc}") from None
+
+
+class ServerLimitSettings(Settings):
+    """The limits a server process puts on its peers (:class:`~.transport.ConnectionLimits`).
+
+    ``serverSocketBacklog`` is RocketMQ's key; the others are ours (RocketMQ has no such
+    limits; its frame size is the ``com.rocketmq.remoting.frameMaxLength`` property)."""
+
+    server_socket_backlog: int = Field(1024, alias="serverSocketBacklog", ge=1)
+    server_frame_max_bytes: int = Field(DEFAULT_MAX_FRAME_SIZE, alias="serverFrameMaxBytes", ge=1024)
+    server_buffered_frame_bytes_max: int = Field(
+        256 * 1024 * 1024, alias="serverBufferedFrameBytesMax", ge=1024
+    )
+    server_frame_read_timeout_millis: int = Field(60_000, alias="serverFrameReadTimeoutMillis", ge=1)
+    server_max_connections_per_address: int = Field(1000, alias="serverMaxConnectionsPerAddress", ge=1)
+
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            backlog=self.server_socket_backlog,
+            max_frame_size=self.server_frame_max_bytes,
+            max_buffered=self.server_buffered_frame_bytes_max,
+            frame_timeout=self.server_frame_read_timeout_millis / 1000,
+            max_per_address=self.server_max_connections_per_address,
+        )

@@ -5,18 +5,27 @@ Either side of a connection may send requests; responses are matched to their re
 ``opaque`` alone (REMOTING.md §1.1). Handlers may answer synchronously (returning the
 response, fastest) or return an awaitable (long polling, sync flush) that is run as a task.
 Requests that arrive in one read are answered with one write.
+
+A server protects its memory from broken and hostile peers (:class:`ConnectionLimits`): one
+incomplete frame holds at most the frame size limit; all connections' incomplete frames
+together at most ``max_buffered`` bytes (past it, the peer holding the largest one is
+disconnected); a started frame must finish arriving within ``frame_timeout``; one remote
+address may hold at most ``max_per_address`` connections. Each disconnection is logged;
+everyone else keeps being served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import itertools
 import logging
 import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .codes import RequestCode, ResponseCode, RpcFlag
@@ -39,6 +48,74 @@ DEFAULT_TIMEOUT = 3.0
 DEFAULT_MAX_WRITE_BACKLOG = 64 * 1024 * 1024
 #: How long a closing server waits for its connections to flush before aborting them.
 CLOSE_GRACE = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one server accepts from its peers (generous defaults; see docs/operations.md)."""
+
+    #: Pending connections the kernel queues (RocketMQ's ``serverSocketBacklog``).
+    backlog: int = 1024
+    #: Largest frame, and so the most one incomplete frame can hold.
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: Bytes of incomplete frames all connections together may hold.
+    max_buffered: int = 256 * 1024 * 1024
+    #: Seconds a frame may take from its first byte to its last.
+    frame_timeout: float = 60.0
+    #: Connections one remote address may hold at once.
+    max_per_address: int = 1000
+
+
+_M_MMAP_THRESHOLD = -3
+_heap_tuned = False
+
+
+def _tune_heap() -> None:
+    """Have glibc serve allocations of 1 MiB and more (incomplete frames) from their own
+    mappings, returned to the system when freed. By default the threshold rises to the size
+    of the largest block freed (up to 32 MiB), after which dropped peers' frames stay in the
+    heap as fragmented, unreturned memory and the process's RSS drifts far above what the
+    buffer limit allows."""
+    global _heap_tuned
+    if _heap_tuned:
+        return
+    _heap_tuned = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return  # not glibc
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+
+
+class _Budget:
+    """The incomplete-frame bytes of one server's connections, and who holds them."""
+
+    __slots__ = ("limit", "total", "partial", "name", "dropped")
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit = limit
+        self.total = 0
+        self.dropped = 0
+        #: Connections holding part of a frame.
+        self.partial: set[Connection] = set()
+        self.name = name
+
+    def enforce(self) -> None:
+        """Past the limit: disconnect the peers holding the largest incomplete frames."""
+        while self.total > self.limit and self.partial:
+            biggest = max(self.partial, key=lambda c: c._buffered)
+            log.warning(
+                "%s: disconnecting %s: %d bytes of incomplete frames are buffered for all peers "
+                "(limit %d) and it holds the largest (%d bytes)",
+                self.name,
+                biggest.address,
+                self.total,
+                self.limit,
+                biggest._buffered,
+            )
+            self.dropped += 1
+            biggest.drop("incomplete frames over the server's buffer limit")
 
 
 def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
@@ -95,6 +172,11 @@ class Connection(asyncio.Protocol):
         self.attrs: dict[str, Any] = {}
         #: Signs each outgoing request (ACL credentials); None sends them as they are.
         self.signer: Signer | None = None
+        #: Server side: the budget incomplete frames count against, bytes held, and when the
+        #: frame now arriving started (``time.monotonic()``; None: no frame under way).
+        self._budget: _Budget | None = None
+        self._buffered = 0
+        self.frame_started: float | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -110,13 +192,20 @@ class Connection(asyncio.Protocol):
             self.local = (local[0], local[1])
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = time.monotonic()
+        if self.closed:
+            return  # dropped (refused or over a limit): read nothing more
+        now = self.last_activity = time.monotonic()
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
             log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, exc)
             self.close(f"protocol error: {exc}")
             return
+        budget = self._budget
+        if budget is not None:
+            buffered = self._decoder.buffered
+            if buffered or self._buffered:
+                self._account(budget, buffered, now, bool(commands))
         if not commands:
             return
         out: list[bytes] = []
@@ -139,7 +228,40 @@ class Connection(asyncio.Protocol):
             log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, error)
             self.close(f"protocol error: {error}")
 
+    def _account(self, budget: _Budget, buffered: int, now: float, completed: bool) -> None:
+        """Track this connection's incomplete frame in the server's budget."""
+        budget.total += buffered - self._buffered
+        if buffered:
+            if completed or not self._buffered:
+                self.frame_started = now  # a new frame began in this read
+            budget.partial.add(self)
+        else:
+            self.frame_started = None
+            budget.partial.discard(self)
+        self._buffered = buffered
+        if budget.total > budget.limit:
+            budget.enforce()
+
+    def _release_buffer(self) -> None:
+        budget = self._budget
+        if budget is not None:
+            budget.total -= self._buffered
+            budget.partial.discard(self)
+        self._buffered = 0
+        self.frame_started = None
+
+    def drop(self, reason: str) -> None:
+        """Disconnect at once (a peer over a limit): nothing more is read, what it had sent
+        of an incomplete frame is freed now, and nothing queued for it is flushed."""
+        self.close_reason = self.close_reason or reason
+        self._release_buffer()
+        self._decoder = FrameDecoder(self._decoder.max_frame_size)
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._release_buffer()
         self.closed = True
         reason = self.close_reason or (f"connection lost: {exc}" if exc else "connection closed by peer")
         self.close_reason = reason
@@ -407,12 +529,21 @@ class Server:
         on_disconnect: Callable[[Connection], None] | None = None,
         idle_timeout: float | None = None,
         tls: ServerTls | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = dict(handlers)
         #: TLS on every listening socket (RocketMQ's disabled / permissive / enforcing).
         self.tls = tls
         self.name = name
-        self.max_frame_size = max_frame_size
+        if limits is None:
+            limits = ConnectionLimits(max_frame_size=max_frame_size)
+        self.limits = limits
+        self.max_frame_size = limits.max_frame_size
+        self._budget = _Budget(limits.max_buffered, name)
+        _tune_heap()
+        self._per_address: dict[str, int] = {}
+        #: Connections refused or dropped for going over a limit.
+        self.refused = 0
         self._default_handler = default_handler
         self._on_connect = on_connect
         self._on_disconnect = on_disconnect
@@ -430,9 +561,24 @@ class Server:
             max_frame_size=self.max_frame_size,
             name=self.name,
         )
+        conn._budget = self._budget
         return conn
 
     def _connected(self, conn: Connection) -> None:
+        host = conn.peer[0]
+        count = self._per_address.get(host, 0)
+        if count >= self.limits.max_per_address:
+            self.refused += 1
+            log.warning(
+                "%s: refusing a connection from %s: it already holds %d (limit %d per address)",
+                self.name,
+                conn.address,
+                count,
+                self.limits.max_per_address,
+            )
+            conn.drop("too many connections from this address")
+            return
+        self._per_address[host] = count + 1
         self.connections.add(conn)
         conn.add_close_callback(self._disconnected)
         if self._on_connect is not None:
@@ -440,24 +586,62 @@ class Server:
 
     def _disconnected(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        host = conn.peer[0]
+        left = self._per_address.get(host, 1) - 1
+        if left > 0:
+            self._per_address[host] = left
+        else:
+            self._per_address.pop(host, None)
         if self._on_disconnect is not None:
             self._on_disconnect(conn)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of incomplete frames held for all connections."""
+        return self._budget.total
+
+    @property
+    def dropped(self) -> int:
+        """Connections refused or dropped for going over a limit."""
+        return self.refused + self._budget.dropped
+
     async def listen(self, host: str | None, port: int) -> int:
         """Start listening; returns the bound port (useful with ``port=0``)."""
-        server = await serve(self._make_connection, host, port, self.tls)
+        server = await serve(self._make_connection, host, port, self.tls, backlog=self.limits.backlog)
         self._servers.append(server)
-        if self.idle_timeout is not None and self._sweeper is None:
-            self._sweeper = asyncio.ensure_future(self._close_idle(self.idle_timeout))
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._sweep())
         return int(server.sockets[0].getsockname()[1])
 
-    async def _close_idle(self, idle_timeout: float) -> None:
+    async def _sweep(self) -> None:
+        """Close connections idle for ``idle_timeout`` and those whose frame is overdue."""
+        idle_timeout = self.idle_timeout
+        frame_timeout = self.limits.frame_timeout
+        period = frame_timeout / 4
+        if idle_timeout is not None:
+            period = min(period, idle_timeout / 4)
+        period = min(30.0, max(0.05, period))
         while True:
-            await asyncio.sleep(min(30.0, max(0.05, idle_timeout / 4)))
-            deadline = time.monotonic() - idle_timeout
-            for conn in [c for c in self.connections if c.last_activity < deadline]:
-                log.info("%s: closing %s, idle for %.0fs", self.name, conn.address, idle_timeout)
-                conn.close("idle")
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            overdue = now - frame_timeout
+            for conn in [c for c in self._budget.partial if (c.frame_started or now) < overdue]:
+                self.refused += 1
+                log.warning(
+                    "%s: disconnecting %s: a frame started %.1fs ago is still incomplete "
+                    "(%d bytes so far; limit %gs)",
+                    self.name,
+                    conn.address,
+                    now - (conn.frame_started or now),
+                    conn._buffered,
+                    frame_timeout,
+                )
+                conn.drop("frame not completed in time")
+            if idle_timeout is not None:
+                deadline = now - idle_timeout
+                for conn in [c for c in self.connections if c.last_activity < deadline]:
+                    log.info("%s: closing %s, idle for %.0fs", self.name, conn.address, idle_timeout)
+                    conn.close("idle")
 
     @property
     def ports(self) -> list[int]:

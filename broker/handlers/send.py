@@ -86,6 +86,8 @@ _MULTI_TAGS = int(MessageSysFlag.MULTI_TAGS)
 def put_failed(result: PutResult) -> BrokerError:
     """The error a send answers when the store did not take its message."""
     code = _STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+    if result.remark:  # the store's own words (a full disk: where, and how full)
+        return error_for_code(code, result.remark)
     if result.status == PutStatus.OS_PAGECACHE_BUSY:
         return error_for_code(code, "[PC_SYNCHRONIZED]broker busy")
     return error_for_code(code, f"put message failed: {result.status.name}")
@@ -414,5 +416,5 @@ class Sender:
         )
         result = self.writer.put(msg)
         if not result.ok:
-            raise ServerSystemError(result.status.name)
+            raise ServerSystemError(result.remark or result.status.name)
         return cmd.response(_SUCCESS)

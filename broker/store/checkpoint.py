@@ -17,7 +17,7 @@ import os
 import struct
 from pathlib import Path
 
-from .mapped_file import StoreError
+from .mapped_file import StoreError, reserve
 
 CHECKPOINT_SIZE = 4096
 _STAMPS = struct.Struct(">qqq")
@@ -36,7 +36,14 @@ class Checkpoint:
             self.physic_timestamp, self.logics_timestamp, self.index_timestamp = _STAMPS.unpack(data)
         else:
             self.physic_timestamp = self.logics_timestamp = self.index_timestamp = 0
-            os.ftruncate(self.fd, CHECKPOINT_SIZE)
+            try:
+                os.ftruncate(self.fd, CHECKPOINT_SIZE)
+                # Its blocks exist from the start: a checkpoint must still be writable when
+                # the disk is full.
+                reserve(self.fd, 0, CHECKPOINT_SIZE, path)
+            except BaseException:
+                os.close(self.fd)
+                raise
 
     def min_timestamp(self, with_index: bool) -> int:
         """Where abnormal recovery may start (before slack): the oldest durable timestamp."""

@@ -32,7 +32,7 @@ from aiorocketmq.protocol.message import (
     record_head_struct,
 )
 
-from .mapped_file import MappedFile, MappedFileQueue, allocate
+from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, allocate
 from .messages import PutStatus, StoreMessage
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,8 @@ class CommitLog:
         self.allocator: concurrent.futures.Executor | None = None
         self._next_file: concurrent.futures.Future[MappedFile] | None = None
         self._next_start = -1
+        #: Why the last append found no room for a new file (the store refuses puts on it).
+        self.disk_full: DiskFullError | None = None
 
     # -- positions -----------------------------------------------------------------------------
 
@@ -128,7 +130,7 @@ class CommitLog:
 
     # -- append ----------------------------------------------------------------------------------
 
-    def _topic_prefix(self, topic: str) -> bytes | None:
+    def topic_prefix(self, topic: str) -> bytes | None:
         """TOPICLEN + TOPIC bytes, or None for a topic the record cannot carry."""
         prefix = self._topics.get(topic)
         if prefix is None:
@@ -147,7 +149,7 @@ class CommitLog:
     def append(self, msgs: Sequence[StoreMessage], queue_offset: int, now_ms: int) -> Appended | PutStatus:
         """Append ``msgs`` (one topic-queue, consecutive queue offsets from ``queue_offset``) as
         contiguous records in one file. Returns where they went, or why nothing was written."""
-        prefix = self._topic_prefix(msgs[0].topic)
+        prefix = self.topic_prefix(msgs[0].topic)
         if prefix is None:
             return PutStatus.MESSAGE_ILLEGAL
         mapped = self.queue.last
@@ -164,7 +166,11 @@ class CommitLog:
                 return PutStatus.MESSAGE_ILLEGAL
             target = self._file_with_room(total)
             if target is None:
-                return PutStatus.CREATE_MAPPED_FILE_FAILED
+                return (
+                    PutStatus.SERVICE_NOT_AVAILABLE
+                    if self.disk_full is not None
+                    else PutStatus.CREATE_MAPPED_FILE_FAILED
+                )
             if target.start + target.wrote == start:
                 break
             mapped = target
@@ -271,9 +277,15 @@ class CommitLog:
                     )
                     mapped.wrote = mapped.size
                 return self._new_file(mapped.end)
+        except DiskFullError as exc:
+            if self.disk_full is None:
+                log.error("cannot create a commit-log file, the disk is full: %s", exc)
+            self.disk_full = exc
+            return None
         except OSError as exc:
             log.error("cannot create commit-log file: %s", exc)
             return None
+        self.disk_full = None
         return mapped
 
     def _new_file(self, start: int) -> MappedFile:
@@ -284,6 +296,8 @@ class CommitLog:
             self._next_file = None
             try:
                 mapped = pending.result()
+            except DiskFullError:
+                pass  # made again below, after a fresh look at the free space
             except OSError as exc:
                 log.warning("preallocating commit-log file %d failed: %s", start, exc)
             else:

@@ -88,7 +88,11 @@ class StoreConfig(Settings):
     disk_space_clean_forcibly_ratio: float = Field(0.85, alias="diskSpaceCleanForciblyRatio", ge=0, le=1)
     #: Fraction of the disk above which the store refuses new messages.
     disk_space_warning_level_ratio: float = Field(0.90, alias="diskSpaceWarningLevelRatio", ge=0, le=1)
-    clean_file_forcibly_enable: bool = Field(True, alias="cleanFileForciblyEnable")
+    #: Whether forced clean-up (past ``diskSpaceCleanForciblyRatio``) may delete commit-log files
+    #: holding messages a subscribed group has not consumed yet. Apache defaults to true; we
+    #: default to false so a full disk refuses new messages rather than dropping unread ones
+    #: (docs/operations.md).
+    clean_file_forcibly_enable: bool = Field(False, alias="cleanFileForciblyEnable")
     clean_resource_interval: int = Field(10_000, alias="cleanResourceInterval", ge=1)
     check_crc_on_recover: bool = Field(True, alias="checkCRCOnRecover")
     max_transfer_bytes_on_message_in_memory: int = Field(

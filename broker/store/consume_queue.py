@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue, allocate
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class ConsumeQueue:
         "min_logic_offset",
         "max_offset",
         "max_physic_end",
+        "spare",
     )
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
@@ -51,6 +52,9 @@ class ConsumeQueue:
         #: End (offset + size) of the commit-log record of the last entry: dispatching a record
         #: that ends at or before it again is a no-op.
         self.max_physic_end = 0
+        #: The next file, allocated by :meth:`make_room` before a put appends to the commit
+        #: log, so that dispatch never needs disk space the put did not know it had.
+        self.spare: MappedFile | None = None
 
     # -- positions ---------------------------------------------------------------------------------
 
@@ -101,12 +105,40 @@ class ConsumeQueue:
 
     # -- writes ------------------------------------------------------------------------------------
 
+    def make_room(self, count: int) -> None:
+        """Make sure ``count`` more entries have an allocated place (blocking: may allocate the
+        next file); :class:`~.mapped_file.DiskFullError` when the disk has no room for it."""
+        last = self.queue.last
+        end = (self.max_offset + count) * UNIT
+        if last is not None and end <= last.end:
+            return
+        start = (
+            last.end if last is not None else self.max_offset * UNIT - self.max_offset * UNIT % self.file_size
+        )
+        spare = self.spare
+        if spare is not None:
+            if spare.start == start:
+                return
+            self.spare = None
+            spare.destroy()
+        self.spare = allocate(self.queue.directory, start, self.file_size, keep_fd=False)
+
+    def _new_file(self, start: int) -> MappedFile:
+        spare = self.spare
+        if spare is not None:
+            self.spare = None
+            if spare.start == start:
+                self.queue.adopt(spare)
+                return spare
+            spare.destroy()
+        return self.queue.create(start)
+
     def _writable_file(self, expect: int) -> MappedFile:
         """The file the entry at byte position ``expect`` goes to, created if needed."""
         queue = self.queue
         mapped = queue.last
         if mapped is None:
-            mapped = queue.create(expect - expect % self.file_size)
+            mapped = self._new_file(expect - expect % self.file_size)
             if expect != mapped.start:
                 # A queue that starts past its first file's beginning: blank the head.
                 head = expect - mapped.start
@@ -115,7 +147,7 @@ class ConsumeQueue:
             self.min_logic_offset = expect
             queue.flushed_where = mapped.start
         elif mapped.full:
-            mapped = queue.create(mapped.end)
+            mapped = self._new_file(mapped.end)
         return mapped
 
     def put(self, offset_py: int, size: int, tags_code: int, queue_offset: int) -> None:
@@ -222,6 +254,10 @@ class ConsumeQueue:
                 low = mid + 1
         return low
 
+    def first_at_or_past(self, offset_py: int) -> int:
+        """First queue offset whose record starts at or past commit-log offset ``offset_py``."""
+        return self._first_where(lambda py, size: size != BLANK_SIZE and py >= offset_py)
+
     def truncate_from_physical(self, offset_py: int) -> list[MappedFile]:
         """Drop the entries of records ending past ``offset_py`` (and any zero entries among
         them); returns emptied files for the caller to destroy."""
@@ -262,4 +298,7 @@ class ConsumeQueue:
         self.min_logic_offset = found * UNIT
 
     def close(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.destroy()
         self.queue.close()

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from aiorocketmq.protocol.message import KEY_SEPARATOR, java_hash_fast
 
-from .mapped_file import StoreError, sync_directory
+from .mapped_file import StoreError, check_space, is_sparse, reserve, sync_directory, zero_range
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         size = HEADER_SIZE + slot_num * 4 + index_num * ENTRY_SIZE
+        if create:
+            check_space(path.parent, size)
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
@@ -100,9 +102,16 @@ class IndexFile:
                 os.ftruncate(fd, size)
             elif create:
                 os.ftruncate(fd, size)
+            # Mapped pages must have blocks (see mapped_file): a hole written on a full disk is
+            # a SIGBUS.
+            if create or is_sparse(fd, size):
+                reserve(fd, 0, size, path)
             self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
+            if create:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             raise
         self.fd = fd
         self.view = memoryview(self.mm)
@@ -263,8 +272,7 @@ class IndexFile:
         if count > 1 and self.begin_phy_offset >= phy_offset:
             # Everything goes: empty the file at once (a hole) instead of entry by entry.
             removed = count - 1
-            os.ftruncate(self.fd, 0)
-            os.ftruncate(self.fd, len(self.mm))
+            zero_range(self.fd, 0, len(self.mm), self.path)
             self.index_count = 1
             self.begin_timestamp = self.end_timestamp = 0
             self.begin_phy_offset = self.end_phy_offset = 0
@@ -355,12 +363,21 @@ class Index:
         for name in names:
             self.files.append(IndexFile(self.directory / name, self.slot_num, self.index_num))
 
-    def _writable(self, now_ms: int) -> IndexFile:
+    def room(self) -> int:
+        """Keys the last file can still take (0 without files)."""
+        return self.files[-1].index_num - self.files[-1].index_count if self.files else 0
+
+    def make_room(self, keys: int, now_ms: int) -> None:
+        """Make sure ``keys`` more keys have an allocated place, starting the next file now if
+        the last one cannot take them; :class:`~.mapped_file.DiskFullError` when the disk
+        has no room for it."""
         last = self.files[-1] if self.files else None
-        if last is not None and not last.full:
-            return last
-        if last is not None:
-            last.write_header()
+        if last is None or last.index_count + keys > self.index_num:
+            if last is not None:
+                last.write_header()
+            self._create(now_ms)
+
+    def _create(self, now_ms: int) -> IndexFile:
         stamp = now_ms
         while True:
             path = self.directory / _file_name(stamp)
@@ -370,6 +387,14 @@ class Index:
         created = IndexFile(path, self.slot_num, self.index_num, create=True)
         self.files.append(created)
         return created
+
+    def _writable(self, now_ms: int) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.full:
+            return last
+        if last is not None:
+            last.write_header()
+        return self._create(now_ms)
 
     def build(
         self,

@@ -9,14 +9,22 @@ Zero-copy reads hand out slices of a file's memoryview. Such a slice keeps the m
 its own: closing a file releases our view and *tries* to unmap; if slices are still out there
 the unmap is left to the garbage collector (the slices hold the mmap object), so deleting or
 closing a file never breaks a reader and never raises.
+
+Every file is **allocated for real** before it is mapped (``posix_fallocate``; zeroing a range
+keeps its blocks): a write through a mapping into a page the filesystem has no block for
+kills the process with SIGBUS when the disk is full, so no mapped page may ever be a hole.
+No room is :class:`DiskFullError`, never suppressed; the store turns it into refused puts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
 
 from aiorocketmq.protocol.errors import MQError
@@ -30,6 +38,89 @@ _ALLOC_SUFFIX = ".alloc"
 
 class StoreError(MQError):
     """The store cannot open, recover or use its files."""
+
+
+class DiskFullError(StoreError):
+    """No room on the disk for a file the store needs (ENOSPC, a quota, or too little free
+    space to start one)."""
+
+    def __init__(self, path: Path, needed: int, reason: str) -> None:
+        super().__init__(f"{path}: no room for {needed} bytes ({reason})")
+        self.path = path
+        self.needed = needed
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_FALLOC_FL_ZERO_RANGE = 0x10
+
+
+def _libc_fallocate() -> object | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+#: Linux ``fallocate(2)`` (modes beyond what ``os.posix_fallocate`` offers), if available.
+_fallocate = _libc_fallocate()
+
+
+def free_bytes(directory: Path) -> int:
+    """Bytes an unprivileged writer may still use on the filesystem holding ``directory``."""
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize
+
+
+def check_space(directory: Path, size: int) -> None:
+    """Raise :class:`DiskFullError` unless ``size`` bytes are free where ``directory`` lives."""
+    try:
+        free = free_bytes(directory)
+    except OSError:
+        return  # cannot tell: the allocation itself will say
+    if free < size:
+        raise DiskFullError(directory, size, f"{free} bytes free")
+
+
+def reserve(fd: int, offset: int, length: int, path: Path) -> None:
+    """Give ``[offset, offset + length)`` of the file real blocks (zeros where it had none)."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(path, length, os.strerror(exc.errno)) from None
+        raise
+
+
+def is_sparse(fd: int, size: int) -> bool:
+    """Whether the file has fewer allocated blocks than ``size`` bytes need."""
+    return os.fstat(fd).st_blocks * 512 < size - size % 4096
+
+
+def zero_range(fd: int, offset: int, length: int, path: Path) -> None:
+    """Make ``[offset, offset + length)`` read as zeros and keep it allocated: stale bytes
+    past a recovered end must never look like data, and a hole there could SIGBUS a later
+    write on a full disk."""
+    if length <= 0:
+        return
+    if _fallocate is not None:
+        fallocate = _fallocate
+        if fallocate(fd, _FALLOC_FL_ZERO_RANGE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:  # type: ignore[operator]
+            return
+        if fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:  # type: ignore[operator]
+            reserve(fd, offset, length, path)
+            return
+    # Neither mode: cut and regrow (a hole), then allocate the hole again.
+    size = os.fstat(fd).st_size
+    os.ftruncate(fd, offset)
+    os.ftruncate(fd, size)
+    reserve(fd, offset, size - offset, path)
 
 
 def file_name(offset: int) -> str:
@@ -62,7 +153,9 @@ class MappedFile:
     def open(
         cls, path: Path, start: int, size: int, *, create: bool = False, keep_fd: bool = True
     ) -> MappedFile:
-        """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros."""
+        """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros. A file
+        with holes (cut short, or made by an older version) gets its blocks first; on a full
+        disk that raises :class:`DiskFullError` (see :meth:`MappedFileQueue.load`)."""
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
@@ -72,9 +165,14 @@ class MappedFile:
                 if not create:
                     log.warning("%s has %d bytes of %d; the rest reads as zeros", path, actual, size)
                 os.ftruncate(fd, size)
+            if create or is_sparse(fd, size):
+                reserve(fd, 0, size, path)
             mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
+            if create:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             raise
         if not keep_fd:
             os.close(fd)
@@ -117,12 +215,11 @@ class MappedFile:
             self.dir_synced = True
 
     def zero_from(self, pos: int) -> None:
-        """Make ``[pos, size)`` read as zeros: cut the file there and grow it back (a hole), so
-        stale bytes past a recovered end can never be mistaken for data later."""
+        """Make ``[pos, size)`` read as zeros, keeping its blocks, so stale bytes past a
+        recovered end can never be mistaken for data later."""
         fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDWR)
         try:
-            os.ftruncate(fd, pos)
-            os.ftruncate(fd, self.size)
+            zero_range(fd, pos, self.size - pos, self.path)
         finally:
             if fd != self.fd:
                 os.close(fd)
@@ -158,23 +255,29 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def allocate(directory: Path, start: int, size: int) -> MappedFile:
+def allocate(directory: Path, start: int, size: int, *, keep_fd: bool = True) -> MappedFile:
     """Blocking: create the file for ``start`` under a temporary name, reserve its blocks, map it.
-    :meth:`MappedFileQueue.adopt` renames it into place on the loop."""
-    path = directory / (file_name(start) + _ALLOC_SUFFIX)
+    :meth:`MappedFileQueue.adopt` renames it into place. :class:`DiskFullError` when the
+    disk cannot hold it (checked first, so a doomed allocation does not eat the last blocks)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    check_space(directory, size)
+    # Named per thread: the preallocating worker and the loop may both be making this file.
+    path = directory / f"{file_name(start)}.{threading.get_ident()}{_ALLOC_SUFFIX}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.ftruncate(fd, size)
-        with contextlib.suppress(OSError):  # a filesystem without fallocate: stay sparse
-            os.posix_fallocate(fd, 0, size)
+        reserve(fd, 0, size, path)
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)
         raise
+    if not keep_fd:
+        os.close(fd)
+        fd = -1
     return MappedFile(path, start, size, fd, mm)
 
 
@@ -261,12 +364,10 @@ class MappedFileQueue:
     # -- growth ------------------------------------------------------------------------------
 
     def create(self, start: int) -> MappedFile:
-        """Create (sparse) and append the file starting at ``start``."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile.open(
-            self.directory / file_name(start), start, self.file_size, create=True, keep_fd=self.keep_fds
-        )
-        self.files.append(mapped)
+        """Create (allocated, under a temporary name until complete) and append the file
+        starting at ``start``; :class:`DiskFullError` when there is no room for it."""
+        mapped = allocate(self.directory, start, self.file_size, keep_fd=self.keep_fds)
+        self.adopt(mapped)
         return mapped
 
     def adopt(self, mapped: MappedFile) -> None:

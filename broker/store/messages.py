@@ -69,6 +69,8 @@ class PutResult:
     #: Offset msgIds (``protocol.message.encode_offset_msg_id``) of each record.
     msg_ids: list[str] = field(default_factory=list)
     store_timestamp: int = 0
+    #: Why the put was refused, for the producer (the disk-full remark); "" otherwise.
+    remark: str = ""
 
     @property
     def ok(self) -> bool:

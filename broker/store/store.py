@@ -17,7 +17,7 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,6 +28,7 @@ from aiorocketmq.protocol.codes import (
     TRANSACTION_TYPE_MASK,
 )
 from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import (
     KEY_SEPARATOR,
     MessageExt,
@@ -45,7 +46,7 @@ from .config import BrokerRole, FlushDiskType, StoreConfig
 from .consume_queue import BLANK_SIZE, UNIT, ConsumeQueue
 from .flush import CommitLogFlusher, LogicsFlusher, sync_all
 from .index import Index
-from .mapped_file import MappedFile, MappedFileQueue, StoreError
+from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, StoreError, free_bytes
 from .messages import GetResult, GetStatus, PutResult, PutStatus, QueryResult, StoreMessage
 from .recovery import RecoveryReport, recover
 from .retention import Retention, disk_used_ratio
@@ -61,8 +62,17 @@ _ENTRIES = struct.Struct(">qiq").iter_unpack
 #: getMessage scans at most max(16000 bytes of entries, max_count entries).
 _MIN_SCAN_ENTRIES = 16000 // UNIT
 _TOMBSTONE_PREFIX = ".deleted-"
+#: Below this many free index slots a put counts its keys and, if needed, starts the next file.
+_INDEX_ROOM_MARGIN = 4096
 
 ArrivalListener = Callable[[str, int, int, int], None]
+#: ``(group, topic, queue id, next queue offset to consume)`` of every subscribed group: what
+#: forced clean-up must not delete unless the operator said so (``cleanFileForciblyEnable``).
+ConsumerProgress = Callable[[], Iterable[tuple[str, str, int, int]]]
+#: How often the disk is looked at while puts are refused for lack of space (writes resume
+#: within this of space coming back), and while they are not.
+DISK_WATCH_FULL_SECONDS = 0.2
+DISK_WATCH_SECONDS = 1.0
 
 
 class _Destroyable(Protocol):
@@ -82,8 +92,12 @@ class StoreStats:
     get_message_times_found: int = 0
     get_message_times_miss: int = 0
     get_message_transferred: int = 0
-    #: Fraction of the commit-log disk in use at the last retention round (-1: not yet known).
+    #: Fraction of the commit-log disk in use at the last look (-1: not yet known).
     disk_used_ratio: float = -1.0
+    #: Puts refused because the disk was full.
+    put_refused_disk_full: int = 0
+    #: Messages some subscribed group had not consumed when retention deleted their file.
+    unconsumed_deleted: int = 0
 
     @property
     def put_latency_avg_ms(self) -> float:
@@ -109,8 +123,15 @@ class MessageStore:
             else None
         )
         self.stats = StoreStats()
-        #: Set by retention when the disk passes ``diskSpaceWarningLevelRatio``.
+        #: Puts are refused for lack of space: the disk passed ``diskSpaceWarningLevelRatio``,
+        #: or a file the store needed could not be allocated (:meth:`check_disk` decides).
         self.disk_full = False
+        self.disk_full_reason = ""
+        #: Bytes the last failed allocation wanted: puts resume once that much is free again.
+        self._space_needed = 0
+        self._disk_task: asyncio.Task[None] | None = None
+        #: Set by the broker: the consumption the forced clean-up protects.
+        self.consumer_progress: ConsumerProgress | None = None
         #: Set when a put could not write its consume-queue entries; puts are refused after.
         self.dispatch_failed = False
         self.recovery: RecoveryReport | None = None
@@ -155,7 +176,7 @@ class MessageStore:
         root.mkdir(parents=True, exist_ok=True)
         self._lock = DirectoryLock(root)
         try:
-            self._checkpoint = Checkpoint(root / "checkpoint")
+            self._checkpoint = await asyncio.to_thread(Checkpoint, root / "checkpoint")
             abnormal = abort_file_exists(root)
             self.recovery = await asyncio.to_thread(self._recover, abnormal)
             await asyncio.to_thread(create_abort_file, root)
@@ -190,8 +211,12 @@ class MessageStore:
         )
         self._commit_log_flusher.start()
         self._logics_flusher.start()
+        self.check_disk()
+        if self.disk_full:
+            log.error("the store starts read-only for producers: %s", self.disk_full_reason)
         self.commit_log.start_preallocation(self._io_executor)
         self._retention.start()
+        self._disk_task = asyncio.ensure_future(self._watch_disk())
         self._running = True
 
     def _recover(self, abnormal: bool) -> RecoveryReport:
@@ -224,6 +249,8 @@ class MessageStore:
         if not self._running:
             return
         self._running = False
+        await cancel_and_wait(self._disk_task)
+        self._disk_task = None
         await self._retention.stop()
         self.commit_log.stop_preallocation()
         if self._commit_log_flusher is not None:
@@ -273,6 +300,90 @@ class MessageStore:
         future = executor.submit(item.destroy)
         self._pending_io.add(future)
         future.add_done_callback(self._pending_io.discard)
+
+    # -- disk space ------------------------------------------------------------------------------
+
+    def _disk_paths(self) -> list[Path]:
+        """The store's directories on distinct filesystems (commit log first)."""
+        paths = []
+        devices = set()
+        for path in (self.config.commit_log_dir, self.config.root_dir):
+            try:
+                device = os.stat(path).st_dev
+            except OSError:
+                continue
+            if device not in devices:
+                devices.add(device)
+                paths.append(path)
+        return paths
+
+    def disk_usage(self) -> list[tuple[Path, float, int]]:
+        """``(directory, fraction used, bytes free)`` for each filesystem the store writes."""
+        usage = []
+        for path in self._disk_paths():
+            ratio = disk_used_ratio(str(path))
+            try:
+                free = free_bytes(path)
+            except OSError:
+                free = -1
+            usage.append((path, ratio, free))
+        return usage
+
+    def check_disk(self) -> bool:
+        """Look at the disk now; refuse or accept puts accordingly. Returns ``disk_full``.
+
+        Full means: past ``diskSpaceWarningLevelRatio``, or less free than the last allocation
+        that failed wanted. ``statvfs`` is one cheap system call, so this runs on the loop."""
+        usage = self.disk_usage()
+        if not usage:
+            return self.disk_full
+        limit = self.config.disk_space_warning_level_ratio
+        self.stats.disk_used_ratio = usage[0][1]
+        problem = ""
+        for path, ratio, free in usage:
+            if ratio > limit:
+                problem = f"{path} is {ratio:.1%} full (diskSpaceWarningLevelRatio {limit:.0%})"
+                break
+            if 0 <= free < self._space_needed:
+                problem = f"{path} has {free} bytes free, a new store file needs {self._space_needed}"
+                break
+        if problem:
+            self._set_disk_full(problem)
+        elif self.disk_full:
+            log.warning("disk space is back (%s): the store accepts messages again", self._usage_text(usage))
+            self.disk_full = False
+            self.disk_full_reason = ""
+            self._space_needed = 0
+        return self.disk_full
+
+    def _set_disk_full(self, reason: str) -> None:
+        if not self.disk_full:
+            log.error("disk full, the store refuses new messages (reads go on): %s", reason)
+        self.disk_full = True
+        self.disk_full_reason = reason
+
+    def _on_disk_full(self, exc: DiskFullError) -> None:
+        self._space_needed = max(self._space_needed, exc.needed)
+        self._set_disk_full(str(exc))
+
+    @staticmethod
+    def _usage_text(usage: list[tuple[Path, float, int]]) -> str:
+        return ", ".join(f"{path} {ratio:.1%} used, {free} bytes free" for path, ratio, free in usage)
+
+    def disk_full_remark(self) -> str:
+        """What a refused producer is told: the broker's disk is full, where, and how full."""
+        return (
+            "service not available now: the broker's disk is full, no message can be stored "
+            f"until space is freed ({self.disk_full_reason}; {self._usage_text(self.disk_usage())})"
+        )
+
+    async def _watch_disk(self) -> None:
+        while True:
+            await asyncio.sleep(DISK_WATCH_FULL_SECONDS if self.disk_full else DISK_WATCH_SECONDS)
+            try:
+                self.check_disk()
+            except Exception:
+                log.exception("checking the disk failed")
 
     # -- consume queues --------------------------------------------------------------------------
 
@@ -329,9 +440,31 @@ class MessageStore:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msgs)
 
+    def _refuse_disk_full(self) -> PutResult:
+        self.stats.put_message_failures += 1
+        self.stats.put_refused_disk_full += 1
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_full_remark())
+
+    def _make_room(self, msgs: Sequence[StoreMessage], cq: ConsumeQueue, now_ms: int) -> None:
+        """Allocate, before anything is appended, the consume-queue and index files this put
+        will write into, so a full disk refuses the put instead of failing its dispatch."""
+        cq.make_room(len(msgs))
+        index = self.index
+        if index is not None and index.room() < _INDEX_ROOM_MARGIN:
+            keys = 0
+            for msg in msgs:
+                if msg.uniq_key:
+                    keys += 1
+                if msg.keys:
+                    keys += len(msg.keys.split(KEY_SEPARATOR))
+            if keys:
+                index.make_room(keys, now_ms)
+
     def _put(self, msgs: Sequence[StoreMessage]) -> PutResult:
         stats = self.stats
-        if not self._running or self._slave or self.disk_full or self.dispatch_failed:
+        if self.disk_full and self._running and not self._slave:
+            return self._refuse_disk_full()
+        if not self._running or self._slave or self.dispatch_failed:
             stats.put_message_failures += 1
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         started = time.perf_counter_ns()
@@ -341,8 +474,28 @@ class MessageStore:
         queues = self._queues.get(topic)
         cq = queues.get(queue_id) if queues is not None else None
         queue_offset = cq.max_offset if cq is not None else 0
-        appended = self.commit_log.append(msgs, queue_offset, time.time_ns() // 1_000_000)
+        now_ms = time.time_ns() // 1_000_000
+        if cq is None and self.commit_log.topic_prefix(topic) is None:
+            # Checked before the queue (a directory named after the topic) exists.
+            stats.put_message_failures += 1
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        try:
+            if cq is None:
+                cq = self._create_consume_queue(topic, queue_id)
+            self._make_room(msgs, cq, now_ms)
+        except DiskFullError as exc:
+            self._on_disk_full(exc)
+            return self._refuse_disk_full()
+        except OSError as exc:
+            log.error("cannot create a consume-queue or index file: %s", exc)
+            stats.put_message_failures += 1
+            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+        appended = self.commit_log.append(msgs, queue_offset, now_ms)
         if isinstance(appended, PutStatus):
+            disk_full = self.commit_log.disk_full
+            if disk_full is not None:
+                self._on_disk_full(disk_full)
+                return self._refuse_disk_full()
             stats.put_message_failures += 1
             return PutResult(appended)
         offsets = appended.offsets
@@ -757,6 +910,7 @@ class MessageStore:
         except OSError:
             tombstone = directory
         files = [mapped for cq in queues.values() for mapped in cq.queue.files]
+        files.extend(cq.spare for cq in queues.values() if cq.spare is not None)
         self.discard(_Tree(tombstone, files))
 
     # -- retention ---------------------------------------------------------------------------------
@@ -791,6 +945,9 @@ class MessageStore:
             "commitLogMinOffset": str(self.commit_log_min_offset),
             "commitLogMaxOffset": str(self.commit_log_max_offset),
             "commitLogDiskRatio": f"{ratio:.4f}",
+            "diskFull": "true" if self.disk_full else "false",
+            "putMessageRefusedDiskFull": str(stats.put_refused_disk_full),
+            "unconsumedMessagesDeleted": str(stats.unconsumed_deleted),
             "dispatchBehindBytes": "0",
             "pageCacheLockTimeMills": "0",
         }

@@ -36,6 +36,11 @@ def test_print_config_merges_defaults_file_and_options(tmp_path: Path) -> None:
         "orderMessageEnable=true",
         "brokerChannelExpiredTime=120000",
         "scanNotActiveBrokerInterval=5000",
+        "serverSocketBacklog=1024",
+        "serverFrameMaxBytes=16777216",
+        "serverBufferedFrameBytesMax=268435456",
+        "serverFrameReadTimeoutMillis=60000",
+        "serverMaxConnectionsPerAddress=1000",
     ]
     overridden = namesrv("-c", str(conf), "--listen-port", "9999", "-p")
     assert "listenPort=9999" in overridden.stdout.splitlines()

