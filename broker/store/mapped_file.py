@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
 _NAME_DIGITS = 20
-_ALLOC_SUFFIX = ".alloc"
+ALLOC_SUFFIX = ".alloc"
 
 
 class StoreError(MQError):
@@ -262,7 +262,7 @@ def allocate(directory: Path, start: int, size: int, *, keep_fd: bool = True) ->
     directory.mkdir(parents=True, exist_ok=True)
     check_space(directory, size)
     # Named per thread: the preallocating worker and the loop may both be making this file.
-    path = directory / f"{file_name(start)}.{threading.get_ident()}{_ALLOC_SUFFIX}"
+    path = directory / f"{file_name(start)}.{threading.get_ident()}{ALLOC_SUFFIX}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -301,7 +301,7 @@ class MappedFileQueue:
         self.directory.mkdir(parents=True, exist_ok=True)
         names = []
         for entry in os.scandir(self.directory):
-            if entry.name.endswith(_ALLOC_SUFFIX):
+            if entry.name.endswith(ALLOC_SUFFIX):
                 # A preallocated file never adopted before a crash holds no data.
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
