@@ -29,9 +29,13 @@ from tests.store.support import decode, make_message, running, small_config
 
 from .faults import fill_disk, loop_filesystem, loop_mount_available, poll_until
 
-pytestmark = pytest.mark.skipif(
-    not loop_mount_available(), reason="needs root, mkfs.ext4 and mount (loop devices)"
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _loop_mounts() -> None:
+    """The full-disk tests need a filesystem they can fill: fail, never skip, without one."""
+    if not loop_mount_available():
+        pytest.fail("the full-disk tests need root, mkfs.ext4 and mount with loop devices")
+
 
 TOPIC = "DiskFullTopic"
 QUEUES = 2
