@@ -3,10 +3,15 @@ plain_acl.yml files (merging, reloading, editing) and the validator's decisions 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aiorocketmq.broker.acl import (
     AccessValidator,
@@ -51,6 +56,16 @@ def test_signature_matches_the_java_client() -> None:
     content = signing_content(JAVA_FIELDS, BODY)
     assert len(content) == 124
     assert signature("12345678", content) == "fF1yuuGpatwxBwMJ6VRCpqerz18="
+
+
+@given(
+    secret=st.text(min_size=1, max_size=100), content=st.binary(max_size=300), body=st.binary(max_size=300)
+)
+def test_signature_is_hmac_sha1_for_any_key_length(secret: str, content: bytes, body: bytes) -> None:
+    """The hand-built HMAC (pads hashed once per secret) is the standard one, keys longer than
+    SHA-1's block included, with the body hashed apart from the fields."""
+    expected = hmac.new(secret.encode("utf-8"), content + body, hashlib.sha1).digest()
+    assert signature(secret, content, body) == base64.b64encode(expected).decode("ascii")
 
 
 def test_signature_matches_the_cpp_client_with_its_channel_field() -> None:
