@@ -34,6 +34,7 @@ from .groups import GroupTable
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
+from .handlers.maintenance import MaintenanceHandlers
 from .handlers.pull import Puller
 from .handlers.query import QueryHandlers
 from .handlers.send import Sender
@@ -44,6 +45,7 @@ from .metrics import MetricsExporter
 from .offsets import OffsetTable, consumer_progress
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
+from .stats_history import SAMPLE_INTERVAL, StatsHistory
 from .topics import TopicTable
 from .transactions import TransactionService
 from .writer import MessageWriter
@@ -121,6 +123,7 @@ class Broker:
         store.consumer_progress = self._consumer_progress
         self.stats = stats = BrokerStats()
         self.tps = TpsSampler(stats)
+        self.history = StatsHistory(stats)
         self.topics = topics = TopicTable(config, on_change=self._topics_changed)
         self.groups = groups = GroupTable(config, on_change=lambda: self._group_saver.request())
         self.offsets = offsets = OffsetTable(config)
@@ -180,6 +183,15 @@ class Broker:
                 register=self.registration.register_all,
             ),
             AclHandlers(config, self.access),
+            MaintenanceHandlers(
+                config,
+                store=store,
+                topics=topics,
+                groups=groups,
+                offsets=offsets,
+                clients=clients,
+                history=self.history,
+            ),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
@@ -233,6 +245,7 @@ class Broker:
         self.delay.start()
         self.transactions.start()
         self._spawn(self._sample_tps_periodically())
+        self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
         self._spawn(self._expire_clients_periodically())
         self._spawn(self.long_polling.recheck_periodically())
@@ -296,6 +309,11 @@ class Broker:
         while True:
             await asyncio.sleep(1.0)
             self.tps.sample()
+
+    async def _sample_history_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL)
+            self.history.sample()
 
     async def _persist_offsets_periodically(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000

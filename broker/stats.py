@@ -27,11 +27,15 @@ class BrokerStats:
     put_latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(PUT_LATENCY_BUCKETS_MS) + 1))
     put_latency_sum_ms: float = 0.0
     put_latency_count: int = 0
+    #: Requests behind the message counts (RocketMQ's ``times``: messages per request).
+    put_times: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    got_times: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
     def on_put(self, topic: str, result: Any) -> None:
         if result.ok:
             self.put_messages[topic] += result.msg_count
             self.put_bytes[topic] += result.wrote_bytes
+            self.put_times[topic] += 1
         else:
             self.put_failures += 1
 
@@ -48,6 +52,7 @@ class BrokerStats:
     def on_get(self, group: str, topic: str, count: int, size: int) -> None:
         self.got_messages[(group, topic)] += count
         self.got_bytes[(group, topic)] += size
+        self.got_times[(group, topic)] += 1
 
     @property
     def total_put(self) -> int:

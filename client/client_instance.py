@@ -60,11 +60,13 @@ from aiorocketmq.protocol.message import (
     local_ipv4,
     split_address,
 )
+from aiorocketmq.protocol.operations import GetConsumerRunningInfoRequestHeader
 from aiorocketmq.protocol.tls import client_context
 from aiorocketmq.protocol.transport import Connection, Handler, Signer
 
 from .errors import ClientError
 from .routing import broker_addresses
+from .running_info import running_info
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +289,9 @@ class ClientInstance:
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
             RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self._on_running_info,
         }
+        self.started_at = time.time()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -701,6 +705,18 @@ class ClientInstance:
         if consumer is not None and cmd.body:
             consumer.reset_offsets(header.topic, ResetOffsetBody.decode(cmd.body).offset_table)
         return None
+
+    def _on_running_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO relayed by a broker (``mqadmin consumerStatus``)."""
+        header = GetConsumerRunningInfoRequestHeader.from_fields(cmd.ext_fields)
+        consumer = self.consumers.get(header.consumer_group)
+        if consumer is None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        info = running_info(consumer, ";".join(self.namesrv_addrs), self.started_at)
+        return cmd.response(body=info.encode())
 
 
 # -- registry ---------------------------------------------------------------------------------

@@ -272,3 +272,13 @@ class RouteRegistry:
                 queue.perm = queue.perm & ~int(Perm.WRITE)
                 count += 1
         return count
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Give ``broker_name`` back its write permission on every topic; returns how many."""
+        count = 0
+        for queues in self._topics.values():
+            queue = queues.get(broker_name)
+            if queue is not None:
+                queue.perm = queue.perm | int(Perm.WRITE)
+                count += 1
+        return count

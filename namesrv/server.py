@@ -44,6 +44,11 @@ from aiorocketmq.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from aiorocketmq.protocol.operations import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+)
+from aiorocketmq.protocol.settings import read_properties
 from aiorocketmq.protocol.transport import Connection, Handler, Server
 
 from .config import NamesrvSettings
@@ -53,6 +58,11 @@ from .routes import LiveBroker, RouteRegistry
 log = logging.getLogger(__name__)
 
 # Java appends this hint to its TOPIC_NOT_EXIST remark (FAQUrl.suggestTodo).
+#: Keys no request may change: where the server keeps its files and whom it serves on.
+NAMESRV_CONFIG_BLACK_LIST = frozenset(
+    {"configBlackList", "configStorePath", "kvConfigPath", "storePathRootDir", "listenPort", "bindAddress"}
+)
+
 _FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
@@ -98,6 +108,8 @@ class NameServer:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
             RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
         }
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -275,6 +287,44 @@ class NameServer:
 
     def get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=self.settings.to_properties().encode())
+
+    def add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """ADD_WRITE_PERM_OF_BROKER (``mqadmin addWritePerm``): undo ``wipeWritePerm``."""
+        header = AddWritePermOfBrokerRequestHeader.from_fields(cmd.ext_fields)
+        count = self.routes.add_write_perm(header.broker_name)
+        log.info(
+            "write permission of broker %s restored on %d topics by %s",
+            header.broker_name,
+            count,
+            conn.address,
+        )
+        return cmd.response(ext_fields=AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_fields())
+
+    def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG (``mqadmin updateNamesrvConfig``): the body's ``key=value``
+        lines, applied in memory to the keys this name server knows (others are ignored, as
+        Apache does); the file and path keys are refused, as Apache 4.9.6+ refuses its black
+        list, so that no request can make the server write somewhere else."""
+        try:
+            updates = read_properties((cmd.body or b"").decode())
+        except UnicodeDecodeError:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "the config body is not UTF-8 text")
+        refused = sorted(set(updates) & NAMESRV_CONFIG_BLACK_LIST)
+        if refused:
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, f"Can not update config in black list: {', '.join(refused)}"
+            )
+        fields = {info.alias or name: name for name, info in type(self.settings).model_fields.items()}
+        for key, value in updates.items():
+            if key in fields:
+                try:
+                    setattr(self.settings, fields[key], value)
+                except ValueError as exc:
+                    return cmd.response(
+                        ResponseCode.SYSTEM_ERROR, f"{key}={value}: {str(exc).splitlines()[-1].strip()}"
+                    )
+        log.info("config updated by %s: %s", conn.address, updates)
+        return cmd.response()
 
     # -- KV config ----------------------------------------------------------------------
 

@@ -1352,5 +1352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+# The rest of Apache's commands register themselves in COMMANDS on import.
+from . import mqadmin_ops  # noqa: E402, F401
+
 if __name__ == "__main__":
     sys.exit(main())

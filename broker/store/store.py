@@ -913,6 +913,20 @@ class MessageStore:
         files.extend(cq.spare for cq in queues.values() if cq.spare is not None)
         self.discard(_Tree(tombstone, files))
 
+    def drop_consume_queue(self, topic: str, queue_id: int) -> None:
+        """Drop one consume queue and its files (the records stay in the commit log)."""
+        queues = self._queues.get(topic)
+        cq = queues.pop(queue_id, None) if queues is not None else None
+        if cq is None:
+            return
+        if not queues:
+            self._queues.pop(topic, None)
+        files = list(cq.queue.files)
+        if cq.spare is not None:
+            files.append(cq.spare)
+        directory = self.config.consume_queue_dir / topic / str(queue_id)
+        self.discard(_Tree(directory, files))
+
     # -- retention ---------------------------------------------------------------------------------
 
     def delete_expired_files(self, *, force: bool = False) -> int:
