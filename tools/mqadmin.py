@@ -1356,4 +1356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 from . import mqadmin_ops  # noqa: E402, F401
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as ``python -m``, this file is ``__main__``: the command modules register in the
+    # importable ``aiorocketmq.tools.mqadmin``, so its ``main`` is the one with every command.
+    from aiorocketmq.tools.mqadmin import main as installed_main
+
+    sys.exit(installed_main())

@@ -211,7 +211,7 @@ async def producer_cmd(ctx: Context, args: argparse.Namespace) -> Result:
     for group, producers in table.data.items():
         for p in producers:
             lines.append(
-                f"producer group ({group}) instance : clientId={p.client_id},remoteIP=/{p.remote_ip}, "
+                f"producer group ({group}) instance : clientId={p.client_id},remoteIP={p.remote_ip}, "
                 f"language={p.language}, version={p.version}, lastUpdateTimestamp={p.last_update_timestamp}"
             )
     return Result(table.to_wire(), lines)
@@ -743,7 +743,7 @@ async def consumer_status(ctx: Context, args: argparse.Namespace) -> Result:
         path = Path(str(now)) / c.client_id
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(running_info_text(info)) + "\n")
-        lines.append(f"{i:03d}        {c.client_id:<40} {version_desc(c.version):<20} {path}")
+        lines.append(f"{i:<10d} {c.client_id:<40} {version_desc(c.version):<20} {path}")
     if infos:
         if _same_subscription(infos):
             ok = True  # RocketMQ 4.9 does not analyse rebalancing further

@@ -12,11 +12,19 @@ import logging
 import time
 
 from aiorocketmq.broker.store import MessageStore
-from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper
+from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper, TopicList
 from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MQError
-from aiorocketmq.protocol.names import SCHEDULE_TOPIC, is_retry_topic
+from aiorocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    is_retry_topic,
+)
 from aiorocketmq.protocol.operations import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -41,6 +49,11 @@ from ..stats_history import GROUP_GET_NUMS, StatsHistory
 from ..topics import TopicTable
 
 log = logging.getLogger(__name__)
+
+#: RocketMQ's system topics (TopicValidator's set), besides the broker's and cluster's own.
+SYSTEM_TOPICS = frozenset(
+    NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC}
+)
 
 #: How long the broker waits for a client to describe itself (Apache's tools wait 5 s too).
 RUNNING_INFO_TIMEOUT = 5.0
@@ -77,6 +90,7 @@ class MaintenanceHandlers:
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
         }
 
     # -- offsets and statistics -----------------------------------------------------------
@@ -156,7 +170,8 @@ class MaintenanceHandlers:
             group: [
                 ProducerInfo(
                     client_id=ch.client_id,
-                    remote_ip=ch.conn.address,
+                    # Java writes the channel's address as SocketAddress.toString(): "/ip:port".
+                    remote_ip=f"/{ch.conn.address}",
                     language=ch.language,
                     version=ch.version,
                     last_update_timestamp=int(now_ms - (now - ch.last_update) * 1000),
@@ -167,6 +182,13 @@ class MaintenanceHandlers:
             for group, members in sorted(self.clients.producers.items())
         }
         return cmd.response(body=ProducerTableInfo(data={g: p for g, p in data.items() if p}).encode())
+
+    def system_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """The topics this broker keeps for itself (what tools leave out of user metadata)."""
+        config = self.config
+        own = {config.broker_name, config.broker_cluster_name, f"{config.broker_cluster_name}_REPLY_TOPIC"}
+        topics = sorted(t for t in self.topics.topics if t in SYSTEM_TOPICS or t in own)
+        return cmd.response(body=TopicList(topic_list=topics, broker_addr=config.broker_addr).encode())
 
     # -- the store ------------------------------------------------------------------------
 
