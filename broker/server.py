@@ -395,4 +395,12 @@ class Broker:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            # What mqadmin exportMetrics reads: counts at the last two midnights, average size.
+            "msgPutTotalTodayMorning": str(self.history.today_morning[0]),
+            "msgGetTotalTodayMorning": str(self.history.today_morning[1]),
+            "msgPutTotalYesterdayMorning": str(self.history.yesterday_morning[0]),
+            "msgGetTotalYesterdayMorning": str(self.history.yesterday_morning[1]),
+            "putMessageAverageSize": str(
+                sum(stats.put_bytes.values()) / stats.total_put if stats.total_put else 0.0
+            ),
         }

@@ -46,6 +46,11 @@ class StatsHistory:
         self.stats = stats
         self.clock = clock
         self._ticks = 0
+        #: Totals put and got at the last two local midnights (RocketMQ's ``...TodayMorning``
+        #: and ``...YesterdayMorning``): 0 until the broker has seen a midnight, as there.
+        self.today_morning = (0, 0)
+        self.yesterday_morning = (0, 0)
+        self._day = time.localtime().tm_yday
         self._tiers: list[deque[tuple[float, Snapshot]]] = [
             deque(maxlen=window // (int(SAMPLE_INTERVAL) * every) + 2) for window, every in _TIERS
         ]
@@ -69,6 +74,11 @@ class StatsHistory:
 
     def sample(self) -> None:
         now, snapshot = self.clock(), self.current()
+        day = time.localtime().tm_yday
+        if day != self._day:
+            self._day = day
+            self.yesterday_morning = self.today_morning
+            self.today_morning = (self.stats.total_put, self.stats.total_got)
         for tier, (_, every) in zip(self._tiers, _TIERS):
             if self._ticks % every == 0:
                 tier.append((now, snapshot))

@@ -368,7 +368,8 @@ async def update_topic_perm(ctx: Context, args: argparse.Namespace) -> Result:
         queue = queues.get(name) if name is not None else None
         if queue is None:
             raise CommandFailed(f"topic {args.topic!r} is not on broker {addr}")
-        if queue.perm == args.perm:
+        # Apache's tool compares only for one broker (-b); for a cluster it always writes.
+        if args.broker_addr and queue.perm == args.perm:
             lines.append("new perm equals to the old one!")
             continue
         await admin.create_topic(
@@ -1258,8 +1259,13 @@ async def export_metrics(ctx: Context, args: argparse.Namespace) -> Result:
         topics, groups = await _broker_tables(ctx, addr)
         in_tps = _first_float(runtime.get("putTps"))
         out_tps = _first_float(runtime.get("getTransferedTps"))
-        put_total = int(runtime.get("msgPutTotalTodayNow", "0") or 0)
-        got_total = int(runtime.get("msgGetTotalTodayNow", "0") or 0)
+        # The day before the last midnight, as Apache's tool counts it (0 before a first midnight).
+        put_total = _int(runtime.get("msgPutTotalTodayMorning")) - _int(
+            runtime.get("msgPutTotalYesterdayMorning")
+        )
+        got_total = _int(runtime.get("msgGetTotalTodayMorning")) - _int(
+            runtime.get("msgGetTotalYesterdayMorning")
+        )
         producers = await producer_table(admin, addr)
         clients = sorted(
             {f"{p.language}%{version_desc(p.version)}" for ps in producers.data.values() for p in ps}
@@ -1283,6 +1289,7 @@ async def export_metrics(ctx: Context, args: argparse.Namespace) -> Result:
                     for t in topics.get("topicConfigTable", {})
                     if not t.startswith((RETRY_PREFIX, DLQ_PREFIX))
                 ),
+                "messageAverageSize": runtime.get("putMessageAverageSize", "0.0"),
                 "groupSize": sum(
                     1 for g in groups.get("subscriptionGroupTable", {}) if not _is_system_group(g)
                 ),
@@ -1304,6 +1311,13 @@ async def export_metrics(ctx: Context, args: argparse.Namespace) -> Result:
     document = {"totalData": {"totalOneDayNum": day_totals, "totalTps": totals}, "evaluateReport": report}
     target = _write_export(Path(args.path), "metrics.json", document)
     return Result(document, [f"export {target} success"])
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
 
 
 def _first_float(value: str | None) -> float:
