@@ -194,6 +194,8 @@ class MaintenanceHandlers:
 
     def query_consume_queue(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryConsumeQueueRequestHeader.from_fields(cmd.ext_fields)
+        if h.index < 0 or h.count <= 0:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad index {h.index} or count {h.count}")
         body = QueryConsumeQueueResponseBody()
         if h.consumer_group:
             group = self.clients.consumer_group(h.consumer_group)
