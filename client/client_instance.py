@@ -60,13 +60,16 @@ from aiorocketmq.protocol.message import (
     local_ipv4,
     split_address,
 )
-from aiorocketmq.protocol.operations import GetConsumerRunningInfoRequestHeader
+from aiorocketmq.protocol.operations import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from aiorocketmq.protocol.tls import client_context
 from aiorocketmq.protocol.transport import Connection, Handler, Signer
 
 from .errors import ClientError
 from .routing import broker_addresses
-from .running_info import running_info
+from .running_info import consume_directly, running_info
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +293,7 @@ class ClientInstance:
             RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._on_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self._on_consume_directly,
         }
         self.started_at = time.time()
 
@@ -717,6 +721,19 @@ class ClientInstance:
             )
         info = running_info(consumer, ";".join(self.namesrv_addrs), self.started_at)
         return cmd.response(body=info.encode())
+
+    async def _on_consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY relayed by a broker: the listener consumes the message now."""
+        header = ConsumeMessageDirectlyResultRequestHeader.from_fields(cmd.ext_fields)
+        consumer = self.consumers.get(header.consumer_group)
+        if consumer is None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        message, _ = decode_record(cmd.body, decompress=True)
+        result = await consume_directly(consumer, message)
+        return cmd.response(body=result.encode())
 
 
 # -- registry ---------------------------------------------------------------------------------

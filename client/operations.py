@@ -20,11 +20,14 @@ from aiorocketmq.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.operations import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     BrokerStatsData,
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResult,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerRunningInfo,
     ConsumeStatsList,
     GetConsumerRunningInfoRequestHeader,
@@ -180,3 +183,19 @@ async def consumer_running_info(
         broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=10.0
     )
     return ConsumerRunningInfo.decode(response.body)
+
+
+async def consume_message_directly(
+    admin: Admin, group: str, client_id: str, msg: MessageExt
+) -> ConsumeMessageDirectlyResult:
+    """Have one consumer of ``group`` consume a stored message again, now, through the broker
+    that stores it (CONSUME_MESSAGE_DIRECTLY); returns the consumer's verdict."""
+    masters = await admin._route_masters(msg.topic)
+    broker_addr = masters.get(msg.broker_name or "") or msg.store_host
+    header = ConsumeMessageDirectlyResultRequestHeader(
+        consumer_group=group, client_id=client_id, msg_id=msg.offset_msg_id, broker_name=msg.broker_name
+    )
+    response = await admin.instance.call(
+        broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=10.0
+    )
+    return ConsumeMessageDirectlyResult.decode(response.body)

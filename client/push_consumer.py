@@ -573,3 +573,11 @@ class PushConsumer:
         if self._inner_producer is None:
             self._inner_producer = Producer._internal(self.instance, INNER_PRODUCER_GROUP)
         await self._inner_producer.send(retry_msg)
+
+    async def consume_directly(self, msg: MessageExt) -> Any:
+        """Run the listener on one message now, outside the queues (a broker relays
+        CONSUME_MESSAGE_DIRECTLY for ``mqadmin queryMsgByUniqueKey -g -d``): nothing is
+        committed or sent back, whatever the listener answers."""
+        if self._listener is None:
+            raise ClientStateError("the consumer has no listener")
+        return await self._call_listener([msg])

@@ -1,4 +1,4 @@
-"""A consumer's running info, as the Java client reports it when a broker relays
+"""A consumer's answers to a broker's diagnosis requests. Its running info, as the Java client reports it when a broker relays
 GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``): its settings as properties, its
 subscriptions, and per held queue the committed offset and what the process queue caches.
 
@@ -12,13 +12,19 @@ import time
 from typing import Any
 
 from aiorocketmq.protocol.codes import CURRENT_VERSION, MQVersion
+from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.operations import (
+    CR_LATER,
+    CR_RETURN_NULL,
+    CR_SUCCESS,
+    CR_THROW_EXCEPTION,
     PROP_CLIENT_VERSION,
     PROP_CONSUME_ORDERLY,
     PROP_CONSUME_TYPE,
     PROP_CONSUMER_START_TIMESTAMP,
     PROP_NAMESERVER_ADDR,
     PROP_THREADPOOL_CORE_SIZE,
+    ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
     ProcessQueueInfo,
 )
@@ -77,3 +83,27 @@ def running_info(member: Any, namesrv: str, started_at: float) -> ConsumerRunnin
             last_consume_timestamp=_wall_ms(getattr(pq, "last_consume_time", pq.last_pull_time)),
         )
     return info
+
+
+async def consume_directly(member: Any, msg: MessageExt) -> ConsumeMessageDirectlyResult:
+    """Let a registered consumer's listener consume ``msg`` now, as the Java client answers
+    CONSUME_MESSAGE_DIRECTLY: the listener's verdict, or the exception it raised."""
+    consume = getattr(member, "consume_directly", None)
+    if consume is None:
+        return ConsumeMessageDirectlyResult(consume_result=CR_THROW_EXCEPTION, remark="not a push consumer")
+    began = time.perf_counter()
+    try:
+        outcome = await consume(msg)
+    except Exception as exc:
+        result = ConsumeMessageDirectlyResult(consume_result=CR_THROW_EXCEPTION, remark=repr(exc))
+    else:
+        if outcome is None:
+            code = CR_RETURN_NULL
+        elif getattr(outcome, "value", None) == "SUCCESS":
+            code = CR_SUCCESS
+        else:
+            code = CR_LATER
+        result = ConsumeMessageDirectlyResult(consume_result=code)
+    result.order = bool(getattr(member, "orderly", False))
+    result.spent_time_mills = int((time.perf_counter() - began) * 1000)
+    return result

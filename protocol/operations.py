@@ -220,3 +220,28 @@ class ConsumerRunningInfo(Body):
             rest["jstack"] = self.jstack
         text = fastjson.dumps(rest)
         return b'{"mqTable":{' + queues + b"}," + text[1:]
+
+
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309): a broker hands the stored message (body) to one client
+    of the group, which consumes it at once and says how it went."""
+
+    consumer_group: str = Field(alias="consumerGroup")
+    client_id: str | None = Field(None, alias="clientId")
+    msg_id: str | None = Field(None, alias="msgId")
+    broker_name: str | None = Field(None, alias="brokerName")
+
+
+#: Java's ``CMResult`` names.
+CR_SUCCESS = "CR_SUCCESS"
+CR_LATER = "CR_LATER"
+CR_THROW_EXCEPTION = "CR_THROW_EXCEPTION"
+CR_RETURN_NULL = "CR_RETURN_NULL"
+
+
+class ConsumeMessageDirectlyResult(Body):
+    order: bool = False
+    auto_commit: bool = Field(True, alias="autoCommit")
+    consume_result: str | None = Field(None, alias="consumeResult")
+    remark: str | None = None
+    spent_time_mills: int = Field(0, alias="spentTimeMills")

@@ -25,6 +25,7 @@ from aiorocketmq.client.operations import (
     broker_consume_stats,
     broker_stats,
     clone_group_offset,
+    consume_message_directly,
     consumer_running_info,
     namesrv_config,
     producer_table,
@@ -874,14 +875,12 @@ async def message_tracks(ctx: Context, msg: MessageExt) -> list[dict[str, str | 
     "Query Message by Unique key.",
     arg("-i", "--msgId", dest="msg_id", required=True, help="Message Id"),
     arg("-t", "--topic", required=True, help="The topic of msg"),
-    arg("-g", "--consumerGroup", dest="group", help="consumer group name (not supported here)"),
-    arg("-d", "--clientId", dest="client_id", help="The consumer's client id (not supported here)"),
+    arg("-g", "--consumerGroup", dest="group", help="consumer group name (with -d: consume it again there)"),
+    arg("-d", "--clientId", dest="client_id", help="The consumer's client id (with -g)"),
     arg("-a", "--showAll", dest="show_all", action="store_true", help="Print all message, the limit is 32"),
     BODY_DIR,
 )
 async def query_msg_by_unique_key(ctx: Context, args: argparse.Namespace) -> Result:
-    if args.group or args.client_id:
-        raise CommandFailed("consuming a message directly (-g/-d, CONSUME_MESSAGE_DIRECTLY) is not supported")
     admin = ctx.admin
     found = await admin._query(args.topic, args.msg_id, unique=True, max_num=32, begin=0, end=None)
     if not found:
@@ -889,6 +888,15 @@ async def query_msg_by_unique_key(ctx: Context, args: argparse.Namespace) -> Res
             found = [await _view_by_offset_id(admin, args.msg_id)]
         except (MQError, CommandFailed):
             raise CommandFailed(f"no message {args.msg_id} in topic {args.topic!r}") from None
+    if args.group and args.client_id:
+        # Consumed again, now, by that one client (Apache's tool prints the verdict alone).
+        result = await consume_message_directly(admin, args.group, args.client_id, found[-1])
+        text = (
+            f"ConsumeMessageDirectlyResult [order={java_bool(result.order)}, "
+            f"autoCommit={java_bool(result.auto_commit)}, consumeResult={result.consume_result}, "
+            f"remark={result.remark}, spentTimeMills={result.spent_time_mills}]"
+        ).replace("remark=None", "remark=null")
+        return Result(result.to_wire(), [text])
     shown = found if args.show_all else found[-1:]
     lines: list[str] = []
     documents = []

@@ -3,7 +3,8 @@ counters over time (VIEW_BROKER_STATS_DATA), every group's progress at once
 (GET_BROKER_CONSUME_STATS), the producer table (GET_ALL_PRODUCER_INFO), consume-queue entries
 (QUERY_CONSUME_QUEUE), store clean-ups on demand (CLEAN_EXPIRED_CONSUMEQUEUE,
 DELETE_EXPIRED_COMMITLOG, CLEAN_UNUSED_TOPIC), and a consumer's running info relayed to the
-client that holds it (GET_CONSUMER_RUNNING_INFO).
+client that holds it (GET_CONSUMER_RUNNING_INFO), as is a stored message to be consumed again
+at once by one client (CONSUME_MESSAGE_DIRECTLY).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper,
 from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.message import decode_offset_msg_id
 from aiorocketmq.protocol.names import (
     AUTO_CREATE_TOPIC,
     BENCHMARK_TOPIC,
@@ -29,6 +31,7 @@ from aiorocketmq.protocol.operations import (
     BrokerStatsData,
     BrokerStatsItem,
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumeQueueData,
     ConsumeStatsList,
     GetConsumerRunningInfoRequestHeader,
@@ -91,6 +94,7 @@ class MaintenanceHandlers:
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
     # -- offsets and statistics -----------------------------------------------------------
@@ -257,26 +261,45 @@ class MaintenanceHandlers:
     async def consumer_running_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Ask the named client of the group for its running info and pass its answer on."""
         h = GetConsumerRunningInfoRequestHeader.from_fields(cmd.ext_fields)
-        group = self.clients.consumer_group(h.consumer_group)
+        ask = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, h.to_fields())
+        return await self._relay(cmd, ask, h.consumer_group, h.client_id)
+
+    async def consume_message_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Hand the message an offset msgId names to one client of the group, which consumes
+        it now (``mqadmin queryMsgByUniqueKey -g -d``), and pass its result on."""
+        h = ConsumeMessageDirectlyResultRequestHeader.from_fields(cmd.ext_fields)
+        try:
+            _, offset = decode_offset_msg_id(h.msg_id or "")
+        except MQError:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad offset msgId {h.msg_id!r}")
+        record = self.store.read_record(offset)
+        if record is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message {h.msg_id} on this broker")
+        ask = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, h.to_fields(), record)
+        return await self._relay(cmd, ask, h.consumer_group, h.client_id or "")
+
+    async def _relay(
+        self, cmd: RemotingCommand, ask: RemotingCommand, group_name: str, client_id: str
+    ) -> RemotingCommand:
+        """Send ``ask`` to ``client_id`` of the group and answer ``cmd`` with its response."""
+        group = self.clients.consumer_group(group_name)
         member = None
         if group is not None:
-            member = next((ch for ch in group.channels.values() if ch.client_id == h.client_id), None)
+            member = next((ch for ch in group.channels.values() if ch.client_id == client_id), None)
         if member is None or member.conn.closed:
             return cmd.response(
-                ResponseCode.SYSTEM_ERROR, f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
+                ResponseCode.SYSTEM_ERROR, f"The Consumer <{group_name}> <{client_id}> not online"
             )
         if member.version < MQVersion.V3_1_8:
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR,
-                f"The Consumer <{h.consumer_group}> Version <{member.version}> too low to finish, "
+                f"The Consumer <{group_name}> Version <{member.version}> too low to finish, "
                 "please upgrade it to V3_1_8_SNAPSHOT",
             )
-        ask = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, h.to_fields())
         try:
             answer = await member.conn.request(ask, RUNNING_INFO_TIMEOUT)
         except MQError as exc:
             return cmd.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {exc}",
+                ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group_name}> <{client_id}> failed: {exc}"
             )
         return cmd.response(answer.code, answer.remark, body=answer.body or b"")

@@ -294,6 +294,24 @@ async def test_query_msg_by_unique_key_with_track(world: World, tmp_path: Path) 
         in result.lines[-1]
     )
 
+    # -g/-d: the live consumer's listener gets the message once more, now.
+    before = sum(1 for m in world.consumed if m.msg_id == msg_id)
+    again = await run(
+        world.ns, "queryMsgByUniqueKey", "-t", world.topic, "-i", msg_id, "-g", world.group,
+        "-d", world.consumer.client_id,
+    )  # fmt: skip
+    [line] = again.lines
+    assert re.fullmatch(
+        r"ConsumeMessageDirectlyResult \[order=false, autoCommit=true, consumeResult=CR_SUCCESS, "
+        r"remark=null, spentTimeMills=\d+\]",
+        line,
+    ), line
+    assert sum(1 for m in world.consumed if m.msg_id == msg_id) == before + 1
+    with pytest.raises(MQError, match="not online"):
+        await run(
+            world.ns, "queryMsgByUniqueKey", "-t", world.topic, "-i", msg_id, "-g", world.group, "-d", "x@y"
+        )
+
 
 async def test_print_msg_by_queue_and_query_cq(world: World) -> None:
     queue = next(q for _, _, q in world.sent if q.broker_name == "broker-a")
