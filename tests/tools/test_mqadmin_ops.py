@@ -20,6 +20,7 @@ import pytest_asyncio
 from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
 from aiorocketmq.client.operations import namesrv_config
 from aiorocketmq.protocol.body import ORDER_TOPIC_CONFIG
+from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.tools.cli import CommandFailed
 from aiorocketmq.tools.mqadmin import Result, execute, parse_args
@@ -429,3 +430,28 @@ async def test_registered_in_the_installed_tool(world: World) -> None:
         assert option in usage.out
     done = await mqadmin("topicClusterList", "-n", world.ns, "-t", world.topic)
     assert (done.code, done.out) == (0, "DefaultCluster\n")
+
+
+async def test_bad_requests_get_clear_errors_and_servers_keep_serving(world: World) -> None:
+    call = world.admin.instance.call
+    addr = world.addr("broker-a")
+    with pytest.raises(MQError, match="srcGroup"):
+        await call(addr, RequestCode.CLONE_GROUP_OFFSET, {"destGroup": "x", "topic": world.topic})
+    with pytest.raises(MQError, match="not exist"):
+        await call(
+            addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "nope"}
+        )
+    with pytest.raises(MQError, match="bad index"):
+        await call(
+            addr,
+            RequestCode.QUERY_CONSUME_QUEUE,
+            {"topic": world.topic, "queueId": 0, "index": -1, "count": 5},
+        )
+    with pytest.raises(MQError, match="bad offset msgId"):
+        await call(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": world.group, "msgId": "zz"})
+    with pytest.raises(MQError, match="not UTF-8"):
+        await call(world.ns, RequestCode.UPDATE_NAMESRV_CONFIG, None, b"orderMessageEnable=\xff\xfe")
+    with pytest.raises(MQError, match="brokerName"):
+        await call(world.ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, {})
+    assert (await run(world.ns, "topicClusterList", "-t", world.topic)).lines == ["DefaultCluster"]
+    assert (await run(world.ns, "cleanUnusedTopic", "-b", addr)).lines == ["success"]
