@@ -35,6 +35,8 @@ from aiorocketmq.protocol.operations import (
     ProducerTableInfo,
     QueryConsumeQueueRequestHeader,
     QueryConsumeQueueResponseBody,
+    QueryCorrectionOffsetBody,
+    QueryCorrectionOffsetHeader,
     ViewBrokerStatsDataRequestHeader,
 )
 from aiorocketmq.protocol.settings import read_properties
@@ -199,3 +201,15 @@ async def consume_message_directly(
         broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=10.0
     )
     return ConsumeMessageDirectlyResult.decode(response.body)
+
+
+async def correction_offsets(
+    admin: Admin, broker_addr: str, topic: str, compare_group: str, filter_groups: list[str] | None = None
+) -> dict[int, int]:
+    """Per queue of ``topic`` on one broker, the smallest offset of its groups but
+    ``filter_groups`` (2**63 - 1 where ``compare_group`` is further behind) (QUERY_CORRECTION_OFFSET)."""
+    header = QueryCorrectionOffsetHeader(
+        filter_groups=",".join(filter_groups or []), compare_group=compare_group, topic=topic
+    )
+    response = await admin.instance.call(broker_addr, RequestCode.QUERY_CORRECTION_OFFSET, header)
+    return QueryCorrectionOffsetBody.decode(response.body).correction_offsets

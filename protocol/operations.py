@@ -245,3 +245,30 @@ class ConsumeMessageDirectlyResult(Body):
     consume_result: str | None = Field(None, alias="consumeResult")
     remark: str | None = None
     spent_time_mills: int = Field(0, alias="spentTimeMills")
+
+
+class QueryCorrectionOffsetHeader(Header):
+    """QUERY_CORRECTION_OFFSET (308): per queue, the smallest offset of the topic's groups
+    but ``filterGroups`` (comma-separated), unless ``compareGroup`` is already behind it."""
+
+    filter_groups: str | None = Field(None, alias="filterGroups")
+    compare_group: str = Field(alias="compareGroup")
+    topic: str
+
+
+def _int_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {int(k): v for k, v in value.items()}
+    return value
+
+
+class QueryCorrectionOffsetBody(Body):
+    correction_offsets: Annotated[dict[int, int], BeforeValidator(_int_keys)] = Field(
+        default_factory=dict, alias="correctionOffsets"
+    )
+
+    def encode(self) -> bytes:
+        # fastjson writes Integer map keys bare.
+        return fastjson.dumps(
+            {"correctionOffsets": dict(sorted(self.correction_offsets.items()))}, legacy_int_keys=True
+        )

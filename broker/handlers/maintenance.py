@@ -2,7 +2,8 @@
 counters over time (VIEW_BROKER_STATS_DATA), every group's progress at once
 (GET_BROKER_CONSUME_STATS), the producer table (GET_ALL_PRODUCER_INFO), consume-queue entries
 (QUERY_CONSUME_QUEUE), store clean-ups on demand (CLEAN_EXPIRED_CONSUMEQUEUE,
-DELETE_EXPIRED_COMMITLOG, CLEAN_UNUSED_TOPIC), and a consumer's running info relayed to the
+DELETE_EXPIRED_COMMITLOG, CLEAN_UNUSED_TOPIC), the offset a topic's groups agree on
+(QUERY_CORRECTION_OFFSET), and a consumer's running info relayed to the
 client that holds it (GET_CONSUMER_RUNNING_INFO), as is a stored message to be consumed again
 at once by one client (CONSUME_MESSAGE_DIRECTLY).
 """
@@ -40,6 +41,8 @@ from aiorocketmq.protocol.operations import (
     ProducerTableInfo,
     QueryConsumeQueueRequestHeader,
     QueryConsumeQueueResponseBody,
+    QueryCorrectionOffsetBody,
+    QueryCorrectionOffsetHeader,
     ViewBrokerStatsDataRequestHeader,
 )
 from aiorocketmq.protocol.transport import Connection, Handler
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 SYSTEM_TOPICS = frozenset(
     NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC}
 )
+
+LONG_MAX = (1 << 63) - 1
 
 #: How long the broker waits for a client to describe itself (Apache's tools wait 5 s too).
 RUNNING_INFO_TIMEOUT = 5.0
@@ -95,6 +100,7 @@ class MaintenanceHandlers:
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.QUERY_CORRECTION_OFFSET: self.correction_offset,
         }
 
     # -- offsets and statistics -----------------------------------------------------------
@@ -112,6 +118,23 @@ class MaintenanceHandlers:
                 self.offsets.commit(h.dest_group, topic, queue_id, offset)
         log.info("offsets of %s cloned to %s on %s by %s", h.src_group, h.dest_group, topics, conn.address)
         return cmd.response()
+
+    def correction_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Per queue of ``topic``, the smallest committed offset among its groups but the
+        filtered ones; a queue where ``compareGroup`` is further behind gets Long.MAX_VALUE
+        (nothing to correct there), as Apache's broker answers."""
+        h = QueryCorrectionOffsetHeader.from_fields(cmd.ext_fields)
+        skipped = {g.strip() for g in (h.filter_groups or "").split(",") if g.strip()}
+        minimum: dict[int, int] = {}
+        for group in self.offsets.groups_of_topic(h.topic):
+            if group in skipped:
+                continue
+            for queue_id, offset in self.offsets.queues_of(group, h.topic).items():
+                minimum[queue_id] = min(offset, minimum.get(queue_id, offset))
+        for queue_id, offset in self.offsets.queues_of(h.compare_group, h.topic).items():
+            if queue_id in minimum and minimum[queue_id] > offset:
+                minimum[queue_id] = LONG_MAX
+        return cmd.response(body=QueryCorrectionOffsetBody(correction_offsets=minimum).encode())
 
     def view_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = ViewBrokerStatsDataRequestHeader.from_fields(cmd.ext_fields)

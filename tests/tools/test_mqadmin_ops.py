@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
-from aiorocketmq.client.operations import namesrv_config
+from aiorocketmq.client.operations import correction_offsets, namesrv_config
 from aiorocketmq.protocol.body import ORDER_TOPIC_CONFIG
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import MQError
@@ -228,9 +228,26 @@ async def test_clone_and_skip_offsets(world: World) -> None:
             world.group, queue
         )
     # Two more messages: the live group consumes them, the clone (nobody) does not.
+    on_a = next(q for q in await world.admin.queues(world.topic) if q.broker_name == "broker-a")
     for i in range(2):
-        await world.producer.send(Message(world.topic, f"late {i}".encode()))
+        await world.producer.send(Message(world.topic, f"late {i}".encode()), queue=on_a)
     assert await world.admin.consumer_lag(clone, world.topic) == 2
+    # QUERY_CORRECTION_OFFSET: the smallest offset of the groups, and "nothing to correct"
+    # where the compared group is further behind than the others.
+    await wait_until(lambda: _no_lag(world), timeout=60)  # the live group has the late two
+    committed = {}
+    for q in await world.admin.queues(world.topic):
+        if q.broker_name == "broker-a":
+            committed[q.queue_id] = (
+                await world.admin.committed_offset(world.group, q),
+                await world.admin.committed_offset(clone, q),
+            )
+    addr = world.addr("broker-a")
+    lowest = await correction_offsets(world.admin, addr, world.topic, clone)
+    assert lowest == {qid: min(mine, cloned) for qid, (mine, cloned) in committed.items()}
+    others = await correction_offsets(world.admin, addr, world.topic, clone, [clone])
+    assert others == {qid: 2**63 - 1 if cloned < mine else mine for qid, (mine, cloned) in committed.items()}
+    assert others[on_a.queue_id] == 2**63 - 1  # the clone is 2 behind there
     skipped = await run(world.ns, "skipAccumulatedMessage", "-g", clone, "-t", world.topic)
     assert skipped.lines[0].split() == ["#brokerName", "#queueId", "#offset"]
     maxima = {
