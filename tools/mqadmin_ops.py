@@ -35,9 +35,16 @@ from aiorocketmq.client.operations import (
     update_namesrv_config,
     wipe_write_perm,
 )
-from aiorocketmq.protocol.body import ORDER_TOPIC_CONFIG, ConsumeType, SubscriptionGroupConfig
+from aiorocketmq.protocol import fastjson
+from aiorocketmq.protocol.body import (
+    ORDER_TOPIC_CONFIG,
+    ConsumeType,
+    ProducerConnection,
+    SubscriptionGroupConfig,
+)
 from aiorocketmq.protocol.codes import MASTER_ID, RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.headers import GetProducerConnectionListRequestHeader
 from aiorocketmq.protocol.names import (
     AUTO_CREATE_TOPIC,
     BENCHMARK_TOPIC,
@@ -477,7 +484,9 @@ async def _stats_sum(ctx: Context, addrs: Any, name: str, key: str) -> tuple[flo
         except MQError:
             continue
         tps += data.stats_minute.tps
-        day += data.stats_day.sum
+        # Apache's compute24HourSum: the day, else the hour, else the minute (a broker's day
+        # window counts only completed hours).
+        day += data.stats_day.sum or data.stats_hour.sum or data.stats_minute.sum
     return tps, day
 
 
@@ -608,9 +617,6 @@ async def producer_connection(ctx: Context, args: argparse.Namespace) -> Result:
     if not masters:
         raise CommandFailed(f"topic {args.topic!r} has no master broker")
     # One broker of the topic's route, as Apache's tool asks.
-    from aiorocketmq.protocol.body import ProducerConnection
-    from aiorocketmq.protocol.headers import GetProducerConnectionListRequestHeader
-
     addr = masters[sorted(masters)[0]]
     response = await ctx.admin.instance.call(
         addr,
@@ -815,7 +821,7 @@ async def get_consumer_config(ctx: Context, args: argparse.Namespace) -> Result:
             response = await admin.instance.call(
                 data.broker_addrs[MASTER_ID], RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
             )
-            table = json.loads(response.body).get("subscriptionGroupTable", {})
+            table = fastjson.loads(response.body).get("subscriptionGroupTable", {})
             if args.group not in table:
                 continue
             config = SubscriptionGroupConfig.model_validate(table[args.group])
@@ -1116,7 +1122,7 @@ def _is_system_group(group: str) -> bool:
 async def _broker_tables(ctx: Context, addr: str) -> tuple[dict[str, Any], dict[str, Any]]:
     topics = await ctx.admin.instance.call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
     groups = await ctx.admin.instance.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-    return json.loads(topics.body), json.loads(groups.body)
+    return fastjson.loads(topics.body), fastjson.loads(groups.body)
 
 
 @command(
