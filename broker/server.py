@@ -36,6 +36,7 @@ from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
 from .handlers.pull import Puller
 from .handlers.query import QueryHandlers
+from .handlers.reply import ReplyHandlers
 from .handlers.send import Sender
 from .handlers.transaction import TransactionHandlers
 from .locks import QueueLocks
@@ -180,6 +181,7 @@ class Broker:
                 register=self.registration.register_all,
             ),
             AclHandlers(config, self.access),
+            ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
         )
         handlers: dict[int, Handler] = {}
         for family in families:

@@ -64,6 +64,7 @@ from aiorocketmq.protocol.tls import client_context
 from aiorocketmq.protocol.transport import Connection, Handler, Signer
 
 from .errors import ClientError
+from .request_reply import ReplyWaiters
 from .routing import broker_addresses
 
 log = logging.getLogger(__name__)
@@ -280,6 +281,8 @@ class ClientInstance:
         self.running = False
         self._ssl = options.ssl_context()
         credentials = options.credentials
+        #: Requests of this client's producers waiting for their replies.
+        self.replies = ReplyWaiters()
         self._signer: Signer | None = (
             functools.partial(sign, credentials=credentials) if credentials is not None else None
         )
@@ -287,6 +290,7 @@ class ClientInstance:
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._on_consumer_ids_changed,
             RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self.replies.on_push_reply,
         }
 
     # -- lifecycle ------------------------------------------------------------------------

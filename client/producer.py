@@ -58,6 +58,7 @@ from .client_instance import (
     release_instance,
 )
 from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
+from .request_reply import ReplyCallback, create_reply_message, is_reply, request, request_with_callback
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
 from .subscription import check_group, check_topic
 from .types import SEND_STATUS_BY_CODE, SendResult, ServiceState, TransactionSendResult, TransactionState
@@ -73,6 +74,7 @@ RETRY_BACKOFF_MAX = 1.0
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
+_SEND_REPLY_V2 = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _STATUS = SEND_STATUS_BY_CODE
@@ -428,7 +430,8 @@ class Producer:
     ) -> SendResult:
         fields, body, uniq = self._prepare(msg)
         fixed = await self._fixed_queue(msg.topic, shard_key, queue)
-        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, fixed, timeout)
+        code = _SEND_REPLY_V2 if is_reply(msg) else _SEND_V2
+        return await self._send(msg.topic, code, fields, body, uniq, fixed, timeout)
 
     async def _observed(
         self, messages: Sequence[Message], kind: str, sending: Awaitable[SendResult]
@@ -475,6 +478,41 @@ class Producer:
         topic = messages[0].topic
         fixed = await self._fixed_queue(topic, shard_key, queue)
         return await self._send(topic, _SEND_BATCH, fields, body, ids, fixed, timeout)
+
+    # -- request-reply ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        msg: Message,
+        timeout: float = 3.0,
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return the reply a consumer sends back
+        (:meth:`reply`). Raises :class:`~.request_reply.RequestFailedError` when the request
+        cannot be sent and :class:`~.request_reply.ReplyTimeoutError` when no reply comes
+        within ``timeout`` seconds (which bounds the send too)."""
+        return await request(self, msg, timeout, shard_key=shard_key, queue=queue)
+
+    def request_with_callback(
+        self,
+        msg: Message,
+        callback: ReplyCallback,
+        timeout: float = 3.0,
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+    ) -> asyncio.Task[None]:
+        """Send a request in the background: ``callback(reply, None)`` gets its reply,
+        ``callback(None, error)`` the error that ended it (a plain or async function).
+        The returned task ends after the callback."""
+        return request_with_callback(self, msg, callback, timeout, shard_key=shard_key, queue=queue)
+
+    async def reply(self, request: Message, body: bytes, *, timeout: float | None = None) -> SendResult:
+        """Answer a consumed request message with ``body`` (its requester's
+        :meth:`request` returns it)."""
+        return await self.send(create_reply_message(request, body), timeout=timeout)
 
     async def send_oneway(
         self, msg: Message, *, shard_key: str | None = None, queue: MessageQueue | None = None
