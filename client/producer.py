@@ -61,6 +61,7 @@ from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
 from .request_reply import ReplyCallback, create_reply_message, is_reply, request, request_with_callback
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
 from .subscription import check_group, check_topic
+from .trace import TraceDispatcher
 from .types import SEND_STATUS_BY_CODE, SendResult, ServiceState, TransactionSendResult, TransactionState
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,8 @@ class Producer:
         latency_fault_tolerance: bool = False,
         default_topic_queue_nums: int = 4,
         options: ClientOptions | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         check_group(group)
         if send_timeout <= 0:
@@ -166,6 +169,10 @@ class Producer:
         self._refreshing: set[str] = set()
         self._registered = True
         self._state = ServiceState.CREATED
+        #: ``enable_trace``: message traces (``Pub``, ``EndTransaction``) go to ``trace_topic``.
+        self.enable_trace = enable_trace
+        self.trace_topic = trace_topic
+        self._trace: TraceDispatcher | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -192,6 +199,10 @@ class Producer:
         self._instance = instance
         self._state = ServiceState.RUNNING
         await instance.send_heartbeat()
+        if self.enable_trace:
+            trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
+            await trace.start()
+            self._trace = trace
 
     async def shutdown(self) -> None:
         """Unregister the group from the brokers and leave the client instance."""
@@ -201,6 +212,8 @@ class Producer:
         instance = self._instance
         assert instance is not None
         try:
+            if self._trace is not None:
+                await self._trace.shutdown()
             if self._registered:
                 await instance.unregister_producer(self.group)
                 await release_instance(instance)
@@ -420,10 +433,23 @@ class Producer:
         attempt failed, :class:`NoRouteError` when the topic has no route, or the broker's
         error for a non-retryable refusal.
         """
+        sending = self._send_one(msg, shard_key, queue, timeout)
+        if self._trace is not None:
+            sending = self._traced([msg], sending)
         if telemetry.active():
             kind = "fifo" if shard_key is not None else "delay" if msg.delay_level else "normal"
-            return await self._observed([msg], kind, self._send_one(msg, shard_key, queue, timeout))
-        return await self._send_one(msg, shard_key, queue, timeout)
+            return await self._observed([msg], kind, sending)
+        return await sending
+
+    async def _traced(self, messages: Sequence[Message], sending: Awaitable[SendResult]) -> SendResult:
+        """Run ``sending`` and record its ``Pub`` trace (a failed send records nothing)."""
+        began = time.time_ns() // 1_000_000
+        result = await sending
+        trace = self._trace
+        if trace is not None:
+            addrs = self.instance.brokers.get(result.queue.broker_name)
+            trace.sent(self.group, messages, result, began, addrs.get(0) if addrs else None)
+        return result
 
     async def _send_one(
         self, msg: Message, shard_key: str | None, queue: MessageQueue | None, timeout: float | None
@@ -461,11 +487,12 @@ class Producer:
     ) -> SendResult:
         """Send messages of one topic as one request, stored with consecutive offsets in one
         queue. The result's ``msg_id`` lists the unique ids, comma-separated."""
+        sending = self._send_many(messages, shard_key, queue, timeout)
+        if self._trace is not None and messages:
+            sending = self._traced(messages, sending)
         if telemetry.active() and messages:
-            return await self._observed(
-                messages, "normal", self._send_many(messages, shard_key, queue, timeout)
-            )
-        return await self._send_many(messages, shard_key, queue, timeout)
+            return await self._observed(messages, "normal", sending)
+        return await sending
 
     async def _send_many(
         self,
@@ -643,6 +670,13 @@ class Producer:
             self._refreshing.discard(topic)
 
 
+#: Java's ``LocalTransactionState`` names, as ``EndTransaction`` traces record them.
+_TRACE_STATES = {
+    TransactionState.COMMIT: "COMMIT_MESSAGE",
+    TransactionState.ROLLBACK: "ROLLBACK_MESSAGE",
+    TransactionState.UNKNOWN: "UNKNOW",
+}
+
 LocalTransaction = Callable[[Message], "TransactionState | Awaitable[TransactionState]"]
 TransactionChecker = Callable[[MessageExt], "TransactionState | Awaitable[TransactionState]"]
 
@@ -707,7 +741,7 @@ class TransactionProducer(Producer):
         else:
             state = TransactionState.ROLLBACK
         try:
-            await self._end_transaction(result, state, error)
+            await self._end_transaction(msg, result, state, error)
         except MQError as exc:
             # The broker's check-back resolves the half message anyway.
             log.warning("END_TRANSACTION for %s failed: %s", uniq, exc)
@@ -715,10 +749,13 @@ class TransactionProducer(Producer):
 
     async def _send_half(self, msg: Message) -> SendResult:
         fields, body, uniq = self._prepare(msg, _PREPARED)
-        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        sending = self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        if self._trace is not None:
+            return await self._traced([msg], sending)
+        return await sending
 
     async def _end_transaction(
-        self, result: SendResult, state: TransactionState, error: BaseException | None
+        self, msg: Message, result: SendResult, state: TransactionState, error: BaseException | None
     ) -> None:
         instance = self.instance
         addr = await instance.find_broker_addr(result.queue.broker_name, topic=result.queue.topic)
@@ -737,6 +774,10 @@ class TransactionProducer(Producer):
         if error is not None:
             cmd.remark = f"{type(error).__name__}: {error}"
         conn.send_oneway(cmd)
+        if self._trace is not None:
+            self._trace.transaction_ended(
+                self.group, msg, result.msg_id, header.transaction_id, _TRACE_STATES[state], addr, False
+            )
 
     def check_transaction(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
@@ -765,6 +806,11 @@ class TransactionProducer(Producer):
             await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, answer)
         except MQError as exc:
             log.warning("answering the transaction check of %s failed: %s", uniq, exc)
+            return
+        if self._trace is not None:
+            self._trace.transaction_ended(
+                self.group, message, uniq, answer.transaction_id, _TRACE_STATES[state], broker_addr, True
+            )
 
 
 __all__ = [
