@@ -21,6 +21,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiorocketmq.protocol.errors import MQError
@@ -29,11 +30,16 @@ from aiorocketmq.protocol.message import Message, MessageExt, PropertyKey, new_u
 from aiorocketmq.protocol.names import TRACE_TOPIC
 from aiorocketmq.protocol.trace import (
     ConsumeReturnType,
-    TraceBean,
     TraceContext,
     TraceMessageType,
-    TraceType,
-    batch_contexts,
+    batch_records,
+    encode_context,
+    encode_end_transaction,
+    encode_pub,
+    encode_sub_after,
+    encode_sub_before,
+    index_keys,
+    trace_keys,
 )
 
 from .types import ConsumeResult, SendResult, SendStatus
@@ -58,24 +64,41 @@ SEND_TIMEOUT = 5.0
 _instances = itertools.count(1)
 _SUCCESS = ConsumeResult.SUCCESS
 _SEND_OK = SendStatus.SEND_OK
+_TAGS = PropertyKey.TAGS
+_KEYS = PropertyKey.KEYS
+_TRACE_SWITCH = PropertyKey.TRACE_SWITCH
+_REGION = PropertyKey.MSG_REGION
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def message_type(msg: Message) -> TraceMessageType:
-    """How a message being sent is meant, as its trace records it."""
+_NORMAL = int(TraceMessageType.NORMAL)
+_TRANS_HALF = int(TraceMessageType.TRANS_HALF)
+_DELAY = int(TraceMessageType.DELAY)
+_PREPARED = PropertyKey.TRANSACTION_PREPARED
+_DELAY_LEVEL = PropertyKey.DELAY_TIME_LEVEL
+_DELIVER_TIME = PropertyKey.START_DELIVER_TIME
+
+
+def message_type(msg: Message) -> int:
+    """How a message being sent is meant (a :class:`TraceMessageType` value)."""
     props = msg.properties
-    if props.get(PropertyKey.TRANSACTION_PREPARED) == "true":
-        return TraceMessageType.TRANS_HALF
-    if props.get(PropertyKey.DELAY_TIME_LEVEL) or props.get(PropertyKey.START_DELIVER_TIME):
-        return TraceMessageType.DELAY
-    return TraceMessageType.NORMAL
+    if not props:
+        return _NORMAL
+    if props.get(_PREPARED) == "true":
+        return _TRANS_HALF
+    if props.get(_DELAY_LEVEL) or props.get(_DELIVER_TIME):
+        return _DELAY
+    return _NORMAL
 
 
 class TraceDispatcher:
-    """Trace events of one producer or consumer, sent in batches by a background task."""
+    """Trace events of one producer or consumer, sent in batches by a background task.
+
+    The queue holds each event already encoded, with what the trace message is grouped by
+    (the traced message's topic and region) and found by (its ids and keys)."""
 
     def __init__(
         self,
@@ -99,7 +122,8 @@ class TraceDispatcher:
         self.dropped = 0
         self.failed_sends = 0
         self.sent_messages = 0
-        self._queue: deque[TraceContext] = deque()
+        #: (topic, region, encoded records, index keys) per event.
+        self._queue: deque[tuple[str | None, str | None, str, str]] = deque()
         self._wakeup = asyncio.Event()
         self._producer: Producer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -130,16 +154,21 @@ class TraceDispatcher:
         assert self._producer is not None
         await self._producer.shutdown()
 
-    # -- recording (the hot path: no I/O, no encoding) ------------------------------------
+    # -- recording (the hot path: one string per event, no I/O) ---------------------------
 
-    def append(self, ctx: TraceContext) -> None:
+    def _append(self, topic: str | None, region: str | None, data: str, keys: str) -> None:
         queue = self._queue
         if len(queue) >= self.queue_size:
             self.dropped += 1
             return
-        queue.append(ctx)
+        queue.append((topic, region, data, keys))
         if len(queue) >= self.batch_size:
             self._wakeup.set()
+
+    def append(self, ctx: TraceContext) -> None:
+        """Queue a trace event built by hand."""
+        topic = ctx.beans[0].topic if ctx.beans else None
+        self._append(topic, ctx.region_id, encode_context(ctx), " ".join(trace_keys(ctx)))
 
     def sent(
         self,
@@ -151,23 +180,33 @@ class TraceDispatcher:
         region: str = DEFAULT_REGION,
     ) -> None:
         """A send of ``messages`` that started at ``began`` (epoch ms) returned ``result``."""
-        if messages[0].topic == self.trace_topic:
+        first = messages[0]
+        topic = first.topic
+        if topic == self.trace_topic:
             return
-        cost = (_now_ms() - began) // len(messages)
-        ids = result.msg_id.split(",") if len(messages) > 1 else [result.msg_id]
+        count = len(messages)
+        cost = (time.time_ns() // 1_000_000 - began) // count
         success = result.status is _SEND_OK
-        for msg, msg_id in zip(messages, ids):
-            bean = TraceBean(
-                msg_id,
-                msg.topic,
-                msg.properties.get(PropertyKey.TAGS),
-                msg.properties.get(PropertyKey.KEYS),
-                store_host,
-                len(msg.body),
-                message_type(msg),
-                result.offset_msg_id,
-            )
-            self.append(TraceContext(TraceType.PUB, began, region, group, cost, success, beans=[bean]))
+        kind = message_type(first)
+        offset_msg_id = result.offset_msg_id
+        if count == 1:  # the common case, without the loop
+            props = first.properties
+            keys = props.get(_KEYS)
+            msg_id = result.msg_id
+            data = encode_pub(
+                began, region, group, topic, msg_id, props.get(_TAGS), keys, store_host,
+                len(first.body), cost, kind, offset_msg_id, success,
+            )  # fmt: skip
+            self._append(topic, region, data, f"{msg_id} {keys}" if keys else msg_id)
+            return
+        for msg, msg_id in zip(messages, result.msg_id.split(",")):
+            props = msg.properties
+            keys = props.get(_KEYS)
+            data = encode_pub(
+                began, region, group, topic, msg_id, props.get(_TAGS), keys, store_host,
+                len(msg.body), cost, kind, offset_msg_id, success,
+            )  # fmt: skip
+            self._append(topic, region, data, index_keys(msg_id, keys))
 
     def transaction_ended(
         self,
@@ -179,51 +218,40 @@ class TraceDispatcher:
         store_host: str | None,
         from_check: bool,
     ) -> None:
-        bean = TraceBean(
-            msg_id,
-            msg.topic,
-            msg.properties.get(PropertyKey.TAGS),
-            msg.properties.get(PropertyKey.KEYS),
-            store_host,
-            len(msg.body),
-            TraceMessageType.TRANS_COMMIT,
-            transaction_id=transaction_id,
-            transaction_state=state,
-            from_transaction_check=from_check,
-        )
-        self.append(TraceContext(TraceType.END_TRANSACTION, _now_ms(), DEFAULT_REGION, group, beans=[bean]))
+        props = msg.properties
+        keys = props.get(_KEYS)
+        data = encode_end_transaction(
+            _now_ms(), DEFAULT_REGION, group, msg.topic, msg_id, props.get(_TAGS), keys, store_host,
+            int(TraceMessageType.TRANS_COMMIT), transaction_id, state, from_check,
+        )  # fmt: skip
+        self._append(msg.topic, DEFAULT_REGION, data, index_keys(msg_id, keys))
 
-    def consume_before(self, group: str, messages: Sequence[MessageExt]) -> TraceContext | None:
+    def consume_before(self, group: str, messages: Sequence[MessageExt]) -> ListenerCall | None:
         """A listener call on ``messages`` starts: its ``SubBefore`` (messages whose broker
         switched tracing off are left out); pass the result to :meth:`consume_after`."""
-        beans = []
-        region = None
-        for msg in messages:
-            props = msg.properties
-            if props.get(PropertyKey.TRACE_SWITCH) == "false":
-                continue
-            region = props.get(PropertyKey.MSG_REGION)
-            beans.append(
-                TraceBean(
-                    msg.msg_id,
-                    msg.topic,
-                    props.get(PropertyKey.TAGS),
-                    props.get(PropertyKey.KEYS),
-                    body_length=msg.store_size,
-                    retry_times=msg.reconsume_times,
+        traced = [m for m in messages if m.properties.get(_TRACE_SWITCH) != "false"]
+        if not traced:
+            return None
+        region = traced[-1].properties.get(_REGION) or ""
+        call = ListenerCall(_now_ms(), region, group, new_unique_id(), traced)
+        records = []
+        keys = []
+        for msg in traced:
+            msg_keys = msg.properties.get(_KEYS)
+            msg_id = msg.msg_id
+            records.append(
+                encode_sub_before(
+                    call.timestamp, region, group, call.request_id, msg_id, msg.reconsume_times, msg_keys
                 )
             )
-        if not beans:
-            return None
-        ctx = TraceContext(TraceType.SUB_BEFORE, _now_ms(), region or "", group, request_id=new_unique_id())
-        ctx.beans = beans
-        self.append(ctx)
-        return ctx
+            keys.append(index_keys(msg_id, msg_keys))
+        self._append(traced[0].topic, region, "".join(records), " ".join(keys))
+        return call
 
-    def consume_after(self, before: TraceContext | None, outcome: Any, error: BaseException | None) -> None:
+    def consume_after(self, call: ListenerCall | None, outcome: Any, error: BaseException | None) -> None:
         """The listener call :meth:`consume_before` recorded ended with ``outcome`` (or
         raised ``error``)."""
-        if before is None:
+        if call is None:
             return
         now = _now_ms()
         if error is not None:
@@ -234,18 +262,18 @@ class TraceDispatcher:
             code = ConsumeReturnType.SUCCESS
         else:
             code = ConsumeReturnType.FAILED
-        after = TraceContext(
-            TraceType.SUB_AFTER,
-            now,
-            before.region_id,
-            before.group,
-            (now - before.timestamp) // len(before.beans),
-            error is None and outcome is _SUCCESS,
-            before.request_id,
-            int(code),
-            before.beans,
-        )
-        self.append(after)
+        success = code is ConsumeReturnType.SUCCESS
+        cost = (now - call.timestamp) // len(call.messages)
+        records = []
+        keys = []
+        for msg in call.messages:
+            msg_keys = msg.properties.get(_KEYS)
+            msg_id = msg.msg_id
+            records.append(
+                encode_sub_after(call.request_id, msg_id, cost, success, msg_keys, int(code), now, call.group)
+            )
+            keys.append(index_keys(msg_id, msg_keys))
+        self._append(call.messages[0].topic, call.region, "".join(records), " ".join(keys))
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -265,11 +293,11 @@ class TraceDispatcher:
         queue = self._queue
         while queue:
             taken = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
-            by_topic: dict[tuple[str | None, str | None], list[TraceContext]] = {}
-            for ctx in taken:
-                by_topic.setdefault((ctx.beans[0].topic, ctx.region_id), []).append(ctx)
-            for contexts in by_topic.values():
-                for batch in batch_contexts(contexts, self.max_message_size):
+            by_topic: dict[tuple[str | None, str | None], list[tuple[str, str]]] = {}
+            for topic, region, data, keys in taken:
+                by_topic.setdefault((topic, region), []).append((data, keys))
+            for records in by_topic.values():
+                for batch in batch_records(records, self.max_message_size):
                     await self._send(Message(self.trace_topic, batch.data.encode(), keys=batch.keys))
 
     async def _send(self, msg: Message) -> None:
@@ -281,3 +309,14 @@ class TraceDispatcher:
             log.warning("trace: sending to %s failed: %s", self.trace_topic, exc)
         else:
             self.sent_messages += 1
+
+
+@dataclass(slots=True)
+class ListenerCall:
+    """What :meth:`TraceDispatcher.consume_after` needs of the call's ``SubBefore``."""
+
+    timestamp: int
+    region: str
+    group: str
+    request_id: str
+    messages: list[MessageExt]

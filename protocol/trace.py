@@ -101,43 +101,138 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+# The record encoders take plain values, so that the SDK's hot path builds one string per
+# event and no intermediate objects; :func:`encode_context` is built on them.
+
+
+def encode_pub(
+    timestamp: int,
+    region: str | None,
+    group: str | None,
+    topic: str | None,
+    msg_id: str,
+    tags: str | None,
+    keys: str | None,
+    store_host: str | None,
+    body_length: int,
+    cost_time: int,
+    msg_type: int,
+    offset_msg_id: str | None,
+    success: bool,
+) -> str:
+    # Inline None checks: this runs once per traced send.
+    return (
+        f"Pub\x01{timestamp}\x01{NULL if region is None else region}\x01{NULL if group is None else group}"
+        f"\x01{NULL if topic is None else topic}\x01{msg_id}\x01{NULL if tags is None else tags}"
+        f"\x01{NULL if keys is None else keys}\x01{NULL if store_host is None else store_host}"
+        f"\x01{body_length}\x01{cost_time}\x01{msg_type}\x01{NULL if offset_msg_id is None else offset_msg_id}"
+        f"\x01{'true' if success else 'false'}\x02"
+    )
+
+
+def encode_sub_before(
+    timestamp: int,
+    region: str | None,
+    group: str | None,
+    request_id: str | None,
+    msg_id: str,
+    retry_times: int,
+    keys: str | None,
+) -> str:
+    return (
+        f"SubBefore\x01{timestamp}\x01{_text(region)}\x01{_text(group)}\x01{_text(request_id)}"
+        f"\x01{msg_id}\x01{retry_times}\x01{_text(keys)}\x02"
+    )
+
+
+def encode_sub_after(
+    request_id: str | None,
+    msg_id: str,
+    cost_time: int,
+    success: bool,
+    keys: str | None,
+    context_code: int,
+    timestamp: int,
+    group: str | None,
+) -> str:
+    return (
+        f"SubAfter\x01{_text(request_id)}\x01{msg_id}\x01{cost_time}\x01{'true' if success else 'false'}"
+        f"\x01{_text(keys)}\x01{context_code}\x01{timestamp}\x01{_text(group)}\x02"
+    )
+
+
+def encode_end_transaction(
+    timestamp: int,
+    region: str | None,
+    group: str | None,
+    topic: str | None,
+    msg_id: str,
+    tags: str | None,
+    keys: str | None,
+    store_host: str | None,
+    msg_type: int,
+    transaction_id: str | None,
+    transaction_state: str | None,
+    from_transaction_check: bool,
+) -> str:
+    return (
+        f"EndTransaction\x01{timestamp}\x01{_text(region)}\x01{_text(group)}\x01{_text(topic)}"
+        f"\x01{msg_id}\x01{_text(tags)}\x01{_text(keys)}\x01{_text(store_host)}\x01{msg_type}"
+        f"\x01{_text(transaction_id)}\x01{_text(transaction_state)}"
+        f"\x01{'true' if from_transaction_check else 'false'}\x02"
+    )
+
+
 def encode_context(ctx: TraceContext) -> str:
     """The records of one trace event (a ``Pub`` or ``EndTransaction`` describes its first
     message only, as Java's encoder does; consumer events one record per message)."""
-    sep = CONTENT_SEPARATOR
     kind = ctx.trace_type
     if kind is TraceType.PUB or kind is TraceType.END_TRANSACTION:
         if not ctx.beans:
             return ""
         b = ctx.beans[0]
-        head = [kind.value, str(ctx.timestamp), _text(ctx.region_id), _text(ctx.group)]
-        head += [_text(b.topic), b.msg_id, _text(b.tags), _text(b.keys), _text(b.store_host)]
         if kind is TraceType.PUB:
-            tail = [str(b.body_length), str(ctx.cost_time), str(int(b.msg_type))]
-            tail += [_text(b.offset_msg_id), _bool(ctx.success)]
-        else:
-            tail = [str(int(b.msg_type)), _text(b.transaction_id), _text(b.transaction_state)]
-            tail.append(_bool(b.from_transaction_check))
-        return sep.join(head + tail) + FIELD_SEPARATOR
-    out = []
-    for b in ctx.beans:
-        if kind is TraceType.SUB_BEFORE:
-            parts = [kind.value, str(ctx.timestamp), _text(ctx.region_id), _text(ctx.group)]
-            parts += [_text(ctx.request_id), b.msg_id, str(b.retry_times), _text(b.keys)]
-        else:
-            parts = [kind.value, _text(ctx.request_id), b.msg_id, str(ctx.cost_time), _bool(ctx.success)]
-            parts += [_text(b.keys), str(ctx.context_code), str(ctx.timestamp), _text(ctx.group)]
-        out.append(sep.join(parts) + FIELD_SEPARATOR)
-    return "".join(out)
+            return encode_pub(
+                ctx.timestamp, ctx.region_id, ctx.group, b.topic, b.msg_id, b.tags, b.keys, b.store_host,
+                b.body_length, ctx.cost_time, int(b.msg_type), b.offset_msg_id, ctx.success,
+            )  # fmt: skip
+        return encode_end_transaction(
+            ctx.timestamp, ctx.region_id, ctx.group, b.topic, b.msg_id, b.tags, b.keys, b.store_host,
+            int(b.msg_type), b.transaction_id, b.transaction_state, b.from_transaction_check,
+        )  # fmt: skip
+    if kind is TraceType.SUB_BEFORE:
+        return "".join(
+            encode_sub_before(
+                ctx.timestamp, ctx.region_id, ctx.group, ctx.request_id, b.msg_id, b.retry_times, b.keys
+            )
+            for b in ctx.beans
+        )
+    return "".join(
+        encode_sub_after(
+            ctx.request_id,
+            b.msg_id,
+            ctx.cost_time,
+            ctx.success,
+            b.keys,
+            ctx.context_code,
+            ctx.timestamp,
+            ctx.group,
+        )
+        for b in ctx.beans
+    )
+
+
+def index_keys(msg_id: str, keys: str | None) -> str:
+    """What a trace message about one message must be found by, space-separated (the form of
+    the ``KEYS`` property): its id and its own keys."""
+    return f"{msg_id}{KEY_SEPARATOR}{keys}" if keys else msg_id
 
 
 def trace_keys(ctx: TraceContext) -> list[str]:
     """The index keys a trace message carrying ``ctx`` needs: each message's id and keys."""
     keys: list[str] = []
     for b in ctx.beans:
-        keys.append(b.msg_id)
-        if b.keys:
-            keys.extend(k for k in b.keys.split(KEY_SEPARATOR) if k)
+        keys.extend(k for k in index_keys(b.msg_id, b.keys).split(KEY_SEPARATOR) if k)
     return keys
 
 
@@ -149,24 +244,35 @@ class TraceBatch:
     keys: list[str]
 
 
-def batch_contexts(contexts: Iterable[TraceContext], max_size: int) -> Iterator[TraceBatch]:
-    """Encode ``contexts`` into trace-message bodies, starting a new one once a body has
-    reached ``max_size`` characters (as Java cuts its buffer); keys deduplicated, in order."""
+def _keys_of(texts: list[str]) -> list[str]:
+    return list(dict.fromkeys(k for k in KEY_SEPARATOR.join(texts).split(KEY_SEPARATOR) if k))
+
+
+def batch_records(records: Iterable[tuple[str, str]], max_size: int) -> Iterator[TraceBatch]:
+    """Join encoded records ``(data, index keys)`` into trace-message bodies, starting a new
+    one once a body has reached ``max_size`` characters (as Java cuts its buffer); keys
+    deduplicated, in order."""
     parts: list[str] = []
+    keys: list[str] = []
     size = 0
-    keys: dict[str, None] = {}
-    for ctx in contexts:
-        data = encode_context(ctx)
+    for data, key_text in records:
         if not data:
             continue
         parts.append(data)
+        keys.append(key_text)
         size += len(data)
-        keys.update(dict.fromkeys(trace_keys(ctx)))
         if size >= max_size:
-            yield TraceBatch("".join(parts), list(keys))
-            parts, size, keys = [], 0, {}
+            yield TraceBatch("".join(parts), _keys_of(keys))
+            parts, keys, size = [], [], 0
     if parts:
-        yield TraceBatch("".join(parts), list(keys))
+        yield TraceBatch("".join(parts), _keys_of(keys))
+
+
+def batch_contexts(contexts: Iterable[TraceContext], max_size: int) -> Iterator[TraceBatch]:
+    """:func:`batch_records` of trace events."""
+    return batch_records(
+        ((encode_context(ctx), KEY_SEPARATOR.join(trace_keys(ctx))) for ctx in contexts), max_size
+    )
 
 
 def _opt(value: str) -> str | None:
