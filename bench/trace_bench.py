@@ -71,9 +71,14 @@ async def bench(args: argparse.Namespace) -> None:
             for n in range(args.runs):
                 order = (False, True) if n % 2 == 0 else (True, False)
                 for traced in order:
-                    tps, note = await measure(cluster.namesrv_addr, traced, args.seconds, args.workers, f"{n}")
+                    tps, note = await measure(
+                        cluster.namesrv_addr, traced, args.seconds, args.workers, f"{n}"
+                    )
                     (on if traced else off).append(tps)
-                    print(f"run {n + 1}: trace {'on ' if traced else 'off'} {tps:10,.0f} msg/s{note}", flush=True)
+                    print(
+                        f"run {n + 1}: trace {'on ' if traced else 'off'} {tps:10,.0f} msg/s{note}",
+                        flush=True,
+                    )
         finally:
             await cluster.stop()
     ratio = statistics.median(on) / statistics.median(off)
