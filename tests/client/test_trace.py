@@ -18,6 +18,7 @@ import pytest_asyncio
 from aiorocketmq.client import (
     Admin,
     ConsumeResult,
+    LitePullConsumer,
     Message,
     MessageExt,
     Producer,
@@ -202,3 +203,22 @@ async def test_custom_trace_topic_and_transactions(cluster: Cluster) -> None:
         TraceMessageType.TRANS_COMMIT,
     )
     assert by_kind[TraceType.END_TRANSACTION].group == group
+
+
+async def test_lite_pull_hand_outs_are_traced(cluster: Cluster) -> None:
+    topic = unique("traced_lite")
+    group = unique("trace_lite_cg")
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, queue_nums=1)
+        consumer = LitePullConsumer(group, cluster.namesrv_addr, enable_trace=True)
+        consumer.subscribe(topic)
+        async with consumer, Producer(unique("plain_pg"), cluster.namesrv_addr) as producer:
+            result = await producer.send(Message(topic, b"polled", keys=["lite-1"]))
+            polled: list[MessageExt] = []
+            async with asyncio.timeout(30):
+                while not polled:
+                    polled = await consumer.poll(timeout=10)
+            assert [m.msg_id for m in polled] == [result.msg_id]
+            records = await wait_traces(admin, result.msg_id, {TraceType.SUB_BEFORE, TraceType.SUB_AFTER})
+    after = next(ctx for ctx in records if ctx.trace_type is TraceType.SUB_AFTER)
+    assert (after.group, after.success, after.beans[0].keys) == (group, True, "lite-1")
