@@ -33,6 +33,7 @@ from tests.interop.harness import (
     rocketmq_home,
     run_program,
 )
+from tests.tools.conftest import mqadmin
 
 PREFIX = f"RR{os.getpid()}"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -101,7 +102,10 @@ async def wait_trace_kinds(admin: Admin, msg_id: str, kinds: set[TraceType]) -> 
         seen[:] = await traces_of(admin, msg_id)
         return kinds <= {c.trace_type for c in seen}
 
-    await wait_until(complete, timeout=60)
+    try:
+        await wait_until(complete, timeout=60)
+    except AssertionError:
+        raise AssertionError(f"traces of {msg_id}: only {[c.trace_type.value for c in seen]}") from None
     return seen
 
 
@@ -192,6 +196,9 @@ async def test_our_requests_answered_by_the_java_replier(outcome: Outcome) -> No
 async def test_our_decoder_reads_java_traces(outcome: Outcome) -> None:
     sent = outcome.of("tracedSent")
     assert len(sent) == 2, outcome.output[-4000:]
+    # Apache's own decoder (TraceView) read them from our broker too.
+    seen = {r["msgId"]: r["kinds"] for r in outcome.of("traceSeenByJava")}
+    assert seen == {r["msgId"]: "Pub,SubAfter,SubBefore" for r in sent}
     async with Admin(outcome.namesrv) as admin:
         for record in sent:
             traces = await wait_trace_kinds(
@@ -220,3 +227,8 @@ async def test_apache_mqadmin_reads_our_traces(outcome: Outcome) -> None:
     assert pub[1] == producer_group and pub[-1] == "success", shown["output"]
     assert sub[1] == consumer_group and sub[-1] == "success", shown["output"]
     assert re.fullmatch(r"\d+ms", pub[-2]) and re.fullmatch(r"\d+ms", sub[-2])
+    # Our mqadmin prints the same table, to the character.
+    ours = await mqadmin("queryMsgTraceById", "-n", outcome.namesrv, "-i", outcome.our_traced_id)
+    assert ours.code == 0, ours.err
+    table = [line for line in lines if line.startswith(("#Type", "Pub ", "Sub "))]
+    assert [line for line in ours.lines if line.strip()] == table

@@ -1,21 +1,28 @@
 package interop;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.trace.TraceView;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Request-reply and message traces of Apache RocketMQ's Java client (4.9.8), against the name
@@ -131,6 +138,7 @@ public final class ReqReplyTrace {
         tracedConsumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         tracedConsumer.subscribe(traced, "*");
         CountDownLatch consumed = new CountDownLatch(2);
+        List<String> sentIds = new ArrayList<>();
         tracedConsumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
             for (MessageExt msg : msgs) {
                 Json.of("tracedConsumed").put("msgId", msg.getMsgId()).emit();
@@ -142,6 +150,7 @@ public final class ReqReplyTrace {
         for (int i = 0; i < 2; i++) {
             Message msg = new Message(traced, "TagT", "jkey-" + i, ("traced-" + i).getBytes(StandardCharsets.UTF_8));
             SendResult result = tracedProducer.send(msg, 5000);
+            sentIds.add(result.getMsgId());
             Json.of("tracedSent").put("i", i).put("msgId", result.getMsgId())
                 .put("offsetMsgId", result.getOffsetMsgId()).emit();
         }
@@ -149,6 +158,33 @@ public final class ReqReplyTrace {
             failures++;
             Json.of("tracedNotConsumed").emit();
         }
+        // The trace dispatchers send in the background: wait until the broker's index finds
+        // each message's send and consumption traces before shutting them down.
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName(prefix + "_admin");
+        admin.start();
+        for (String msgId : sentIds) {
+            Set<String> kinds = new TreeSet<>();
+            long until = System.currentTimeMillis() + 60_000;
+            while (kinds.size() < 3 && System.currentTimeMillis() < until) {
+                try {
+                    QueryResult found = admin.queryMessage("RMQ_SYS_TRACE_TOPIC", msgId, 64, 0, System.currentTimeMillis());
+                    for (MessageExt trace : found.getMessageList()) {
+                        for (TraceView view : TraceView.decodeFromTraceTransData(msgId, trace)) {
+                            kinds.add(view.getMsgType());
+                        }
+                    }
+                } catch (Exception e) {
+                    // not indexed yet
+                }
+                if (kinds.size() < 3) {
+                    Thread.sleep(200);
+                }
+            }
+            Json.of("traceSeenByJava").put("msgId", msgId).put("kinds", String.join(",", kinds)).emit();
+        }
+        admin.shutdown();
         // Shutting down flushes the trace dispatchers.
         tracedConsumer.shutdown();
         tracedProducer.shutdown();
