@@ -136,6 +136,9 @@ class TraceDispatcher:
             self.namesrv,
             instance_name=f"{TRACE_INSTANCE_NAME}_{os.getpid()}_{next(_instances)}",
             send_timeout=SEND_TIMEOUT,
+            # A trace body (~15 KB) is not worth the sender's CPU to compress: it is written
+            # once and read only when someone looks a message up.
+            compress_threshold=self.max_message_size + 1,
             options=self.options,
         )
         await self._producer.start()
