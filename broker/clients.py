@@ -184,3 +184,12 @@ class ClientRegistry:
         for group in self.consumers.values():
             if topic in group.subscriptions:
                 yield group
+
+    def producer_connection(self, client_id: str) -> Connection | None:
+        """The live connection a producer with ``client_id`` heartbeats on (where replies to
+        its requests are pushed), None when no producer of that id is connected."""
+        for members in self.producers.values():
+            for channel in members.values():
+                if channel.client_id == client_id and not channel.conn.closed:
+                    return channel.conn
+        return None

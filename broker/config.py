@@ -69,6 +69,11 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     )
     #: One ACL file instead of the defaults (RocketMQ's ``-Drocketmq.acl.plain.file``).
     acl_plain_file: str | None = Field(None, alias="rocketmq.acl.plain.file")
+    #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start-up.
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
+    #: Store replies (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester.
+    store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
 
     @field_validator("message_delay_level")
     @classmethod

@@ -37,6 +37,7 @@ from .handlers.consumer import ConsumerHandlers
 from .handlers.maintenance import MaintenanceHandlers
 from .handlers.pull import Puller
 from .handlers.query import QueryHandlers
+from .handlers.reply import ReplyHandlers
 from .handlers.send import Sender
 from .handlers.transaction import TransactionHandlers
 from .locks import QueueLocks
@@ -192,6 +193,7 @@ class Broker:
                 clients=clients,
                 history=self.history,
             ),
+            ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
         )
         handlers: dict[int, Handler] = {}
         for family in families:

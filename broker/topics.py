@@ -81,6 +81,10 @@ class TopicTable:
                     topic_name=cfg.broker_name, read_queue_nums=1, write_queue_nums=1, perm=PERM_READ_WRITE
                 )
             )
+        if cfg.trace_topic_enable:
+            system.append(
+                TopicConfig(topic_name=cfg.msg_trace_topic_name, read_queue_nums=1, write_queue_nums=1)
+            )
         for topic in system:
             self.topics.setdefault(topic.topic_name, topic)
         if not cfg.auto_create_topic_enable:

@@ -36,6 +36,7 @@ from .lite_pull_consumer import LitePullConsumer
 from .producer import Producer, TransactionProducer
 from .pull import PullClient
 from .push_consumer import PushConsumer
+from .request_reply import ReplyTimeoutError, RequestFailedError, create_reply_message
 from .types import (
     BrokerIdentity,
     ConsumeFrom,
@@ -72,6 +73,8 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "RemotingError",
+    "ReplyTimeoutError",
+    "RequestFailedError",
     "RequestTimeoutError",
     "SendFailedError",
     "SendResult",
@@ -82,4 +85,5 @@ __all__ = [
     "allocate_averagely",
     "allocate_averagely_by_circle",
     "consistent_hash",
+    "create_reply_message",
 ]

@@ -68,6 +68,7 @@ from aiorocketmq.protocol.tls import client_context
 from aiorocketmq.protocol.transport import Connection, Handler, Signer
 
 from .errors import ClientError
+from .request_reply import ReplyWaiters
 from .routing import broker_addresses
 from .running_info import consume_directly, running_info
 
@@ -285,6 +286,8 @@ class ClientInstance:
         self.running = False
         self._ssl = options.ssl_context()
         credentials = options.credentials
+        #: Requests of this client's producers waiting for their replies.
+        self.replies = ReplyWaiters()
         self._signer: Signer | None = (
             functools.partial(sign, credentials=credentials) if credentials is not None else None
         )
@@ -294,6 +297,7 @@ class ClientInstance:
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._on_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self._on_consume_directly,
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self.replies.on_push_reply,
         }
         self.started_at = time.time()
 

@@ -123,6 +123,7 @@ class ConcurrentDispatch:
         is_async = consumer._listener_is_async
         retry_topic = consumer._retry_topic
         group = consumer.group
+        trace = consumer._trace
         while True:
             request = take()
             if request is _EMPTY:
@@ -136,6 +137,8 @@ class ConcurrentDispatch:
                 if queue.topic == retry_topic:
                     consumer._restore_topics(messages)
                 span = telemetry.consumer_span(messages, group)
+                traced = trace.consume_before(group, messages) if trace is not None else None
+                error: Exception | None = None
                 try:
                     outcome: Any = listener(messages)
                     if is_async or inspect.isawaitable(outcome):
@@ -143,9 +146,12 @@ class ConcurrentDispatch:
                 except Exception as exc:
                     log.exception("listener of %s raised; the batch will be consumed again later", group)
                     outcome = _RECONSUME_LATER
+                    error = exc
                     if span is not None:
                         span.end(exc)
                         span = None
+                if traced is not None and trace is not None:
+                    trace.consume_after(traced, outcome, error)
                 if span is not None:
                     span.failed = outcome is not _SUCCESS
                     span.end()

@@ -51,7 +51,8 @@ from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
 from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
-from .types import ConsumeFrom, ServiceState
+from .trace import TraceDispatcher
+from .types import ConsumeFrom, ConsumeResult, ServiceState
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ class LitePullConsumer:
         instance_name: str | None = None,
         offset_dir: str | Path | None = None,
         options: ClientOptions | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         check_group(group)
         if not 1 <= pull_batch_size <= 1024:
@@ -151,6 +154,11 @@ class LitePullConsumer:
         self._offset_store: OffsetStore | None = None
         self._state = ServiceState.CREATED
         self._next_auto_commit = 0.0
+        #: ``enable_trace``: each hand-out is traced as a consumption (``SubBefore`` and a
+        #: successful ``SubAfter``, as RocketMQ's lite pull consumer records its polls).
+        self.enable_trace = enable_trace
+        self.trace_topic = trace_topic
+        self._trace: TraceDispatcher | None = None
 
     # -- configuration --------------------------------------------------------------------
 
@@ -246,6 +254,10 @@ class LitePullConsumer:
             await release_instance(instance)
             raise
         self._instance = instance
+        if self.enable_trace:
+            trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
+            await trace.start()
+            self._trace = trace
         self._state = _RUNNING
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         for topic in list(self.rebalance.subscriptions):
@@ -281,6 +293,8 @@ class LitePullConsumer:
         await self.offset_store.persist_all(queues, wait=True)
         await instance.unregister_consumer(self.group)
         self._state = ServiceState.SHUT_DOWN
+        if self._trace is not None:
+            await self._trace.shutdown()
         await release_instance(instance)
 
     async def __aenter__(self) -> Self:
@@ -351,11 +365,14 @@ class LitePullConsumer:
             self._carry_at = end
             if state is not None:
                 state.consume_offset = messages[end].queue_offset
-            return taken
-        self._carry = None
-        offset = batch.pq.remove(messages)
-        if state is not None and offset >= 0:
-            state.consume_offset = offset
+        else:
+            self._carry = None
+            offset = batch.pq.remove(messages)
+            if state is not None and offset >= 0:
+                state.consume_offset = offset
+        trace = self._trace
+        if trace is not None:
+            trace.consume_after(trace.consume_before(self.group, taken), ConsumeResult.SUCCESS, None)
         return taken
 
     async def _next_batch(self, timeout: float) -> _Batch | None:

@@ -58,8 +58,10 @@ from .client_instance import (
     release_instance,
 )
 from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
+from .request_reply import ReplyCallback, create_reply_message, is_reply, request, request_with_callback
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
 from .subscription import check_group, check_topic
+from .trace import TraceDispatcher
 from .types import SEND_STATUS_BY_CODE, SendResult, ServiceState, TransactionSendResult, TransactionState
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ RETRY_BACKOFF_MAX = 1.0
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
+_SEND_REPLY_V2 = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _STATUS = SEND_STATUS_BY_CODE
@@ -139,6 +142,8 @@ class Producer:
         latency_fault_tolerance: bool = False,
         default_topic_queue_nums: int = 4,
         options: ClientOptions | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         check_group(group)
         if send_timeout <= 0:
@@ -164,6 +169,10 @@ class Producer:
         self._refreshing: set[str] = set()
         self._registered = True
         self._state = ServiceState.CREATED
+        #: ``enable_trace``: message traces (``Pub``, ``EndTransaction``) go to ``trace_topic``.
+        self.enable_trace = enable_trace
+        self.trace_topic = trace_topic
+        self._trace: TraceDispatcher | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -190,6 +199,10 @@ class Producer:
         self._instance = instance
         self._state = ServiceState.RUNNING
         await instance.send_heartbeat()
+        if self.enable_trace:
+            trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
+            await trace.start()
+            self._trace = trace
 
     async def shutdown(self) -> None:
         """Unregister the group from the brokers and leave the client instance."""
@@ -199,6 +212,8 @@ class Producer:
         instance = self._instance
         assert instance is not None
         try:
+            if self._trace is not None:
+                await self._trace.shutdown()
             if self._registered:
                 await instance.unregister_producer(self.group)
                 await release_instance(instance)
@@ -418,17 +433,31 @@ class Producer:
         attempt failed, :class:`NoRouteError` when the topic has no route, or the broker's
         error for a non-retryable refusal.
         """
+        sending = self._send_one(msg, shard_key, queue, timeout)
+        if self._trace is not None:
+            sending = self._traced([msg], sending)
         if telemetry.active():
             kind = "fifo" if shard_key is not None else "delay" if msg.delay_level else "normal"
-            return await self._observed([msg], kind, self._send_one(msg, shard_key, queue, timeout))
-        return await self._send_one(msg, shard_key, queue, timeout)
+            return await self._observed([msg], kind, sending)
+        return await sending
+
+    async def _traced(self, messages: Sequence[Message], sending: Awaitable[SendResult]) -> SendResult:
+        """Run ``sending`` and record its ``Pub`` trace (a failed send records nothing)."""
+        began = time.time_ns() // 1_000_000
+        result = await sending
+        trace = self._trace
+        if trace is not None:
+            addrs = self.instance.brokers.get(result.queue.broker_name)
+            trace.sent(self.group, messages, result, began, addrs.get(0) if addrs else None)
+        return result
 
     async def _send_one(
         self, msg: Message, shard_key: str | None, queue: MessageQueue | None, timeout: float | None
     ) -> SendResult:
         fields, body, uniq = self._prepare(msg)
         fixed = await self._fixed_queue(msg.topic, shard_key, queue)
-        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, fixed, timeout)
+        code = _SEND_REPLY_V2 if is_reply(msg) else _SEND_V2
+        return await self._send(msg.topic, code, fields, body, uniq, fixed, timeout)
 
     async def _observed(
         self, messages: Sequence[Message], kind: str, sending: Awaitable[SendResult]
@@ -458,11 +487,12 @@ class Producer:
     ) -> SendResult:
         """Send messages of one topic as one request, stored with consecutive offsets in one
         queue. The result's ``msg_id`` lists the unique ids, comma-separated."""
+        sending = self._send_many(messages, shard_key, queue, timeout)
+        if self._trace is not None and messages:
+            sending = self._traced(messages, sending)
         if telemetry.active() and messages:
-            return await self._observed(
-                messages, "normal", self._send_many(messages, shard_key, queue, timeout)
-            )
-        return await self._send_many(messages, shard_key, queue, timeout)
+            return await self._observed(messages, "normal", sending)
+        return await sending
 
     async def _send_many(
         self,
@@ -475,6 +505,41 @@ class Producer:
         topic = messages[0].topic
         fixed = await self._fixed_queue(topic, shard_key, queue)
         return await self._send(topic, _SEND_BATCH, fields, body, ids, fixed, timeout)
+
+    # -- request-reply ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        msg: Message,
+        timeout: float = 3.0,
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return the reply a consumer sends back
+        (:meth:`reply`). Raises :class:`~.request_reply.RequestFailedError` when the request
+        cannot be sent and :class:`~.request_reply.ReplyTimeoutError` when no reply comes
+        within ``timeout`` seconds (which bounds the send too)."""
+        return await request(self, msg, timeout, shard_key=shard_key, queue=queue)
+
+    def request_with_callback(
+        self,
+        msg: Message,
+        callback: ReplyCallback,
+        timeout: float = 3.0,
+        *,
+        shard_key: str | None = None,
+        queue: MessageQueue | None = None,
+    ) -> asyncio.Task[None]:
+        """Send a request in the background: ``callback(reply, None)`` gets its reply,
+        ``callback(None, error)`` the error that ended it (a plain or async function).
+        The returned task ends after the callback."""
+        return request_with_callback(self, msg, callback, timeout, shard_key=shard_key, queue=queue)
+
+    async def reply(self, request: Message, body: bytes, *, timeout: float | None = None) -> SendResult:
+        """Answer a consumed request message with ``body`` (its requester's
+        :meth:`request` returns it)."""
+        return await self.send(create_reply_message(request, body), timeout=timeout)
 
     async def send_oneway(
         self, msg: Message, *, shard_key: str | None = None, queue: MessageQueue | None = None
@@ -605,6 +670,13 @@ class Producer:
             self._refreshing.discard(topic)
 
 
+#: Java's ``LocalTransactionState`` names, as ``EndTransaction`` traces record them.
+_TRACE_STATES = {
+    TransactionState.COMMIT: "COMMIT_MESSAGE",
+    TransactionState.ROLLBACK: "ROLLBACK_MESSAGE",
+    TransactionState.UNKNOWN: "UNKNOW",
+}
+
 LocalTransaction = Callable[[Message], "TransactionState | Awaitable[TransactionState]"]
 TransactionChecker = Callable[[MessageExt], "TransactionState | Awaitable[TransactionState]"]
 
@@ -669,7 +741,7 @@ class TransactionProducer(Producer):
         else:
             state = TransactionState.ROLLBACK
         try:
-            await self._end_transaction(result, state, error)
+            await self._end_transaction(msg, result, state, error)
         except MQError as exc:
             # The broker's check-back resolves the half message anyway.
             log.warning("END_TRANSACTION for %s failed: %s", uniq, exc)
@@ -677,10 +749,13 @@ class TransactionProducer(Producer):
 
     async def _send_half(self, msg: Message) -> SendResult:
         fields, body, uniq = self._prepare(msg, _PREPARED)
-        return await self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        sending = self._send(msg.topic, _SEND_V2, fields, body, uniq, None, None)
+        if self._trace is not None:
+            return await self._traced([msg], sending)
+        return await sending
 
     async def _end_transaction(
-        self, result: SendResult, state: TransactionState, error: BaseException | None
+        self, msg: Message, result: SendResult, state: TransactionState, error: BaseException | None
     ) -> None:
         instance = self.instance
         addr = await instance.find_broker_addr(result.queue.broker_name, topic=result.queue.topic)
@@ -699,6 +774,10 @@ class TransactionProducer(Producer):
         if error is not None:
             cmd.remark = f"{type(error).__name__}: {error}"
         conn.send_oneway(cmd)
+        if self._trace is not None:
+            self._trace.transaction_ended(
+                self.group, msg, result.msg_id, header.transaction_id, _TRACE_STATES[state], addr, False
+            )
 
     def check_transaction(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
@@ -727,6 +806,11 @@ class TransactionProducer(Producer):
             await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, answer)
         except MQError as exc:
             log.warning("answering the transaction check of %s failed: %s", uniq, exc)
+            return
+        if self._trace is not None:
+            self._trace.transaction_ended(
+                self.group, message, uniq, answer.transaction_id, _TRACE_STATES[state], broker_addr, True
+            )
 
 
 __all__ = [

@@ -60,6 +60,7 @@ from .pull_loop import PulledQueue, PullRequest, pull_queue
 from .rebalance import Rebalance
 from .routing import subscribe_queues
 from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
+from .trace import TraceDispatcher
 from .types import ConsumeFrom, ConsumeResult, ServiceState
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class PushConsumer:
         offset_dir: str | Path | None = None,
         shutdown_timeout: float = 10.0,
         options: ClientOptions | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         check_group(group)
         if group == "DEFAULT_CONSUMER":
@@ -181,6 +184,10 @@ class PushConsumer:
             OrderlyDispatch(self) if orderly else ConcurrentDispatch(self)
         )
         self._inner_producer: Producer | None = None
+        #: ``enable_trace``: each listener call is traced (``SubBefore`` / ``SubAfter``).
+        self.enable_trace = enable_trace
+        self.trace_topic = trace_topic
+        self._trace: TraceDispatcher | None = None
 
     # -- configuration --------------------------------------------------------------------
 
@@ -268,6 +275,10 @@ class PushConsumer:
             await release_instance(instance)
             raise
         self._instance = instance
+        if self.enable_trace:
+            trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
+            await trace.start()
+            self._trace = trace
         self._state = _RUNNING
         if not self.orderly:
             self._dispatch.start()
@@ -312,6 +323,8 @@ class PushConsumer:
             await self.rebalance.unlock(queues)
         await instance.unregister_consumer(self.group)
         self._state = ServiceState.SHUT_DOWN
+        if self._trace is not None:
+            await self._trace.shutdown()
         await release_instance(instance)
 
     async def __aenter__(self) -> Self:
@@ -503,6 +516,8 @@ class PushConsumer:
         listener = self._listener
         assert listener is not None
         span = telemetry.consumer_span(messages, self.group)
+        trace = self._trace
+        traced = trace.consume_before(self.group, messages) if trace is not None else None
         try:
             outcome: Any = listener(messages)
             if self._listener_is_async or inspect.isawaitable(outcome):
@@ -510,7 +525,11 @@ class PushConsumer:
         except BaseException as exc:
             if span is not None:
                 span.end(exc)
+            if trace is not None:
+                trace.consume_after(traced, None, exc)
             raise
+        if trace is not None:
+            trace.consume_after(traced, outcome, None)
         if span is not None:
             span.failed = outcome is not ConsumeResult.SUCCESS
             span.end()

@@ -456,3 +456,27 @@ class GetBrokerAclConfigResponseHeader(Header):
     broker_name: str = Field(alias="brokerName")
     broker_addr: str = Field(alias="brokerAddr")
     cluster_name: str = Field(alias="clusterName")
+
+
+# -- request-reply --------------------------------------------------------------------------
+
+
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326): a broker hands a reply to the requester's connection.
+    The send header's fields (full names), plus where and when the reply was stored; the hosts
+    are Java's ``SocketAddress.toString()`` (``/127.0.0.1:10911``)."""
+
+    producer_group: str = Field(alias="producerGroup")
+    topic: str
+    default_topic: str = Field(AUTO_CREATE_TOPIC, alias="defaultTopic")
+    default_topic_queue_nums: Int32 = Field(4, alias="defaultTopicQueueNums")
+    queue_id: Int32 = Field(alias="queueId")
+    sys_flag: Int32 = Field(0, alias="sysFlag")
+    born_timestamp: Int64 = Field(alias="bornTimestamp")
+    flag: Int32 = 0
+    properties: str | None = None
+    reconsume_times: Int32 | None = Field(None, alias="reconsumeTimes")
+    unit_mode: WireBool = Field(False, alias="unitMode")
+    born_host: str = Field(alias="bornHost")
+    store_host: str = Field(alias="storeHost")
+    store_timestamp: Int64 = Field(alias="storeTimestamp")

@@ -161,3 +161,18 @@ def tag_codes(expression: str | None) -> frozenset[int] | None:
     """The tag hash codes an expression matches; ``None`` means every message."""
     codes = frozenset(java_hash(tag) for tag in parse_tag_expression(expression))
     return codes or None
+
+
+# -- request-reply and message traces ----------------------------------------------------------
+
+#: A cluster's reply topic is ``<cluster>_REPLY_TOPIC``; every broker of the cluster creates it.
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+#: The ``MSG_TYPE`` property of a reply message: it is sent with SEND_REPLY_MESSAGE(_V2).
+REPLY_MESSAGE_FLAG = "reply"
+#: Where message traces go unless a producer or consumer names its own trace topic.
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+
+
+def reply_topic(cluster: str) -> str:
+    """The topic replies to requests sent to brokers of ``cluster`` are stored in."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"

@@ -1352,6 +1352,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+# -- message traces ---------------------------------------------------------------------------
+
+
+@command(
+    "queryMsgTraceById",
+    "query a message trace",
+    arg("-i", "--msgId", dest="msg_id", required=True, help="Message Id"),
+    arg("-t", "--traceTopic", dest="trace_topic", help="The name value of message trace topic"),
+)
+async def query_msg_trace_by_id(ctx: Context, args: argparse.Namespace) -> Result:
+    from aiorocketmq.protocol.names import TRACE_TOPIC
+
+    from .msg_trace import trace_lines, trace_views
+
+    msg_id = args.msg_id.strip()
+    topic = (args.trace_topic or TRACE_TOPIC).strip()
+    found = await ctx.admin.query_messages_by_key(topic, msg_id, max_num=QUERY_MAX_NUM)
+    views = trace_views(msg_id, found)
+    return Result({"traces": [view.to_json() for view in views]}, trace_lines(views))
+
+
 # The rest of Apache's commands register themselves in COMMANDS on import.
 from . import mqadmin_ops  # noqa: E402, F401
 
