@@ -74,6 +74,8 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     #: Store replies (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester.
     store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
+    #: Consumers may subscribe with SQL92 expressions over message properties, evaluated here.
+    enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
 
     @field_validator("message_delay_level")
     @classmethod

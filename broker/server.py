@@ -30,6 +30,7 @@ from .config import BrokerConfig
 from .config_files import Saver
 from .delay import DelayService
 from .delay_levels import DelayLevels
+from .filters import ConsumerFilters
 from .groups import GroupTable
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
@@ -132,6 +133,7 @@ class Broker:
         self.locks = QueueLocks(config.lock_max_live_time)
         self.writer = writer = MessageWriter(store, stats, DelayLevels(config.delay_levels), store_host)
         self.long_polling = LongPolling(store.get_max_offset)
+        self.filters = ConsumerFilters(config.enable_property_filter)
         self.delay = DelayService(config, store=store, writer=writer)
         self.transactions = TransactionService(
             config, store=store, writer=writer, offsets=offsets, producers=clients
@@ -165,9 +167,16 @@ class Broker:
                 long_polling=self.long_polling,
                 writer=writer,
                 stats=stats,
+                filters=self.filters,
             ),
             ConsumerHandlers(
-                store=store, topics=topics, groups=groups, offsets=offsets, clients=clients, locks=self.locks
+                store=store,
+                topics=topics,
+                groups=groups,
+                offsets=offsets,
+                clients=clients,
+                locks=self.locks,
+                filters=self.filters,
             ),
             QueryHandlers(config, store),
             TransactionHandlers(config, self.transactions),

@@ -50,7 +50,16 @@ from .pull_loop import PulledQueue, PullRequest, pull_queue
 from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
-from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
+from .subscription import (
+    build_sql_subscription,
+    build_subscription,
+    check_group,
+    check_in_brokers,
+    check_topic,
+    is_tag_subscription,
+    parse_tags,
+    tag_filter,
+)
 from .trace import TraceDispatcher
 from .types import ConsumeFrom, ConsumeResult, ServiceState
 
@@ -169,13 +178,14 @@ class LitePullConsumer:
             raise ClientStateError(f"consumer {self.group!r} has been shut down")
         self._mode = mode
 
-    def subscribe(self, topic: str, expression: str = SUBSCRIBE_ALL) -> None:
-        """Consume ``topic`` (messages whose tag matches ``expression``), sharing its queues
-        with the rest of the group."""
+    def subscribe(self, topic: str, expression: str = SUBSCRIBE_ALL, *, sql: str | None = None) -> None:
+        """Consume ``topic`` (messages whose tag matches ``expression``, or whose properties
+        satisfy the SQL92 expression ``sql``), sharing its queues with the rest of the group."""
         check_topic(topic)
+        sub = build_sql_subscription(topic, sql) if sql is not None else build_subscription(topic, expression)
         self._set_mode("subscribe")
-        self.rebalance.subscriptions[topic] = build_subscription(topic, expression)
-        self._tags[topic] = tag_filter(parse_tags(expression))
+        self.rebalance.subscriptions[topic] = sub
+        self._tags[topic] = None if sql is not None else tag_filter(parse_tags(expression))
         if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
@@ -265,6 +275,11 @@ class LitePullConsumer:
                 await instance.update_route(topic)
             except MQError as exc:
                 log.warning("consumer %s: no route for %s yet: %s", self.group, topic, exc)
+        try:
+            await check_in_brokers(instance, self.group, list(self.rebalance.subscriptions.values()))
+        except BaseException:
+            await self.shutdown()
+            raise
         await instance.send_heartbeat()
         if self._mode == "subscribe":
             if await self.rebalance.run():
@@ -575,14 +590,17 @@ class LitePullConsumer:
             if sub is None:
                 return None
             expression = sub.sub_string
+            expression_type = sub.expression_type if not is_tag_subscription(sub) else None
         else:
             expression = self._assign_expressions.get(topic, SUBSCRIBE_ALL)
+            expression_type = None
         return PullRequest(
             max_nums=self.pull_batch_size,
             sys_flag=SUSPEND | LITE_PULL,
             suspend=BROKER_SUSPEND_MAX,
             timeout=PULL_TIMEOUT,
             expression=expression,
+            expression_type=expression_type,
             tags=self._tags.get(topic),
         )
 

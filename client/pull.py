@@ -69,6 +69,7 @@ async def pull_raw(
     sub_version: int = 0,
     expression: str | None = None,
     addr: str | None = None,
+    expression_type: str | None = None,
 ) -> RemotingCommand:
     """One PULL_MESSAGE round trip to the queue's master (or ``addr``); the response as it
     came, its body the stored records (for readers that decode them their own way)."""
@@ -77,7 +78,9 @@ async def pull_raw(
         addr = brokers.get(0) if brokers else None
     if addr is None:
         addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
-    fields = _pull_template(group, queue.topic, queue.queue_id, max_nums, expression).copy()
+    fields = _pull_template(
+        group, queue.topic, queue.queue_id, max_nums, expression, expression_type or EXPRESSION_TYPE_TAG
+    ).copy()
     fields[_QUEUE_OFFSET] = offset
     fields[_SYS_FLAG] = sys_flag | (SUBSCRIPTION if expression is not None else 0)
     fields[_COMMIT_OFFSET] = commit_offset
@@ -88,7 +91,7 @@ async def pull_raw(
 
 @functools.lru_cache(maxsize=4096)
 def _pull_template(
-    group: str, topic: str, queue_id: int, max_nums: int, expression: str | None
+    group: str, topic: str, queue_id: int, max_nums: int, expression: str | None, expression_type: str
 ) -> dict[str, Any]:
     """The PULL_MESSAGE header map of one queue, built once through the declared model (a
     validation per pull would cost more than the rest of the request); each pull copies it
@@ -101,7 +104,7 @@ def _pull_template(
         max_msg_nums=max_nums,
         sys_flag=0,
         subscription=expression,
-        expression_type=EXPRESSION_TYPE_TAG,
+        expression_type=expression_type,
     ).to_fields()
 
 
@@ -133,6 +136,7 @@ async def pull(
     sub_version: int = 0,
     expression: str | None = None,
     tags: frozenset[str] | None = None,
+    expression_type: str | None = None,
 ) -> PullResult:
     """Pull up to ``max_nums`` messages of ``queue`` from ``offset``.
 
@@ -153,6 +157,7 @@ async def pull(
         timeout=timeout,
         sub_version=sub_version,
         expression=expression,
+        expression_type=expression_type,
     )
     status = _STATUS.get(response.code)
     if status is None:

@@ -68,6 +68,8 @@ class PullRequest:
     commit_offset: int = 0
     sub_version: int = 0
     expression: str | None = None
+    #: The expression's type when it is not a tag expression (``"SQL92"``).
+    expression_type: str | None = None
     tags: frozenset[str] | None = None
 
 
@@ -181,6 +183,7 @@ async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
                 timeout=request.timeout,
                 sub_version=request.sub_version,
                 expression=request.expression,
+                expression_type=request.expression_type,
                 tags=request.tags,
             )
         except BrokerError as exc:

@@ -59,7 +59,15 @@ from .pull import COMMIT_OFFSET, SUSPEND
 from .pull_loop import PulledQueue, PullRequest, pull_queue
 from .rebalance import Rebalance
 from .routing import subscribe_queues
-from .subscription import build_subscription, check_group, check_topic, parse_tags, tag_filter
+from .subscription import (
+    build_sql_subscription,
+    build_subscription,
+    check_group,
+    check_in_brokers,
+    check_topic,
+    parse_tags,
+    tag_filter,
+)
 from .trace import TraceDispatcher
 from .types import ConsumeFrom, ConsumeResult, ServiceState
 
@@ -191,15 +199,22 @@ class PushConsumer:
 
     # -- configuration --------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
         """Consume ``topic`` messages whose tag matches ``expression`` (``"*"`` for all, or
-        ``"tagA || tagB"``). Subscribing again replaces the expression. Allowed while running."""
+        ``"tagA || tagB"``), or, with ``sql``, those whose properties satisfy an SQL92
+        expression (``"TAGS = 'paid' AND amount > 100"``; the broker needs
+        ``enablePropertyFilter=true``). Subscribing again replaces the expression. Allowed
+        while running."""
         check_topic(topic)
         if self._state in (ServiceState.SHUTTING_DOWN, ServiceState.SHUT_DOWN):
             raise ClientStateError(f"consumer {self.group!r} has been shut down")
-        sub = build_subscription(topic, expression)
+        if sql is not None:
+            sub = build_sql_subscription(topic, sql)
+            self._tags[topic] = None
+        else:
+            sub = build_subscription(topic, expression)
+            self._tags[topic] = tag_filter(parse_tags(expression))
         self.rebalance.subscriptions[topic] = sub
-        self._tags[topic] = tag_filter(parse_tags(expression))
         if self._state is _RUNNING:
             self.instance.spawn(self._subscription_changed(topic))
 
@@ -288,6 +303,11 @@ class PushConsumer:
             except MQError as exc:
                 if topic != self._retry_topic:
                     log.warning("consumer %s: no route for %s yet: %s", self.group, topic, exc)
+        try:
+            await check_in_brokers(instance, self.group, list(self.rebalance.subscriptions.values()))
+        except BaseException:
+            await self.shutdown()
+            raise
         await instance.send_heartbeat()
         if self.model == MessageModel.CLUSTERING:
             # The heartbeat made the broker create the retry topic; learn its route now.

@@ -15,6 +15,7 @@ from typing import Literal
 
 from aiorocketmq.client.client_instance import ClientOptions
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL, TAG_SEPARATOR, group_name_problem, topic_name_problem
+from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92, Sql92Error, compile_sql92
 
 #: Offsets in the JSON of ``startingOffsets`` / ``endingOffsets`` with a special meaning
 #: (Kafka's convention).
@@ -45,6 +46,7 @@ READ_OPTIONS = {
     "tls": "'true' or 'false' (default): TLS to the name servers and brokers",
     "tlsCaFile": "CA certificates to check the servers against (default: the system store)",
     "tlsVerify": "'true' (default) or 'false': check the servers' certificates",
+    "sql": "SQL92 filter on message properties, evaluated by the broker (enablePropertyFilter); not with tags",
 }
 
 WRITE_OPTIONS = {
@@ -238,6 +240,8 @@ class ReadOptions:
     consumer_group: str | None
     pull_batch_size: int
     security: Security = Security()
+    #: ``"SQL92"`` when ``expression`` is the ``sql`` option, else ``"TAG"``.
+    expression_type: str = "TAG"
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
@@ -283,6 +287,16 @@ class ReadOptions:
             )
 
         expression, tags = parse_expression(given.get("tags", "*"))
+        expression_type = "TAG"
+        sql = given.get("sql")
+        if sql is not None:
+            if "tags" in given:
+                raise RocketMQOptionError("sql", "set either tags or sql, not both")
+            try:
+                compile_sql92(sql)
+            except Sql92Error as exc:
+                raise RocketMQOptionError("sql", f"{sql!r} is not a valid SQL92 filter: {exc}") from None
+            expression, tags, expression_type = sql, None, EXPRESSION_TYPE_SQL92
         max_per_partition = _positive_int(given, "maxMessagesPerPartition")
         max_per_trigger = _positive_int(given, "maxMessagesPerTrigger")
         if max_per_trigger is not None and streaming is False:
@@ -309,6 +323,7 @@ class ReadOptions:
             consumer_group=group,
             pull_batch_size=_positive_int(given, "pullBatchSize") or 32,
             security=Security.parse(given),
+            expression_type=expression_type,
         )
 
 

@@ -65,6 +65,7 @@ class RangeSpec:
     fail_on_data_loss: bool
     pull_batch_size: int
     security: Security = field(default_factory=Security)
+    expression_type: str = "TAG"
 
 
 @dataclass
@@ -97,6 +98,7 @@ class _Puller:
                 timeout=PULL_TIMEOUT,
                 expression=spec.expression,
                 addr=self.addr,
+                expression_type=spec.expression_type,
             )
             code = response.code
             if code not in (_FOUND, _NOT_FOUND, _RETRY, _MOVED):

@@ -92,6 +92,7 @@ def _partitions(
                 fail_on_data_loss=options.fail_on_data_loss,
                 pull_batch_size=options.pull_batch_size,
                 security=options.security,
+                expression_type=options.expression_type,
             )
             parts.append(QueueRangePartition(spec))
     return parts

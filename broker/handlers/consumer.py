@@ -16,7 +16,7 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, RequestCode, TopicSysFlag
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import QueryNotFoundError, ServerSystemError
+from aiorocketmq.protocol.errors import QueryNotFoundError, ServerSystemError, SubscriptionParseFailedError
 from aiorocketmq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -26,9 +26,11 @@ from aiorocketmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from aiorocketmq.protocol.names import retry_topic
+from aiorocketmq.protocol.sql92 import Sql92Error
 from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..clients import ClientChannel, ClientRegistry
+from ..filters import ConsumerFilters, compile_expression, is_tag_type
 from ..groups import GroupTable
 from ..locks import QueueLocks
 from ..offsets import OffsetTable
@@ -45,6 +47,7 @@ class ConsumerHandlers:
         offsets: OffsetTable,
         clients: ClientRegistry,
         locks: QueueLocks,
+        filters: ConsumerFilters | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -52,6 +55,7 @@ class ConsumerHandlers:
         self.offsets = offsets
         self.clients = clients
         self.locks = locks
+        self.filters = filters if filters is not None else ConsumerFilters(False)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -88,6 +92,7 @@ class ConsumerHandlers:
                 )
             channel = ClientChannel(conn, data.client_id, cmd.language, cmd.version)
             self.clients.register_consumer(channel, consumer)
+            self.filters.register(consumer.group_name, consumer.subscription_data_set)
         for producer in data.producer_data_set:
             self.clients.register_producer(
                 ClientChannel(conn, data.client_id, cmd.language, cmd.version), producer.group_name
@@ -113,8 +118,16 @@ class ConsumerHandlers:
     def check_client_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = CheckClientRequestBody.decode(cmd.body)
         sub = body.subscription_data
-        if sub is not None and sub.expression_type not in ("", "TAG"):
-            raise ServerSystemError("The broker does not support consumer to filter message by SQL92")
+        if sub is None or is_tag_type(sub.expression_type):
+            return cmd.response()
+        if not self.filters.enabled:
+            raise ServerSystemError(
+                f"The broker does not support consumer to filter message by {sub.expression_type}"
+            )
+        try:
+            compile_expression(sub.sub_string, sub.expression_type)
+        except Sql92Error as exc:
+            raise SubscriptionParseFailedError(str(exc)) from None
         return cmd.response()
 
     # -- offsets --------------------------------------------------------------------------

@@ -12,20 +12,25 @@ from aiorocketmq.protocol.body import MessageModel
 from aiorocketmq.protocol.codes import Perm, PullSysFlag, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
+    FilterDataNotExistError,
+    FilterDataNotLatestError,
     NoPermissionError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
     SubscriptionNotExistError,
     SubscriptionNotLatestError,
+    SubscriptionParseFailedError,
     TopicNotExistError,
 )
 from aiorocketmq.protocol.headers import PullMessageRequestHeader
 from aiorocketmq.protocol.message import PropertyKey
 from aiorocketmq.protocol.names import OFFSET_MOVED_EVENT, tag_codes
+from aiorocketmq.protocol.sql92 import Sql92Error
 from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..clients import ClientRegistry
 from ..config import BrokerConfig
+from ..filters import ConsumerFilters, RecordFilter, compile_expression, is_tag_type, record_filter
 from ..groups import GroupTable
 from ..long_polling import LongPolling
 from ..offsets import OffsetTable
@@ -64,6 +69,7 @@ class Puller:
         long_polling: LongPolling,
         writer: MessageWriter,
         stats: BrokerStats,
+        filters: ConsumerFilters | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -74,6 +80,7 @@ class Puller:
         self.long_polling = long_polling
         self.writer = writer
         self.stats = stats
+        self.filters = filters if filters is not None else ConsumerFilters(config.enable_property_filter)
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull}
@@ -107,10 +114,23 @@ class Puller:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{conn.address}]"
             )
-        if h.expression_type not in (None, "", "TAG"):
-            raise ServerSystemError("The broker does not support consumer to filter message by SQL92")
+        codes: frozenset[int] | None = None
+        matches: RecordFilter | None = None
         if h.sys_flag & _SUBSCRIPTION:
-            codes = tag_codes(h.subscription)
+            expression_type = h.expression_type
+            if is_tag_type(expression_type):
+                codes = tag_codes(h.subscription)
+            elif not self.filters.enabled:
+                raise ServerSystemError(
+                    f"The broker does not support consumer to filter message by {expression_type}"
+                )
+            else:
+                try:
+                    matches = record_filter(compile_expression(h.subscription or "", expression_type or ""))
+                except Sql92Error as exc:
+                    raise SubscriptionParseFailedError(
+                        f"parse the consumer's subscription failed: {exc}"
+                    ) from None
         else:
             info = self.clients.consumer_group(h.consumer_group)
             if info is None:
@@ -124,13 +144,28 @@ class Puller:
                 raise SubscriptionNotExistError("the consumer's subscription not exist")
             if sub.sub_version < h.sub_version:
                 raise SubscriptionNotLatestError("the consumer's subscription not latest")
-            codes = tag_codes(sub.sub_string)
+            expression_type = sub.expression_type
+            if is_tag_type(expression_type):
+                codes = tag_codes(sub.sub_string)
+            else:
+                data = self.filters.get(h.consumer_group, h.topic)
+                if data is None:
+                    raise FilterDataNotExistError(
+                        "The broker's consumer filter data is not exist!Your expression may be wrong!"
+                    )
+                if data.version < h.sub_version:
+                    raise FilterDataNotLatestError("the consumer's consumer filter data not latest")
+                matches = record_filter(data.compiled)
+        if matches is not None and not self.filters.enabled:
+            raise ServerSystemError(
+                f"The broker does not support consumer to filter message by {expression_type}"
+            )
         if first_run and h.sys_flag & _COMMIT:
             # The piggy-backed progress is stored once the pull passed its checks, and only on
             # its first run (a woken long poll does not commit again).
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self.store.get_messages(
-            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes, matches
         )
         status = result.status
         if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):

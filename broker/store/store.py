@@ -660,9 +660,11 @@ class MessageStore:
         offset: int,
         max_count: int,
         tag_codes: frozenset[int] | None = None,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
         """Up to ``max_count`` records of a queue from ``offset`` whose tags code is in
-        ``tag_codes`` (None: all), capped per call by count and bytes (hot or cold data)."""
+        ``tag_codes`` (None: all) and that ``record_filter`` (given the record's bytes) keeps,
+        capped per call by count and bytes (hot or cold data)."""
         if not self._running:
             raise StoreError("the message store is not running")
         queues = self._queues.get(topic)
@@ -748,7 +750,13 @@ class MessageStore:
                 mapped = files[index]
                 pos = offset_py - mapped.start
                 if pos + size_py <= mapped.wrote:
-                    buffers.append(mapped.view[pos : pos + size_py])
+                    record = mapped.view[pos : pos + size_py]
+                    if record_filter is not None and not record_filter(record):
+                        if not count:
+                            status = GetStatus.NO_MATCHED_MESSAGE
+                        skip_below = -1
+                        continue
+                    buffers.append(record)
                     total += size_py
                     count += 1
                     status = GetStatus.FOUND

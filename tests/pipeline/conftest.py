@@ -101,7 +101,9 @@ class TestCluster:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    started = TestCluster(tmp_path_factory.mktemp("spark-cluster"), ("broker-a", "broker-b"))
+    started = TestCluster(
+        tmp_path_factory.mktemp("spark-cluster"), ("broker-a", "broker-b"), enablePropertyFilter="true"
+    )
     try:
         yield started
     finally:

@@ -114,6 +114,10 @@ def test_offset_ranges_timestamps_tags_and_partition_splits(spark: Any, cluster:
     assert both == 300
     assert read(spark, cluster, topic, tags="nothing-has-this").count() == 0
 
+    # The sql option: an SQL92 filter on properties, evaluated by the broker.
+    filtered = read(spark, cluster, topic, sql="region = 'r1' AND seq BETWEEN 10 AND 20").collect()
+    assert sorted(int(r.properties["seq"]) for r in filtered) == [11, 13, 15, 17, 19]
+
     # maxMessagesPerPartition splits the queue range into several Spark partitions.
     split = read(spark, cluster, topic, maxMessagesPerPartition="64")
     assert split.rdd.getNumPartitions() == 5

@@ -50,6 +50,8 @@ def test_defaults_follow_kafka_earliest_for_batch_latest_for_streams() -> None:
         ({"maxMessagesPerTrigger": "10"}, "maxMessagesPerTrigger", "streaming reads only"),
         ({"consumerGroup": "g"}, "consumerGroup", "streaming reads only"),
         ({"tags": "a || "}, "tags", "not '*' or tags"),
+        ({"sql": "seq > 'x'"}, "sql", "not a valid SQL92 filter"),
+        ({"sql": "seq > 1", "tags": "a"}, "sql", "not both"),
         ({"startingOffset": "earliest"}, "startingoffset", "unknown source option"),
     ],
 )
@@ -76,6 +78,12 @@ def test_stream_only_and_batch_only_options() -> None:
 def test_tag_expressions() -> None:
     assert parse_expression("*") == ("*", None)
     assert parse_expression(" paid ||refunded ") == ("paid || refunded", frozenset({"paid", "refunded"}))
+
+
+def test_sql_option_selects_an_sql92_subscription() -> None:
+    options = parse(sql="region = 'r1'")
+    assert (options.expression, options.expression_type, options.tags) == ("region = 'r1'", "SQL92", None)
+    assert parse().expression_type == "TAG"
 
 
 def test_write_options() -> None:

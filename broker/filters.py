@@ -1,0 +1,124 @@
+"""Consumer filters evaluated on the broker: SQL92 subscriptions (``enablePropertyFilter``).
+
+Heartbeats carry each consumer group's subscriptions; those whose ``expressionType`` is not a
+tag type are compiled here once per (group, topic, version) and kept for the pulls that rely
+on the registered subscription. Pulls that carry their own expression (the SUBSCRIPTION flag)
+are compiled through a small cache keyed by the expression text. A pull then hands the store
+a record filter that reads a stored record's properties and evaluates the expression, so
+only matching messages travel; the consume queue's tag hash cannot help an SQL92 filter.
+
+CHECK_CLIENT_CONFIG lets a client learn at subscribe time that its expression is malformed
+or that the broker does not filter by properties, as RocketMQ's clients ask before starting.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from aiorocketmq.protocol.body import SubscriptionData
+from aiorocketmq.protocol.message import RECORD_SYS_FLAG_POS, decode_properties
+from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92, Sql92Error, Sql92Filter, compile_sql92
+
+log = logging.getLogger(__name__)
+
+#: A record filter: a stored record (its bytes) in, whether it travels out.
+RecordFilter = Callable[[memoryview], bool]
+
+_BODY_LENGTH = struct.Struct(">i")
+_PROPS_LENGTH = struct.Struct(">h")
+_BORN_V6 = 0x10
+_STORE_V6 = 0x20
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ's rule: no type, an empty one and ``TAG`` all mean a tag expression."""
+    return not expression_type or expression_type == "TAG"
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_expression(expression: str, expression_type: str) -> Sql92Filter:
+    """The compiled filter of a non-tag subscription; :class:`Sql92Error` when it is not one
+    this broker can evaluate."""
+    if expression_type != EXPRESSION_TYPE_SQL92:
+        raise Sql92Error(f"the filter type {expression_type!r} is not supported (only SQL92)")
+    return compile_sql92(expression)
+
+
+def record_properties(record: memoryview) -> dict[str, str]:
+    """The properties of one stored record, read straight from its bytes."""
+    sys_flag = record[RECORD_SYS_FLAG_POS + 3]  # the low byte holds the address-width bits
+    head = 88 + (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
+    (body_length,) = _BODY_LENGTH.unpack_from(record, head - 4)
+    topic_pos = head + body_length
+    props_pos = topic_pos + 1 + record[topic_pos]
+    (props_length,) = _PROPS_LENGTH.unpack_from(record, props_pos)
+    if props_length <= 0:
+        return {}
+    return decode_properties(bytes(record[props_pos + 2 : props_pos + 2 + props_length]).decode())
+
+
+def record_filter(expression: Sql92Filter) -> RecordFilter:
+    """A store-side filter: the record's properties must satisfy ``expression``."""
+
+    def matches(record: memoryview) -> bool:
+        try:
+            properties = record_properties(record)
+        except (struct.error, IndexError, UnicodeDecodeError):
+            return False  # a record we cannot read the properties of matches nothing
+        return expression(properties)
+
+    return matches
+
+
+@dataclass(slots=True)
+class FilterData:
+    """One group's compiled expression for one topic, at the subscription version it came with."""
+
+    expression: str
+    expression_type: str
+    version: int
+    compiled: Sql92Filter
+
+
+class ConsumerFilters:
+    """The compiled non-tag subscriptions of the consumer groups, by (group, topic)."""
+
+    def __init__(self, enabled: bool) -> None:
+        #: ``enablePropertyFilter``: whether pulls may filter by SQL92 at all.
+        self.enabled = enabled
+        self._data: dict[tuple[str, str], FilterData] = {}
+
+    def register(self, group: str, subscriptions: Iterable[SubscriptionData]) -> None:
+        """Adopt a heartbeat's subscriptions: compile what is new or newer, keep the rest.
+        A malformed expression leaves no filter data, so pulls relying on it are refused."""
+        for sub in subscriptions:
+            key = (group, sub.topic)
+            if is_tag_type(sub.expression_type) or not sub.sub_string:
+                self._data.pop(key, None)
+                continue
+            known = self._data.get(key)
+            if (
+                known is not None
+                and known.version >= sub.sub_version
+                and known.expression == sub.sub_string
+                and known.expression_type == sub.expression_type
+            ):
+                continue
+            try:
+                compiled = compile_expression(sub.sub_string, sub.expression_type)
+            except Sql92Error as exc:
+                log.warning("group %s topic %s: %s", group, sub.topic, exc)
+                self._data.pop(key, None)
+                continue
+            self._data[key] = FilterData(sub.sub_string, sub.expression_type, sub.sub_version, compiled)
+
+    def unregister_group(self, group: str) -> None:
+        for key in [k for k in self._data if k[0] == group]:
+            del self._data[key]
+
+    def get(self, group: str, topic: str) -> FilterData | None:
+        return self._data.get((group, topic))
