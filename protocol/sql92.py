@@ -36,7 +36,7 @@ import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-__all__ = ["EXPRESSION_TYPE_SQL92", "Sql92Error", "Sql92Filter", "compile_sql92"]
+__all__ = ["EXPRESSION_TYPE_SQL92", "EvaluationError", "Sql92Error", "Sql92Filter", "compile_sql92"]
 
 #: The ``expressionType`` that names this language in subscriptions and pulls.
 EXPRESSION_TYPE_SQL92 = "SQL92"
@@ -46,7 +46,7 @@ class Sql92Error(ValueError):
     """The expression does not compile; the message says where and why."""
 
 
-class _EvalError(Exception):
+class EvaluationError(Exception):
     """Evaluation failed (a value that does not parse): the message does not match."""
 
 
@@ -76,10 +76,10 @@ _DOUBLE_MIN = 5e-324  # Java's Double.MIN_VALUE: the smallest positive double
 def _parse_integer(text: str, bounds: tuple[int, int]) -> int:
     """``Integer.valueOf`` / ``Long.valueOf``: ASCII digits with an optional sign, in range."""
     if _JAVA_INTEGER.fullmatch(text) is None:
-        raise _EvalError(f"not a number: {text!r}")
+        raise EvaluationError(f"not a number: {text!r}")
     value = int(text)
     if not bounds[0] <= value <= bounds[1]:
-        raise _EvalError(f"out of range: {text!r}")
+        raise EvaluationError(f"out of range: {text!r}")
     return value
 
 
@@ -88,7 +88,7 @@ def _parse_double(text: str) -> float:
     ``f``/``d`` suffix, ``NaN`` and ``Infinity`` spelled as Java spells them."""
     match = _JAVA_DOUBLE.fullmatch(text.strip("".join(map(chr, range(33)))))
     if match is None:
-        raise _EvalError(f"not a number: {text!r}")
+        raise EvaluationError(f"not a number: {text!r}")
     sign, nan, inf, digits = match.groups()
     if nan:
         return math.nan
@@ -120,7 +120,7 @@ def _compare(lv: Value, rv: Value) -> int:
     if lc is not rc:
         if lc is bool:
             if rc is str:
-                raise _EvalError("a boolean cannot be compared with a string")
+                raise EvaluationError("a boolean cannot be compared with a string")
             return -1
         if lc is _I32:
             if rc is int:
@@ -198,6 +198,9 @@ class _Node:
     kind: int
     text: str
     value: Value = None  # the literal's value, for _CONST and _BOOL_CONST
+    #: When the node is true, the message has one of these (property, value) pairs: a
+    #: necessary condition a broker can test on raw bytes before evaluating anything.
+    needs: frozenset[tuple[str, str]] | None = None
 
 
 def _constant(value: Value) -> _Node:
@@ -241,7 +244,12 @@ def _and(left: _Node, right: _Node) -> _Node:
             return False
         return None if lv is None or rv is None else True
 
-    return _Node(evaluate, _BOOLEAN, f"({left.text} AND {right.text})")
+    needs = (
+        left.needs
+        if right.needs is None or (left.needs is not None and len(left.needs) <= len(right.needs))
+        else right.needs
+    )
+    return _Node(evaluate, _BOOLEAN, f"({left.text} AND {right.text})", needs=needs)
 
 
 def _or(left: _Node, right: _Node) -> _Node:
@@ -256,7 +264,8 @@ def _or(left: _Node, right: _Node) -> _Node:
             return True
         return None if lv is None or rv is None else False
 
-    return _Node(evaluate, _BOOLEAN, f"({left.text} OR {right.text})")
+    needs = left.needs | right.needs if left.needs is not None and right.needs is not None else None
+    return _Node(evaluate, _BOOLEAN, f"({left.text} OR {right.text})", needs=needs)
 
 
 def _is_null(node: _Node) -> _Node:
@@ -274,6 +283,18 @@ def _equal(left: _Node, right: _Node) -> _Node:
     _check_equal_operand(right)
     if left.kind == _BOOL_CONST and right.kind == _CONST:
         raise Sql92Error(f"'{left.text}' cannot be compared with '{right.text}'")
+    if left.kind == _PROPERTY and right.kind == _CONST and type(right.value) is str:
+        return _property_equals(left.text, right.value, f"{left.text} = {right.text}")
+    if right.kind == _PROPERTY and left.kind == _CONST and type(left.value) is str:
+        name, constant = right.text, left.value
+
+        def constant_first(p: Mapping[str, str]) -> Value:
+            value = p.get(name)
+            return False if value is None else value == constant
+
+        return _Node(
+            constant_first, _BOOLEAN, f"{left.text} = {right.text}", needs=frozenset({(name, constant)})
+        )
     lf, rf = left.evaluate, right.evaluate
 
     def evaluate(p: Mapping[str, str]) -> Value:
@@ -288,6 +309,16 @@ def _equal(left: _Node, right: _Node) -> _Node:
         return _compare(lv, rv) == 0
 
     return _Node(evaluate, _BOOLEAN, f"{left.text} = {right.text}")
+
+
+def _property_equals(name: str, constant: str, text: str) -> _Node:
+    """``property = 'literal'``, the most common test, without the general comparison."""
+
+    def evaluate(p: Mapping[str, str]) -> Value:
+        value = p.get(name)
+        return None if value is None else value == constant
+
+    return _Node(evaluate, _BOOLEAN, text, needs=frozenset({(name, constant)}))
 
 
 def _check_ordering_operand(node: _Node) -> None:
@@ -332,7 +363,7 @@ def _between(value: _Node, low: _Node, high: _Node) -> _Node:
             raise Sql92Error("Illegal values of between, values can not be null!")
         try:
             order = _compare(high.value, low.value)
-        except _EvalError as exc:
+        except EvaluationError as exc:
             raise Sql92Error(str(exc)) from None
         if order < 0:
             raise Sql92Error(
@@ -355,7 +386,8 @@ def _in(node: _Node, values: list[str], negated: bool) -> _Node:
         return (value in members) is not negated
 
     word = "NOT IN" if negated else "IN"
-    return _Node(evaluate, _BOOLEAN, f"{name} {word} ({', '.join(map(_java_text, values))})")
+    needs = None if negated else frozenset((name, v) for v in values)
+    return _Node(evaluate, _BOOLEAN, f"{name} {word} ({', '.join(map(_java_text, values))})", needs=needs)
 
 
 _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
@@ -437,6 +469,8 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self._stream = _tokens(text)
         self._ahead: list[_Token] = []
+        #: The property names the expression reads.
+        self.names: set[str] = set()
 
     def _peek(self, n: int = 0) -> _Token:
         while len(self._ahead) <= n:
@@ -573,6 +607,7 @@ class _Parser:
             return node
         if kind == "id":
             self._next()
+            self.names.add(token.text)
             return _property(token.text)
         if kind == "string":
             return _constant(self._string())
@@ -608,16 +643,28 @@ def _float(text: str) -> float:
 class Sql92Filter:
     """A compiled expression: ``filter(properties)`` is True when the message matches."""
 
-    __slots__ = ("expression", "_evaluate")
+    __slots__ = ("expression", "properties", "evaluate", "needs")
 
-    def __init__(self, expression: str, evaluate: Evaluator) -> None:
+    def __init__(
+        self,
+        expression: str,
+        evaluate: Evaluator,
+        properties: frozenset[str],
+        needs: frozenset[tuple[str, str]] | None = None,
+    ) -> None:
         self.expression = expression
-        self._evaluate = evaluate
+        #: (property, value) pairs one of which every matching message has (None: no such set).
+        self.needs = needs
+        #: The property names the expression reads (a message's other properties do not matter).
+        self.properties = properties
+        #: The raw evaluation: True, False or None (unknown); raises :class:`EvaluationError`
+        #: when a value does not convert (the message then does not match).
+        self.evaluate = evaluate
 
     def __call__(self, properties: Mapping[str, str]) -> bool:
         try:
-            return self._evaluate(properties) is True
-        except _EvalError:
+            return self.evaluate(properties) is True
+        except EvaluationError:
             return False
 
     def __repr__(self) -> str:
@@ -628,8 +675,9 @@ def compile_sql92(expression: str) -> Sql92Filter:
     """Compile ``expression``; raises :class:`Sql92Error` saying why it is not valid."""
     if expression is None or not expression.strip():
         raise Sql92Error("Invalid MessageSelector. the expression is empty")
+    parser = _Parser(expression)
     try:
-        node = _Parser(expression).selector()
+        node = parser.selector()
     except Sql92Error as exc:
         raise Sql92Error(f"Invalid MessageSelector. {exc}") from None
-    return Sql92Filter(expression, node.evaluate)
+    return Sql92Filter(expression, node.evaluate, frozenset(parser.names), node.needs)
