@@ -76,6 +76,10 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
     #: Consumers may subscribe with SQL92 expressions over message properties, evaluated here.
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
+    #: 5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS / __STARTDELIVERTIME).
+    timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
+    #: The furthest delivery time a timer message may ask for, in seconds from its arrival.
+    timer_max_delay_sec: int = Field(3 * 24 * 3600, alias="timerMaxDelaySec", gt=0)
 
     @field_validator("message_delay_level")
     @classmethod

@@ -48,6 +48,7 @@ from .offsets import OffsetTable, consumer_progress
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
 from .stats_history import SAMPLE_INTERVAL, StatsHistory
+from .timers import TimerStore
 from .topics import TopicTable
 from .transactions import TransactionService
 from .writer import MessageWriter
@@ -135,6 +136,13 @@ class Broker:
         self.long_polling = LongPolling(store.get_max_offset)
         self.filters = ConsumerFilters(config.enable_property_filter)
         self.delay = DelayService(config, store=store, writer=writer)
+        self.timers = writer.timers = TimerStore(
+            store,
+            writer,
+            config.config_dir / "timercheck",
+            enabled=config.timer_wheel_enable,
+            max_delay_sec=config.timer_max_delay_sec,
+        )
         self.transactions = TransactionService(
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
@@ -238,6 +246,8 @@ class Broker:
         self.store.add_arrival_listener(self.long_polling.on_arrival)
         self.store.add_arrival_listener(self.delay.on_arrival)
         self.delay.load()
+        self.store.add_arrival_listener(self.timers.on_arrival)
+        self.timers.load()
         await self.transactions.load()
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
@@ -254,6 +264,7 @@ class Broker:
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
         self.delay.start()
+        self.timers.start()
         self.transactions.start()
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
@@ -295,6 +306,7 @@ class Broker:
             # Only a broker that owns its store directory writes to it (a second broker
             # started on a directory in use fails in store.start() and must leave it alone).
             steps += [
+                ("stop timer messages and save their checkpoint", self.timers.stop),
                 ("save delayOffset.json", self.delay.flush),
                 ("save topics.json", self._topic_saver.flush),
                 ("save subscriptionGroup.json", self._group_saver.flush),

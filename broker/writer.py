@@ -1,5 +1,6 @@
 """Writing messages the broker makes: a store message built from properties (tags code, keys,
-unique key, a delay level parked in the schedule topic) and appended with its put counted.
+unique key, a delay level parked in the schedule topic, a delivery time parked by the timer
+store) and appended with its put counted.
 
 Sends, send-backs, transaction commits, delayed deliveries and the broker's own records
 (transaction op records, offset-moved events) all go through one :class:`MessageWriter`.
@@ -8,9 +9,17 @@ Sends, send-backs, transaction commits, delayed deliveries and the broker's own 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from aiorocketmq.broker.store import MessageStore, PutResult, StoreMessage
 from aiorocketmq.protocol.message import PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.names import (
+    TIMER_DELAY_MS,
+    TIMER_DELAY_SEC,
+    TIMER_DELIVER_MS,
+    TIMER_REQUESTS,
+    TIMER_TOPIC,
+)
 from aiorocketmq.protocol.transport import Connection
 
 from .delay_levels import DelayLevels
@@ -21,6 +30,13 @@ _TAGS = PropertyKey.TAGS
 _KEYS = PropertyKey.KEYS
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _NO_HOST = b"\0" * 8
+_TIMER_REQUESTS = TIMER_REQUESTS
+
+
+class TimerParking(Protocol):
+    """Diverts timer messages (see :mod:`.timers`): their delivery time, None for others."""
+
+    def park(self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int) -> int | None: ...
 
 
 def born_host(conn: Connection) -> bytes:
@@ -48,6 +64,8 @@ class MessageWriter:
         self.delay_levels = delay_levels
         #: This broker's address as records hold it (for the messages it writes itself).
         self.store_host = store_host
+        #: Parks timer messages (5.x delivery times) when set.
+        self.timers: TimerParking | None = None
 
     def build(
         self,
@@ -70,10 +88,18 @@ class MessageWriter:
         code = tags_code(properties.get(_TAGS))
         store_timestamp = 0  # the store's clock
         if properties.get(_DELAY):
+            if not _TIMER_REQUESTS.isdisjoint(properties):
+                for key in (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS):
+                    properties.pop(key, None)  # a delay level wins, as in RocketMQ
+                encoded = None
             parked = self.delay_levels.park(topic, queue_id, properties, sys_flag)
             if parked is not None:
                 topic, queue_id, store_timestamp, code = parked
                 encoded = None  # the real topic and queue were added
+        elif self.timers is not None and not _TIMER_REQUESTS.isdisjoint(properties):
+            deliver = self.timers.park(topic, queue_id, properties, sys_flag)
+            if deliver is not None:
+                topic, queue_id, code, encoded = TIMER_TOPIC, 0, deliver, None
         return StoreMessage(
             topic=topic,
             queue_id=queue_id,

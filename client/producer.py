@@ -17,6 +17,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -425,14 +426,21 @@ class Producer:
         shard_key: str | None = None,
         queue: MessageQueue | None = None,
         timeout: float | None = None,
+        deliver_at: float | datetime | None = None,
+        delay: float | None = None,
     ) -> SendResult:
         """Send one message and wait until a broker stored it.
 
         ``shard_key``: messages with the same key go to the same queue (for ordered
-        consumption); ``queue``: this exact queue. Raises :class:`SendFailedError` when every
-        attempt failed, :class:`NoRouteError` when the topic has no route, or the broker's
-        error for a non-retryable refusal.
+        consumption); ``queue``: this exact queue. ``deliver_at`` (a datetime or seconds since
+        the epoch) or ``delay`` (seconds from now): consumers see the message from then on, to
+        the millisecond (a 5.x timer message, ``TIMER_DELIVER_MS``; the broker refuses times
+        beyond its ``timerMaxDelaySec``, 3 days by default). Raises :class:`SendFailedError`
+        when every attempt failed, :class:`NoRouteError` when the topic has no route, or the
+        broker's error for a non-retryable refusal.
         """
+        if deliver_at is not None or delay is not None:
+            set_delivery_time(msg, deliver_at, delay)
         sending = self._send_one(msg, shard_key, queue, timeout)
         if self._trace is not None:
             sending = self._traced([msg], sending)
@@ -819,3 +827,26 @@ __all__ = [
     "TransactionChecker",
     "TransactionProducer",
 ]
+
+
+#: The 5.x property carrying a message's delivery time (ms since the epoch).
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+
+
+def set_delivery_time(msg: Message, deliver_at: float | datetime | None, delay: float | None) -> None:
+    """Make ``msg`` a timer message due at ``deliver_at`` (datetime or epoch seconds) or
+    ``delay`` seconds from now."""
+    if deliver_at is not None and delay is not None:
+        raise ClientError("give deliver_at or delay, not both")
+    if msg.delay_level:
+        raise ClientError("a message has either a delay level or a delivery time, not both")
+    if delay is not None:
+        if delay < 0:
+            raise ClientError(f"delay must not be negative, got {delay}")
+        when = time.time() + delay
+    elif isinstance(deliver_at, datetime):
+        when = deliver_at.timestamp()
+    else:
+        assert deliver_at is not None
+        when = float(deliver_at)
+    msg.properties[TIMER_DELIVER_MS] = str(round(when * 1000))

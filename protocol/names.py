@@ -176,3 +176,16 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 def reply_topic(cluster: str) -> str:
     """The topic replies to requests sent to brokers of ``cluster`` are stored in."""
     return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
+
+
+#: Where 5.x timer messages wait until their delivery time (Apache's ``TimerMessageStore.TIMER_TOPIC``).
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+#: The property holding a parked timer message's delivery time (ms since the epoch).
+TIMER_OUT_MS = "TIMER_OUT_MS"
+#: The properties by which a producer asks for a delivery time: absolute ms, seconds or ms from
+#: arrival (5.x), and the 4.x absolute ``__STARTDELIVERTIME``.
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+START_DELIVER_TIME = "__STARTDELIVERTIME"
+TIMER_REQUESTS = frozenset({TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS, START_DELIVER_TIME})

@@ -47,6 +47,7 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
+    TIMER_REQUESTS,
     TRANS_HALF_TOPIC,
     dlq_topic,
     group_of_retry_topic,
@@ -308,6 +309,8 @@ class Sender:
             props = decode_properties(raw) if raw else {}
             if props.get(_DELAY, "0") not in ("", "0"):
                 raise MessageIllegalError("a batch message cannot have a delay level")
+            if not TIMER_REQUESTS.isdisjoint(props):
+                raise MessageIllegalError("a batch message cannot have a delivery time")
             if props.get(_WAIT) == "false":
                 wait = False
             if not raw or raw.endswith(PROPERTY_SEPARATOR):

@@ -38,7 +38,7 @@ from aiorocketmq.protocol.message import (
     read_record_header,
     tags_code,
 )
-from aiorocketmq.protocol.names import SCHEDULE_TOPIC
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_OUT_MS, TIMER_TOPIC
 
 from .checkpoint import Checkpoint, DirectoryLock, abort_file_exists, create_abort_file, remove_abort_file
 from .commit_log import Appended, CommitLog, ScannedRecord
@@ -629,6 +629,11 @@ class MessageStore:
     def _recovered_tags_code(self, topic: str, store_timestamp: int, properties: dict[str, str]) -> int:
         """The tags code the broker gave at put time: the tag's hash, or for a delayed message
         its delivery time (store time + the delay of its level, clamped to the last level)."""
+        if topic == TIMER_TOPIC:
+            # A parked timer message: its delivery time, as the timer store put it there.
+            deliver = properties.get(TIMER_OUT_MS, "")
+            if deliver.isdigit():
+                return int(deliver)
         if topic == SCHEDULE_TOPIC:
             level_text = properties.get(PropertyKey.DELAY_TIME_LEVEL)
             if level_text and level_text.lstrip("-").isdigit():

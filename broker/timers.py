@@ -1,0 +1,360 @@
+"""Timer messages (RocketMQ 5.x "arbitrary delivery time"): a message that names the moment it
+may be consumed is parked until then and released to its real topic at that moment.
+
+A producer asks with one of the properties ``TIMER_DELIVER_MS`` (an absolute time, ms since
+the epoch), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival), or the 4.x
+``__STARTDELIVERTIME`` (absolute, as Aliyun's 4.x clients send it). As Apache 5.x does, the
+broker stores such a message under the system topic ``rmq_sys_wheel_timer`` (queue 0) with
+``REAL_TOPIC`` / ``REAL_QID`` and the delivery time in ``TIMER_OUT_MS``; a delivery time not
+in the future means an ordinary message; one further away than ``timerMaxDelaySec`` is
+refused. At its time the message is stored again under its real topic and queue with
+``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS`` added, and consumers see it from then on.
+
+Persistence, and what survives kill -9:
+
+* the **timer log** is the system topic's consume queue: one 20-byte entry per parked
+  message whose tags slot holds the delivery time (the store rebuilds the same slot when it
+  recovers the queue from the commit log, from ``TIMER_OUT_MS``);
+* the **timing wheel** is an index over that log: one-second slots of compact arrays for
+  what is further than a second away, and a heap of the entries due within the next second,
+  each released by an event-loop timer at its millisecond (never before it);
+* the **checkpoint** (``config/timercheck``) says where the wheel stands: every entry due
+  before ``cursorMs`` was released, every entry below ``scanFrom`` was released, and entries
+  from ``enqueuedUpTo`` on were never seen. At start the wheel is rebuilt by reading the log
+  from ``scanFrom`` and keeping what the checkpoint does not account for; an entry released
+  after the last checkpoint is released again (at least once, as Apache's timer store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+import logging
+import os
+import time
+from array import array
+from pathlib import Path
+
+from aiorocketmq.broker.store import MessageStore
+from aiorocketmq.protocol.codes import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, transaction_type
+from aiorocketmq.protocol.errors import MessageIllegalError, ServerSystemError
+from aiorocketmq.protocol.message import PropertyKey
+from aiorocketmq.protocol.names import (
+    START_DELIVER_TIME,
+    TIMER_DELAY_MS,
+    TIMER_DELAY_SEC,
+    TIMER_DELIVER_MS,
+    TIMER_OUT_MS,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+)
+
+from .writer import MessageWriter
+
+log = logging.getLogger(__name__)
+
+TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+
+_SLOT_MS = 1000
+#: Slots are moved into the due heap this long before they start.
+_LOOKAHEAD_MS = 1000
+_ADVANCE_INTERVAL = 0.1
+_CHECKPOINT_INTERVAL = 1.0
+_RETRY_DELAY = 0.1
+_SCAN_CHUNK = 4096
+_TIMEABLE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _java_long(text: str) -> int:
+    """``Long.parseLong``: an optional sign and ASCII digits, nothing else."""
+    body = text[1:] if text[:1] in "+-" else text
+    if not body or not body.isascii() or not body.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+class _Slot:
+    """The entries of one second of the wheel, as parallel arrays (about 28 bytes each)."""
+
+    __slots__ = ("deliver", "queue_offset", "phy", "size")
+
+    def __init__(self) -> None:
+        self.deliver = array("q")
+        self.queue_offset = array("q")
+        self.phy = array("q")
+        self.size = array("i")
+
+    def add(self, deliver_ms: int, queue_offset: int, phy: int, size: int) -> None:
+        self.deliver.append(deliver_ms)
+        self.queue_offset.append(queue_offset)
+        self.phy.append(phy)
+        self.size.append(size)
+
+
+class TimerStore:
+    """Parks timer messages (through :class:`MessageWriter`) and releases them on time."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        writer: MessageWriter,
+        checkpoint_path: Path,
+        *,
+        enabled: bool = True,
+        max_delay_sec: int = 3 * 24 * 3600,
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.checkpoint_path = checkpoint_path
+        self.enabled = enabled
+        self.max_delay_ms = max_delay_sec * 1000
+        self._slots: dict[int, _Slot] = {}
+        self._due: list[tuple[int, int, int, int]] = []  # (deliver ms, queue offset, phy, size)
+        self._loaded_until = 0  # entries due before this are in _due, the rest in _slots
+        self._enqueued_up_to = 0  # the next timer-log offset to read
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_for = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._saved: tuple[int, int, int] | None = None
+        self.pending = 0
+        self.released = 0
+
+    # -- parking (called for every message the broker builds) ----------------------------
+
+    def park(self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int) -> int | None:
+        """Divert a timer message: records its real topic and queue and its delivery time in
+        ``properties`` and returns the delivery time; ``None`` when it is not one."""
+        if (
+            topic in (TIMER_TOPIC, TRANS_HALF_TOPIC)
+            or TIMER_OUT_MS in properties
+            or transaction_type(sys_flag) not in _TIMEABLE
+        ):
+            return None
+        if not self.enabled:
+            raise ServerSystemError("accurate timer message is not enabled, timerWheelEnable is false")
+        now = _now_ms()
+        try:
+            if TIMER_DELAY_SEC in properties:
+                deliver = now + _java_long(properties[TIMER_DELAY_SEC]) * 1000
+            elif TIMER_DELAY_MS in properties:
+                deliver = now + _java_long(properties[TIMER_DELAY_MS])
+            elif TIMER_DELIVER_MS in properties:
+                deliver = _java_long(properties[TIMER_DELIVER_MS])
+            else:
+                deliver = _java_long(properties[START_DELIVER_TIME])
+        except ValueError as exc:
+            raise MessageIllegalError(
+                f"timer message illegal, the delivery time {exc} is not a number"
+            ) from None
+        if deliver <= now:
+            if TIMER_DEL_UNIQKEY in properties:
+                raise MessageIllegalError(
+                    "timer message illegal, if set del msg, the delay time should be bigger than the current time"
+                )
+            return None  # due already: an ordinary message
+        if deliver - now > self.max_delay_ms:
+            raise MessageIllegalError(
+                f"timer message illegal, the delay time should not be bigger than the max delay "
+                f"{self.max_delay_ms}ms (timerMaxDelaySec); it is {deliver - now}ms"
+            )
+        properties[TIMER_OUT_MS] = str(deliver)
+        properties[PropertyKey.REAL_TOPIC] = topic
+        properties[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
+        return deliver
+
+    # -- the wheel --------------------------------------------------------------------------
+
+    def _enqueue(self, deliver_ms: int, queue_offset: int, phy: int, size: int) -> None:
+        self.pending += 1
+        if deliver_ms < self._loaded_until:
+            heapq.heappush(self._due, (deliver_ms, queue_offset, phy, size))
+            if self._handle is None or deliver_ms < self._armed_for:
+                self._arm()
+            return
+        slot = self._slots.get(deliver_ms // _SLOT_MS)
+        if slot is None:
+            slot = self._slots[deliver_ms // _SLOT_MS] = _Slot()
+        slot.add(deliver_ms, queue_offset, phy, size)
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        """Store listener: timer-log entries were dispatched; read every new one."""
+        if topic != TIMER_TOPIC or max_offset <= self._enqueued_up_to:
+            return
+        self._read_log(self._enqueued_up_to, max_offset, None)
+
+    def _read_log(self, start: int, end: int, released_before: tuple[int, int] | None) -> None:
+        """Enqueue timer-log entries ``start..end``; ``released_before`` = (cursor ms, seen
+        offset) skips what the checkpoint says was released."""
+        offset = start
+        while offset < end:
+            count = min(_SCAN_CHUNK, end - offset)
+            entries = list(self.store.read_consume_queue(TIMER_TOPIC, 0, offset, count))
+            if not entries:
+                break
+            for phy, size, deliver in entries:
+                if released_before is None or offset >= released_before[1] or deliver >= released_before[0]:
+                    self._enqueue(deliver, offset, phy, size)
+                offset += 1
+        self._enqueued_up_to = max(self._enqueued_up_to, offset)
+
+    def _advance(self) -> None:
+        """Move the slots starting within the lookahead into the due heap."""
+        horizon = _now_ms() + _LOOKAHEAD_MS
+        moved = False
+        while self._loaded_until <= horizon:
+            slot = self._slots.pop(self._loaded_until // _SLOT_MS, None)
+            if slot is not None:
+                due = self._due
+                for item in zip(slot.deliver, slot.queue_offset, slot.phy, slot.size, strict=True):
+                    heapq.heappush(due, item)
+                moved = True
+            self._loaded_until += _SLOT_MS
+        if moved:
+            self._arm()
+
+    def _arm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self._due:
+            return
+        deliver = self._due[0][0]
+        loop = asyncio.get_running_loop()
+        # One millisecond of margin: the loop may run a timer up to its clock resolution early.
+        delay = max(0.0, (deliver + 1 - time.time() * 1000) / 1000)
+        self._armed_for = deliver
+        self._handle = loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        due = self._due
+        now = _now_ms()
+        failed: list[tuple[int, int, int, int]] = []
+        while due and due[0][0] <= now:
+            item = heapq.heappop(due)
+            if self._release(item):
+                self.pending -= 1
+            else:
+                failed.append(item)
+        for item in failed:
+            heapq.heappush(due, item)
+        if failed:
+            self._armed_for = failed[0][0]
+            self._handle = asyncio.get_running_loop().call_later(_RETRY_DELAY, self._fire)
+        else:
+            self._arm()
+
+    def _release(self, item: tuple[int, int, int, int]) -> bool:
+        """Store one due message under its real topic; False to try again shortly."""
+        deliver, _queue_offset, phy, _size = item
+        msg = self.store.look_message(phy)
+        if msg is None:
+            log.warning("timer message at %d (due %d) is gone; skipping it", phy, deliver)
+            return True
+        props = dict(msg.properties)
+        topic = props.pop(PropertyKey.REAL_TOPIC, None)
+        real_qid = props.pop(PropertyKey.REAL_QUEUE_ID, "")
+        if not topic or not real_qid.isdigit():
+            log.error("timer message at %d has no usable real topic/queue; dropped", phy)
+            return True
+        props[TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
+        props[TIMER_DEQUEUE_MS] = str(_now_ms())
+        writer = self.writer
+        result = writer.put(
+            writer.build(
+                topic,
+                int(real_qid),
+                msg.body,
+                props,
+                flag=msg.flag,
+                sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host_bytes,
+                reconsume_times=msg.reconsume_times,
+            )
+        )
+        if not result.ok:
+            log.warning("releasing timer message to %s failed: %s", topic, result.status.name)
+            return False
+        self.released += 1
+        return True
+
+    # -- checkpoint and recovery ------------------------------------------------------------
+
+    def _position(self) -> tuple[int, int, int]:
+        """(cursor ms, scan-from offset, enqueued-up-to offset), as the checkpoint keeps them."""
+        cursor = self._due[0][0] if self._due else self._loaded_until
+        lowest = [min(slot.queue_offset) for slot in self._slots.values() if slot.queue_offset]
+        if self._due:
+            lowest.append(min(item[1] for item in self._due))
+        scan_from = min(lowest) if lowest else self._enqueued_up_to
+        return cursor, scan_from, self._enqueued_up_to
+
+    def checkpoint(self) -> None:
+        position = self._position()
+        if position == self._saved:
+            return
+        cursor, scan_from, enqueued = position
+        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.checkpoint_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"cursorMs": cursor, "scanFrom": scan_from, "enqueuedUpTo": enqueued}))
+        os.replace(tmp, self.checkpoint_path)
+        self._saved = position
+
+    def load(self) -> None:
+        """Rebuild the wheel from the timer log and the checkpoint (the store is started)."""
+        now = _now_ms()
+        self._loaded_until = now - now % _SLOT_MS
+        saved = None
+        try:
+            data = json.loads(self.checkpoint_path.read_text())
+            saved = (int(data["cursorMs"]), int(data["scanFrom"]), int(data["enqueuedUpTo"]))
+        except FileNotFoundError:
+            pass
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning(
+                "timer checkpoint %s unreadable (%s): reading the whole timer log", self.checkpoint_path, exc
+            )
+        low = self.store.get_min_offset(TIMER_TOPIC, 0)
+        high = self.store.get_max_offset(TIMER_TOPIC, 0)
+        start = max(low, saved[1]) if saved else low
+        self._enqueued_up_to = start
+        self._read_log(start, high, (saved[0], saved[2]) if saved else None)
+        if self.pending:
+            log.info("timer store: %d timer messages pending", self.pending)
+
+    def start(self) -> None:
+        self._advance()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._advance_periodically()))
+        self._tasks.append(loop.create_task(self._checkpoint_periodically()))
+
+    async def _advance_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(_ADVANCE_INTERVAL)
+            self._advance()
+
+    async def _checkpoint_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(_CHECKPOINT_INTERVAL)
+            try:
+                self.checkpoint()
+            except OSError as exc:
+                log.warning("cannot write the timer checkpoint: %s", exc)
+
+    async def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.checkpoint()
