@@ -83,6 +83,8 @@ CASES: list[tuple[str, dict[str, str], bool]] = [
     # booleans
     ("t = TRUE", P, True),
     ("t = FALSE", P, False),
+    ("t = TRUE", {"t": "TRUE"}, True),  # Boolean.valueOf ignores case
+    ("t = TRUE", {"t": "yes"}, False),
     ("b = TRUE", P, False),
     ("TRUE", {}, True),
     ("FALSE", P, False),
