@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq.client.errors import MQError
 from aiorocketmq.protocol.loop import run as run_loop
 from tests.cluster import Cluster
 
@@ -47,7 +48,12 @@ async def park_pending(producer: Producer, count: int) -> None:
         while sent < count:
             sent += 1
             due = base + random.randrange(2 * 3600_000)
-            await producer.send(Message(PENDING_TOPIC, b"p" * 64), deliver_at=due / 1000)
+            while True:
+                try:
+                    await producer.send(Message(PENDING_TOPIC, b"p" * 64), deliver_at=due / 1000, timeout=30)
+                    break
+                except MQError as exc:  # a busy machine: try the same timer again
+                    print(f"  send failed, retrying: {exc}")
 
     async def report() -> None:
         while True:

@@ -75,48 +75,43 @@ def record_properties(record: memoryview) -> dict[str, str]:
     return decode_properties(bytes(record[props_pos + 2 : props_pos + 2 + props_length]).decode())
 
 
-def record_filter(expression: Sql92Filter) -> RecordFilter:
-    """A store-side filter: the record's properties must satisfy ``expression``.
+class RecordMatcher:
+    """A store-side filter: the record's properties must satisfy the expression.
 
+    ``needles`` are byte strings (``name\x01value``) one of which every matching record
+    contains, when the expression implies one (``TAGS = 'a'``, ``kind IN ('x', 'y')`` at its
+    top level); the store searches for them in the mapped file before calling the matcher.
     Only the properties the expression reads are looked up, straight in the record's bytes:
     decoding every property of every scanned record would cost more than the evaluation."""
-    wanted = [
-        (
-            name,
-            (name + NAME_VALUE_SEPARATOR).encode(),
-            f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}".encode(),
-        )
-        for name in sorted(expression.properties)
-    ]
-    evaluate = expression.evaluate
-    # Segments ("name\x01value") one of which a matching record's properties must contain.
-    needles = (
-        tuple(f"{name}{NAME_VALUE_SEPARATOR}{value}".encode() for name, value in sorted(expression.needs))
-        if expression.needs
-        else ()
-    )
-    unpack_int = _BODY_LENGTH.unpack_from
-    unpack_short = _PROPS_LENGTH.unpack_from
 
-    def matches(record: memoryview) -> bool:
-        if needles:
-            # A scan of the whole record (body included) at C speed rules most records out
-            # before anything is decoded; a hit in the body is sorted out below.
-            whole = bytes(record)
-            for needle in needles:
-                if needle in whole:
-                    break
-            else:
-                return False
+    __slots__ = ("needles", "_evaluate", "_wanted")
+
+    def __init__(self, expression: Sql92Filter) -> None:
+        self._evaluate = expression.evaluate
+        self.needles: tuple[bytes, ...] = (
+            tuple(f"{name}{NAME_VALUE_SEPARATOR}{value}".encode() for name, value in sorted(expression.needs))
+            if expression.needs
+            else ()
+        )
+        self._wanted = [
+            (
+                name,
+                (name + NAME_VALUE_SEPARATOR).encode(),
+                f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}".encode(),
+            )
+            for name in sorted(expression.properties)
+        ]
+
+    def __call__(self, record: memoryview) -> bool:
         try:
             sys_flag = record[_SYS_FLAG_LOW]
             head = 88 + (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
-            topic_pos = head + unpack_int(record, head - 4)[0]
+            topic_pos = head + _BODY_LENGTH.unpack_from(record, head - 4)[0]
             props_pos = topic_pos + 1 + record[topic_pos]
-            end = props_pos + 2 + unpack_short(record, props_pos)[0]
+            end = props_pos + 2 + _PROPS_LENGTH.unpack_from(record, props_pos)[0]
             raw = bytes(record[props_pos + 2 : end])
             found: dict[str, str] = {}
-            for name, first, inner in wanted:
+            for name, first, inner in self._wanted:
                 if raw.startswith(first):
                     start = len(first)
                 else:
@@ -128,13 +123,16 @@ def record_filter(expression: Sql92Filter) -> RecordFilter:
                 value = raw[start:stop] if stop >= 0 else raw[start:]
                 if value:  # an empty value counts as absent, as RocketMQ decodes properties
                     found[name] = value.decode()
-            return evaluate(found) is True
+            return self._evaluate(found) is True
         except (struct.error, IndexError, UnicodeDecodeError, EvaluationError):
             # A record we cannot read the properties of, or a value that does not convert
             # to what the expression compares it with: no match.
             return False
 
-    return matches
+
+def record_filter(expression: Sql92Filter) -> RecordMatcher:
+    """The store-side filter of ``expression``."""
+    return RecordMatcher(expression)
 
 
 @dataclass(slots=True)

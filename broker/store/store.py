@@ -669,7 +669,9 @@ class MessageStore:
     ) -> GetResult:
         """Up to ``max_count`` records of a queue from ``offset`` whose tags code is in
         ``tag_codes`` (None: all) and that ``record_filter`` (given the record's bytes) keeps,
-        capped per call by count and bytes (hot or cold data)."""
+        capped per call by count and bytes (hot or cold data). A filter with a ``needles``
+        attribute (byte strings one of which every record it keeps contains) is spared the
+        records that contain none: the mapped file is searched in place, nothing is copied."""
         if not self._running:
             raise StoreError("the message store is not running")
         queues = self._queues.get(topic)
@@ -721,6 +723,9 @@ class MessageStore:
         skip_below = -1
         max_phy_pulling = 0
         consumed = scan
+        needles: tuple[bytes, ...] = (
+            getattr(record_filter, "needles", ()) if record_filter is not None else ()
+        )
         for i, (offset_py, size_py, code) in enumerate(_ENTRIES(view[: scan * UNIT])):
             max_phy_pulling = offset_py
             if offset_py < skip_below:
@@ -755,6 +760,16 @@ class MessageStore:
                 mapped = files[index]
                 pos = offset_py - mapped.start
                 if pos + size_py <= mapped.wrote:
+                    if needles:
+                        find = mapped.mm.find
+                        for needle in needles:
+                            if find(needle, pos, pos + size_py) >= 0:
+                                break
+                        else:
+                            if not count:
+                                status = GetStatus.NO_MATCHED_MESSAGE
+                            skip_below = -1
+                            continue
                     record = mapped.view[pos : pos + size_py]
                     if record_filter is not None and not record_filter(record):
                         if not count:
