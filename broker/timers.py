@@ -291,7 +291,8 @@ class TimerStore:
     def _position(self) -> tuple[int, int, int]:
         """(cursor ms, scan-from offset, enqueued-up-to offset), as the checkpoint keeps them."""
         cursor = self._due[0][0] if self._due else self._loaded_until
-        lowest = [min(slot.queue_offset) for slot in self._slots.values() if slot.queue_offset]
+        # Each slot is filled in log order, so its first entry is its lowest.
+        lowest = [slot.queue_offset[0] for slot in self._slots.values() if slot.queue_offset]
         if self._due:
             lowest.append(min(item[1] for item in self._due))
         scan_from = min(lowest) if lowest else self._enqueued_up_to
