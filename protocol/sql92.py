@@ -336,9 +336,51 @@ _ORDERINGS: dict[str, Callable[[int], bool]] = {
 }
 
 
+def _to_int32(text: str) -> int:
+    if text.isascii() and text.isdigit() and len(text) < 10:
+        return int(text)  # the common case, without the general parser
+    return _parse_integer(text, _INT32)
+
+
+def _to_int64(text: str) -> int:
+    if text.isascii() and text.isdigit() and len(text) < 19:
+        return int(text)
+    return _parse_integer(text, _INT64)
+
+
+def _property_ordering(op: str, name: str, constant: Value, text: str) -> _Node:
+    """``property < number``, the common ordering, with the string parsed as the number's
+    type exactly as the general comparison would."""
+    kind = type(constant)
+    parse: Callable[[str], int | float] = (
+        _to_int32 if kind is _I32 else _to_int64 if kind is int else _parse_double
+    )
+    accept = _ORDERINGS[op]
+    if kind is float:
+
+        def evaluate(p: Mapping[str, str]) -> Value:
+            value = p.get(name)
+            if value is None:
+                return None
+            return accept(_compare_doubles(parse(value), constant))  # type: ignore[arg-type]
+
+    else:
+
+        def evaluate(p: Mapping[str, str]) -> Value:
+            value = p.get(name)
+            if value is None:
+                return None
+            number = parse(value)
+            return accept((number > constant) - (number < constant))  # type: ignore[operator]
+
+    return _Node(evaluate, _BOOLEAN, text)
+
+
 def _ordering(op: str, left: _Node, right: _Node) -> _Node:
     _check_ordering_operand(left)
     _check_ordering_operand(right)
+    if left.kind == _PROPERTY and right.kind == _CONST:
+        return _property_ordering(op, left.text, right.value, f"{left.text} {op} {right.text}")
     lf, rf = left.evaluate, right.evaluate
     accept = _ORDERINGS[op]
 

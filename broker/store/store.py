@@ -61,6 +61,8 @@ _INT32_MAX = 0x7FFFFFFF
 _ENTRIES = struct.Struct(">qiq").iter_unpack
 #: getMessage scans at most max(16000 bytes of entries, max_count entries).
 _MIN_SCAN_ENTRIES = 16000 // UNIT
+#: How far ahead one search for a record filter's needles looks.
+_NEEDLE_STRETCH = 256 * 1024
 _TOMBSTONE_PREFIX = ".deleted-"
 #: Below this many free index slots a put counts its keys and, if needed, starts the next file.
 _INDEX_ROOM_MARGIN = 4096
@@ -726,6 +728,8 @@ class MessageStore:
         needles: tuple[bytes, ...] = (
             getattr(record_filter, "needles", ()) if record_filter is not None else ()
         )
+        # Where the next needle occurrence starts (or where the last search ended without one).
+        hit = -1
         for i, (offset_py, size_py, code) in enumerate(_ENTRIES(view[: scan * UNIT])):
             max_phy_pulling = offset_py
             if offset_py < skip_below:
@@ -761,11 +765,16 @@ class MessageStore:
                 pos = offset_py - mapped.start
                 if pos + size_py <= mapped.wrote:
                     if needles:
-                        find = mapped.mm.find
-                        for needle in needles:
-                            if find(needle, pos, pos + size_py) >= 0:
-                                break
-                        else:
+                        if hit < offset_py:
+                            # One search ahead covers every record up to the next occurrence.
+                            first = min(mapped.wrote, pos + _NEEDLE_STRETCH)
+                            find = mapped.mm.find
+                            for needle in needles:
+                                at = find(needle, pos, first)
+                                if at >= 0:
+                                    first = at
+                            hit = mapped.start + first
+                        if hit >= offset_py + size_py:
                             if not count:
                                 status = GetStatus.NO_MATCHED_MESSAGE
                             skip_below = -1
