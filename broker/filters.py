@@ -104,18 +104,17 @@ class RecordMatcher:
 
     def __call__(self, record: memoryview) -> bool:
         try:
-            sys_flag = record[_SYS_FLAG_LOW]
+            raw = bytes(record)
+            sys_flag = raw[_SYS_FLAG_LOW]
             head = 88 + (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
-            topic_pos = head + _BODY_LENGTH.unpack_from(record, head - 4)[0]
-            props_pos = topic_pos + 1 + record[topic_pos]
-            end = props_pos + 2 + _PROPS_LENGTH.unpack_from(record, props_pos)[0]
-            raw = bytes(record[props_pos + 2 : end])
+            topic_pos = head + _BODY_LENGTH.unpack_from(raw, head - 4)[0]
+            props = topic_pos + 3 + raw[topic_pos]  # past the topic and the properties' length
             found: dict[str, str] = {}
             for name, first, inner in self._wanted:
-                if raw.startswith(first):
-                    start = len(first)
+                if raw.startswith(first, props):
+                    start = props + len(first)
                 else:
-                    at = raw.find(inner)
+                    at = raw.find(inner, props)
                     if at < 0:
                         continue
                     start = at + len(inner)

@@ -757,6 +757,12 @@ class MessageStore:
                 if not count:
                     status = GetStatus.NO_MATCHED_MESSAGE
                 continue
+            if needles and hit >= offset_py + size_py:
+                # The last search found no needle before this record's end: it cannot match.
+                if not count:
+                    status = GetStatus.NO_MATCHED_MESSAGE
+                skip_below = -1
+                continue
             if size_py == BLANK_SIZE:
                 continue  # a placeholder entry, no message behind it
             index = (offset_py - first_start) // file_size
@@ -764,16 +770,15 @@ class MessageStore:
                 mapped = files[index]
                 pos = offset_py - mapped.start
                 if pos + size_py <= mapped.wrote:
-                    if needles:
-                        if hit < offset_py:
-                            # One search ahead covers every record up to the next occurrence.
-                            first = min(mapped.wrote, pos + _NEEDLE_STRETCH)
-                            find = mapped.mm.find
-                            for needle in needles:
-                                at = find(needle, pos, first)
-                                if at >= 0:
-                                    first = at
-                            hit = mapped.start + first
+                    if needles and hit < offset_py:
+                        # One search ahead covers every record up to the next occurrence.
+                        first = min(mapped.wrote, pos + _NEEDLE_STRETCH)
+                        find = mapped.mm.find
+                        for needle in needles:
+                            at = find(needle, pos, first)
+                            if at >= 0:
+                                first = at
+                        hit = mapped.start + first
                         if hit >= offset_py + size_py:
                             if not count:
                                 status = GetStatus.NO_MATCHED_MESSAGE
