@@ -42,6 +42,8 @@ from .locks import QueueLocks
 from .long_polling import LongPolling
 from .metrics import MetricsExporter
 from .offsets import OffsetTable, consumer_progress
+from .pop import PopService
+from .pop.handlers import PopHandlers
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
 from .topics import TopicTable
@@ -133,6 +135,7 @@ class Broker:
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
         self.registration = NameServerRegistration(config, topics.wrapper)
+        self.pop = PopService(config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets)
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
@@ -180,6 +183,7 @@ class Broker:
                 register=self.registration.register_all,
             ),
             AclHandlers(config, self.access),
+            PopHandlers(self.pop),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
@@ -216,6 +220,8 @@ class Broker:
         self.store.add_arrival_listener(self.delay.on_arrival)
         self.delay.load()
         await self.transactions.load()
+        self.pop.recover()
+        self.store.add_arrival_listener(self.pop.on_arrival)
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
         if vip_port > 0:
@@ -232,6 +238,7 @@ class Broker:
                 )
         self.delay.start()
         self.transactions.start()
+        self.pop.start()
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._persist_offsets_periodically())
         self._spawn(self._expire_clients_periodically())
@@ -266,6 +273,7 @@ class Broker:
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
+            ("stop POP revive", self.pop.stop),
         ]
         if self._store_started:
             # Only a broker that owns its store directory writes to it (a second broker

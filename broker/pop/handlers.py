@@ -1,0 +1,118 @@
+"""The remoting side of POP consumption (Apache 5.x request codes): POP_MESSAGE (200050),
+ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053), answered as Apache's broker
+answers them, so its remoting clients and our SDK's :class:`SimpleConsumer` both work.
+
+A pop's response body is the stored records, as a pull's; its header says when the batch was
+popped, for how long it is invisible, and the offset-info strings from which the client builds
+each message's receipt handle.
+"""
+
+from __future__ import annotations
+
+from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.pop import (
+    POLLING_TIMEOUT,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+    PopRequestCode,
+    ReceiptHandle,
+    msg_offset_info,
+    order_count_info,
+    start_offset_info,
+)
+from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult
+
+from .service import PopService
+
+#: The longest a pop may wait for messages on the broker (ms).
+MAX_POLL_MS = 60_000
+
+
+class PopHandlers:
+    def __init__(self, service: PopService) -> None:
+        self.service = service
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            PopRequestCode.POP_MESSAGE: self.pop,
+            PopRequestCode.ACK_MESSAGE: self.ack,
+            PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
+        }
+
+    def pop(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        return self._pop(cmd, PopMessageRequestHeader.from_fields(cmd.ext_fields))
+
+    async def _pop(self, cmd: RemotingCommand, h: PopMessageRequestHeader) -> RemotingCommand:
+        result = await self.service.pop(
+            group=h.consumer_group,
+            topic=h.topic,
+            queue_id=h.queue_id if h.queue_id >= 0 else None,
+            max_messages=h.max_msg_nums,
+            invisible_ms=h.invisible_time,
+            expression_type=h.exp_type or "TAG",
+            expression=h.exp or "*",
+            poll_ms=min(max(0, h.poll_time), MAX_POLL_MS),
+            fifo=h.order,
+            init_mode=h.init_mode,
+            with_handles=False,
+        )
+        fields: dict[str, object] = {
+            "popTime": result.pop_time,
+            "invisibleTime": result.invisible_time,
+            "reviveQid": result.revive_qid,
+            "restNum": result.rest,
+        }
+        if not result.messages:
+            return cmd.response(POLLING_TIMEOUT, "no new message", fields)
+        checkpoints = result.checkpoints
+        fields["startOffsetInfo"] = start_offset_info(
+            (ck.topic != h.topic, ck.queue_id, ck.start_offset) for ck in checkpoints
+        )
+        fields["msgOffsetInfo"] = msg_offset_info(
+            (ck.topic != h.topic, ck.queue_id, ck.offsets) for ck in checkpoints
+        )
+        if h.order:
+            fields["orderCountInfo"] = order_count_info(
+                (
+                    m.message.topic != h.topic,
+                    m.message.queue_id,
+                    m.message.queue_offset,
+                    m.delivery_attempt - 1,
+                )
+                for m in result.messages
+            )
+        body = b"".join(m.record for m in result.messages)
+        return cmd.response(ResponseCode.SUCCESS, None, fields, body)
+
+    def ack(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        h = AckMessageRequestHeader.from_fields(cmd.ext_fields)
+        return self._ack(cmd, h)
+
+    async def _ack(self, cmd: RemotingCommand, h: AckMessageRequestHeader) -> RemotingCommand:
+        await self.service.ack(group=h.consumer_group, topic=h.topic, receipt_handle=h.extra_info)
+        return cmd.response()
+
+    def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        h = ChangeInvisibleTimeRequestHeader.from_fields(cmd.ext_fields)
+        return self._change(cmd, h)
+
+    async def _change(self, cmd: RemotingCommand, h: ChangeInvisibleTimeRequestHeader) -> RemotingCommand:
+        handle = ReceiptHandle.decode(
+            await self.service.change_invisible(
+                group=h.consumer_group,
+                topic=h.topic,
+                receipt_handle=h.extra_info,
+                invisible_ms=h.invisible_time,
+            )
+        )
+        return cmd.response(
+            ResponseCode.SUCCESS,
+            None,
+            {
+                "popTime": handle.pop_time,
+                "invisibleTime": handle.invisible_time,
+                "reviveQid": handle.revive_qid,
+            },
+        )
