@@ -135,7 +135,9 @@ class Broker:
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
         self.registration = NameServerRegistration(config, topics.wrapper)
-        self.pop = PopService(config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets)
+        self.pop = PopService(
+            config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
+        )
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )

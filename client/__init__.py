@@ -36,6 +36,7 @@ from .lite_pull_consumer import LitePullConsumer
 from .producer import Producer, TransactionProducer
 from .pull import PullClient
 from .push_consumer import PushConsumer
+from .simple_consumer import ReceivedMessage, SimpleConsumer
 from .types import (
     BrokerIdentity,
     ConsumeFrom,
@@ -71,11 +72,13 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "ReceivedMessage",
     "RemotingError",
     "RequestTimeoutError",
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",

@@ -225,16 +225,18 @@ class PopService:
                     self._replay(queue, offset, commit_log_offset, size)
                     offset += 1
         for ck in list(self.checkpoints.values()):
-            if ck.finished:
-                self._forget(ck)
-                continue
-            recovered += 1
-            acked += bin(ck.done).count("1")
+            # Every check point moves its group past what it handed out, acked or not: the
+            # committed offsets may be older than the crash.
             key = (ck.group, ck.topic, ck.queue_id)
             frontier = max(ck.offsets) + 1
             if frontier > self._frontier_of(key):
                 self._frontiers[key] = frontier
                 self.offsets.commit(ck.group, ck.topic, ck.queue_id, frontier)
+            if ck.finished:
+                self._forget(ck)
+                continue
+            recovered += 1
+            acked += bin(ck.done).count("1")
             self._schedule(ck)
         if recovered:
             log.info("POP: %d check points in flight after recovery (%d messages acked)", recovered, acked)
