@@ -1,0 +1,223 @@
+"""PopService, the API the remoting handlers and the gRPC front share, on a real store:
+handles, acks, changes, dead letters, long polling, orderly pops, errors and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from aiorocketmq.broker.offsets import OffsetTable
+from aiorocketmq.broker.pop import (
+    InvalidReceiptHandleError,
+    PopService,
+    ReceiptHandleExpiredError,
+)
+from aiorocketmq.broker.pop.checkpoint import revive_topic
+from aiorocketmq.protocol.body import SubscriptionGroupConfig, TopicConfig
+from aiorocketmq.protocol.errors import MessageIllegalError, TopicNotExistError
+from aiorocketmq.protocol.message import PropertyKey
+from aiorocketmq.protocol.pop import ReceiptHandle, pop_retry_topic
+from tests.support import wait_until
+
+from .support import Parts, broker_parts
+
+TOPIC = "PopUnit"
+GROUP = "pop-group"
+
+
+def service_for(parts: Parts, offsets: OffsetTable | None = None) -> PopService:
+    return PopService(
+        parts.config,
+        store=parts.store,
+        writer=parts.writer,
+        topics=parts.topics,
+        groups=parts.groups,
+        offsets=offsets or parts.offsets,
+    )
+
+
+@pytest.fixture
+async def pop(tmp_path: Path) -> AsyncIterator[tuple[Parts, PopService]]:
+    async with broker_parts(tmp_path) as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
+        service = service_for(parts)
+        service.recover()
+        parts.store.add_arrival_listener(service.on_arrival)
+        service.start()
+        try:
+            yield parts, service
+        finally:
+            await service.stop()
+
+
+def put(parts: Parts, body: bytes, queue_id: int = 0, tags: str = "t", topic: str = TOPIC) -> None:
+    writer = parts.writer
+    assert writer.put(writer.build(topic, queue_id, body, {PropertyKey.TAGS: tags})).ok
+
+
+async def test_receive_hands_out_messages_with_nine_field_handles_and_acks_settle_them(
+    pop: tuple[Parts, PopService],
+) -> None:
+    parts, service = pop
+    for i in range(3):
+        put(parts, f"m{i}".encode(), queue_id=i % 2)
+    got = await service.receive(
+        group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000,
+        expression_type="TAG", expression="*", poll_ms=0, fifo=False,
+    )  # fmt: skip
+    assert sorted(m.message.body for m in got) == [b"m0", b"m1", b"m2"]
+    assert {m.delivery_attempt for m in got} == {1}
+    handle = ReceiptHandle.decode(got[0].receipt_handle)
+    assert handle.commit_log_offset == got[0].message.commit_log_offset
+    assert (handle.invisible_time, handle.broker_name, handle.retry) == (60_000, "broker-u", False)
+    assert service.in_flight == 3
+    for msg in got:
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    assert service.in_flight == 0
+    with pytest.raises(ReceiptHandleExpiredError):
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=got[0].receipt_handle)
+    with pytest.raises(InvalidReceiptHandleError):
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle="1 2 3")
+    assert (
+        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000)
+        == []
+    )
+
+
+async def test_expired_messages_are_redelivered_from_the_retry_topic(pop: tuple[Parts, PopService]) -> None:
+    parts, service = pop
+    put(parts, b"late", tags="x")
+    (first,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=50)
+    with pytest.raises(ReceiptHandleExpiredError):
+        await asyncio.sleep(0.1)
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=first.receipt_handle)
+    (again,) = await service.receive(
+        group=GROUP,
+        topic=TOPIC,
+        queue_id=None,
+        max_messages=4,
+        invisible_ms=60_000,
+        expression="x",
+        poll_ms=5000,
+    )
+    assert (again.message.body, again.delivery_attempt, again.topic) == (b"late", 2, TOPIC)
+    assert again.message.topic == pop_retry_topic(GROUP, TOPIC)
+    assert again.message.msg_id == first.message.msg_id
+    assert ReceiptHandle.decode(again.receipt_handle).retry
+    await service.ack(group=GROUP, topic=TOPIC, receipt_handle=again.receipt_handle)
+    assert service.redelivered == 1
+
+
+async def test_forward_to_dlq_and_dead_letters_after_max_attempts(pop: tuple[Parts, PopService]) -> None:
+    parts, service = pop
+    parts.groups.put(SubscriptionGroupConfig(group_name=GROUP, retry_max_times=0))
+    put(parts, b"now", queue_id=0)
+    put(parts, b"later", queue_id=1)
+    (now,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    await service.forward_to_dlq(group=GROUP, topic=TOPIC, receipt_handle=now.receipt_handle)
+    (later,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=1, max_messages=1, invisible_ms=10)
+    assert later.message.body == b"later"
+    await asyncio.sleep(0.05)
+    # retryMaxTimes=0: the one delivery was all it gets
+    assert (
+        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=10) == []
+    )
+    dead = parts.messages(f"%DLQ%{GROUP}", 0)
+    assert [m.body for m in dead] == [b"now", b"later"]
+    assert {m.properties["DLQ_ORIGIN_TOPIC"] for m in dead} == {TOPIC}
+    assert service.in_flight == 0
+
+
+async def test_change_invisible_returns_a_new_handle_and_spends_the_old(
+    pop: tuple[Parts, PopService],
+) -> None:
+    parts, service = pop
+    put(parts, b"c")
+    (msg,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    fresh = await service.change_invisible(
+        group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle, invisible_ms=120_000
+    )
+    assert ReceiptHandle.decode(fresh).invisible_time == 120_000
+    with pytest.raises(ReceiptHandleExpiredError):
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    with pytest.raises(MessageIllegalError):
+        await service.change_invisible(group=GROUP, topic=TOPIC, receipt_handle=fresh, invisible_ms=-1)
+    await service.ack(group=GROUP, topic=TOPIC, receipt_handle=fresh)
+    assert service.in_flight == 0
+
+
+async def test_a_waiting_receive_returns_when_a_message_arrives(pop: tuple[Parts, PopService]) -> None:
+    parts, service = pop
+    waiting = asyncio.ensure_future(
+        service.receive(
+            group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000, poll_ms=20_000
+        )
+    )
+    await wait_until(lambda: service.waiting > 0)
+    put(parts, b"wake", queue_id=1)
+    (got,) = await asyncio.wait_for(waiting, 5)
+    assert got.message.body == b"wake"
+
+
+async def test_bad_requests_are_refused(pop: tuple[Parts, PopService]) -> None:
+    _, service = pop
+    with pytest.raises(TopicNotExistError):
+        await service.receive(
+            group=GROUP, topic="NoSuchTopic", queue_id=None, max_messages=1, invisible_ms=1000
+        )
+    with pytest.raises(MessageIllegalError):
+        await service.receive(group=GROUP, topic=TOPIC, queue_id=7, max_messages=1, invisible_ms=1000)
+    with pytest.raises(MessageIllegalError):
+        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=0, invisible_ms=1000)
+    with pytest.raises(MessageIllegalError):
+        await service.receive(
+            group=GROUP,
+            topic=TOPIC,
+            queue_id=None,
+            max_messages=1,
+            invisible_ms=1000,
+            expression_type="SQL92",
+        )
+
+
+async def test_orderly_pops_block_the_queue_until_the_batch_is_acked(pop: tuple[Parts, PopService]) -> None:
+    parts, service = pop
+    for i in range(4):
+        put(parts, f"o{i}".encode())
+    batch = await service.receive(
+        group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
+    )
+    assert [m.message.body for m in batch] == [b"o0", b"o1"]
+    assert (
+        await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=1, fifo=True)
+        == []
+    )
+    for msg in batch:
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    nxt = await service.receive(
+        group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
+    )
+    assert [m.message.body for m in nxt] == [b"o2", b"o3"]
+
+
+async def test_recovery_rebuilds_in_flight_state_and_offsets_from_the_revive_log(
+    pop: tuple[Parts, PopService],
+) -> None:
+    parts, service = pop
+    for i in range(4):
+        put(parts, f"r{i}".encode())
+    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=60_000)
+    for msg in got[:3]:
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    # a restart whose offset file is from before all of it (a crash between saves)
+    restarted = service_for(parts, OffsetTable(parts.config))
+    restarted.recover()
+    assert restarted.in_flight == 1
+    assert parts.topics.get(revive_topic(parts.config.broker_cluster_name)) is not None
+    await restarted.ack(group=GROUP, topic=TOPIC, receipt_handle=got[3].receipt_handle)
+    assert (
+        await restarted.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
+    )
