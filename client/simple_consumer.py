@@ -50,7 +50,7 @@ from .client_instance import (
     default_instance_name,
     release_instance,
 )
-from .errors import ClientError, ClientStateError, MQError, NoRouteError
+from .errors import ClientError, ClientStateError, MQError, NoRouteError, RemotingError
 from .subscription import check_group, check_topic, parse_tags
 
 #: Most messages one receive returns (the broker's limit per pop).
@@ -234,14 +234,23 @@ class SimpleConsumer:
         ordered = [targets[(start + i) % len(targets)] for i in range(len(targets))]
         invisible_ms = int(invisible_duration * 1000)
         # A quick look everywhere first, then a long poll on one broker (the next one each time).
-        for topic, broker_name, addr in ordered:
-            found = await self._pop(topic, broker_name, addr, max_messages, invisible_ms, 0)
+        reachable = []
+        failure: MQError | None = None
+        for target in ordered:
+            try:
+                found = await self._pop(*target, max_messages, invisible_ms, 0)
+            except RemotingError as exc:
+                failure = exc  # that broker is down or unreachable: the others still serve
+                continue
             if found:
                 return found
+            reachable.append(target)
+        if not reachable:
+            assert failure is not None
+            raise failure
         if wait <= 0:
             return []
-        topic, broker_name, addr = ordered[0]
-        return await self._pop(topic, broker_name, addr, max_messages, invisible_ms, int(wait * 1000))
+        return await self._pop(*reachable[0], max_messages, invisible_ms, int(wait * 1000))
 
     async def _pop(
         self, topic: str, broker_name: str, addr: str, max_messages: int, invisible_ms: int, poll_ms: int

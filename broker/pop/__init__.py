@@ -4,6 +4,7 @@ its remoting handlers. The gRPC front calls the same service."""
 
 from .service import (
     InvalidReceiptHandleError,
+    PollingFullError,
     PopError,
     PoppedMessage,
     PopResult,
@@ -13,6 +14,7 @@ from .service import (
 
 __all__ = [
     "InvalidReceiptHandleError",
+    "PollingFullError",
     "PopError",
     "PopResult",
     "PopService",

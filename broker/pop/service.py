@@ -49,6 +49,7 @@ from aiorocketmq.protocol.names import RETRY_PREFIX, dlq_topic, parse_tag_expres
 from aiorocketmq.protocol.pop import (
     INIT_MODE_MAX,
     ORDER_REVIVE_QID,
+    POLLING_FULL,
     ReceiptHandle,
     ReceiptHandleError,
     pop_retry_topic,
@@ -85,6 +86,8 @@ DEFAULT_RETRY_MAX_TIMES = 16
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: Redelivery that could not be written (disk full, say) is tried again after this.
 REVIVE_RETRY_MS = 5000
+#: Most receives waiting for messages at once (Apache's ``maxPopPollingSize``).
+MAX_WAITING = 100_000
 #: How often the revive log's progress is committed to the offset table.
 PROGRESS_INTERVAL = 1.0
 #: Properties a redelivery must not carry: they would park it again.
@@ -111,6 +114,12 @@ class ReceiptHandleExpiredError(PopError):
     time passed (it is, or soon will be, delivered again)."""
 
     code = 208  # NO_MESSAGE on the remoting wire, as Apache's broker answers a stale ack
+
+
+class PollingFullError(PopError):
+    """Too many receives are waiting for messages on this broker already."""
+
+    code = POLLING_FULL
 
 
 def now_ms() -> int:
@@ -186,8 +195,6 @@ class PopService:
         self.checkpoints: dict[CheckPointKey, CheckPoint] = {}
         #: Orderly check points of each (group, topic, queue): what blocks the queue.
         self._orderly: dict[tuple[str, str, int], list[CheckPoint]] = {}
-        #: Where each (group, topic, queue) pops next.
-        self._frontiers: dict[tuple[str, str, int], int] = {}
         self._deadlines: list[tuple[int, int, CheckPointKey]] = []
         self._seq = 0
         self._next_revive_qid = 0
@@ -196,6 +203,10 @@ class PopService:
         #: POP retry topic -> the topic it redelivers.
         self._retry_of: dict[str, str] = {}
         self._revive_wakeup: asyncio.Event | None = None
+        self._pending_acks: dict[
+            CheckPointKey, tuple[CheckPoint, list[tuple[int, asyncio.Future[None]]]]
+        ] = {}
+        self._ack_flush_scheduled = False
         self._tasks: list[asyncio.Task[None]] = []
         self.redelivered = 0
         self.dead_lettered = 0
@@ -227,10 +238,8 @@ class PopService:
         for ck in list(self.checkpoints.values()):
             # Every check point moves its group past what it handed out, acked or not: the
             # committed offsets may be older than the crash.
-            key = (ck.group, ck.topic, ck.queue_id)
             frontier = max(ck.offsets) + 1
-            if frontier > self._frontier_of(key):
-                self._frontiers[key] = frontier
+            if frontier > self.offsets.query(ck.group, ck.topic, ck.queue_id):
                 self.offsets.commit(ck.group, ck.topic, ck.queue_id, frontier)
             if ck.finished:
                 self._forget(ck)
@@ -350,13 +359,52 @@ class PopService:
                 opens = self._orderly_opens(group, topic, queue_id)
                 if opens is not None:
                     wait = min(wait, max(0.0, (opens - now_ms()) / 1000) + 0.001)
+            if self.waiting >= MAX_WAITING:
+                raise PollingFullError(f"{self.waiting} receives are waiting already")
             await self._wait_for(topic, wait)
 
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
         """Acknowledge a popped message: it is never delivered again (raises
         :class:`ReceiptHandleExpiredError` when its invisible time has passed)."""
         ck, i = self._in_flight(group, topic, receipt_handle, live=True)
-        self._resolve(ck, [i])
+        # Acks arriving together (a client acks a batch at once) share one revive-log record
+        # per check point, written before any of them is answered.
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = self._pending_acks.get(ck.key)
+        if waiting is None:
+            self._pending_acks[ck.key] = (ck, [(i, done)])
+        else:
+            waiting[1].append((i, done))
+        if not self._ack_flush_scheduled:
+            self._ack_flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+        await done
+
+    def _flush_acks(self) -> None:
+        self._ack_flush_scheduled = False
+        pending, self._pending_acks = self._pending_acks, {}
+        for ck, waiters in pending.values():
+            settled = sorted({i for i, _ in waiters if ck.is_pending(i)})
+            try:
+                self._resolve(ck, settled)
+            except BrokerError as exc:
+                for _, fut in waiters:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            answered: set[int] = set()
+            for i, fut in waiters:
+                if fut.done():
+                    continue
+                if i in settled and i not in answered:
+                    answered.add(i)
+                    fut.set_result(None)
+                else:  # acked twice, or redelivered since the handle was checked
+                    fut.set_exception(
+                        ReceiptHandleExpiredError(
+                            f"the message at offset {ck.offsets[i]} is not in flight any more"
+                        )
+                    )
 
     async def change_invisible(
         self, *, group: str, topic: str, receipt_handle: str, invisible_ms: int
@@ -549,18 +597,10 @@ class PopService:
                 )
         return result
 
-    def _frontier_of(self, key: tuple[str, str, int]) -> int:
-        """Where (group, topic, queue) pops next; -1 when the group never popped it."""
-        offset = self._frontiers.get(key)
-        if offset is None:
-            offset = self.offsets.query(*key)
-            if offset >= 0:
-                self._frontiers[key] = offset
-        return offset
-
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
-        key = (group, topic, queue_id)
-        offset = self._frontier_of(key)
+        # The consumer-offset table is where a POP group's progress lives (what mqadmin shows
+        # and resets), shared with pull groups, each group under its own key.
+        offset = self.offsets.query(group, topic, queue_id)
         if offset >= 0:
             return offset
         store = self.store
@@ -571,13 +611,11 @@ class PopService:
             offset = low
         else:
             offset = store.get_max_offset(topic, queue_id)
-        self._frontiers[key] = offset
+        self.offsets.commit(group, topic, queue_id, offset)
         return offset
 
     def _advance(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        key = (group, topic, queue_id)
-        if self._frontiers.get(key) != offset:
-            self._frontiers[key] = offset
+        if self.offsets.query(group, topic, queue_id) != offset:
             self.offsets.commit(group, topic, queue_id, offset)
 
     def _read_queue(
@@ -642,7 +680,7 @@ class PopService:
                 for ck, indices in by_ck.values():
                     self._resolve(ck, indices, wake=False)
                 return None
-            offset = self._frontier_of((group, topic, queue_id))
+            offset = self.offsets.query(group, topic, queue_id)
             return _Read(topic, queue_id, messages, offset, superseded)
         return self._read_queue(group, topic, queue_id, wanted, codes, tags, init_mode)
 
