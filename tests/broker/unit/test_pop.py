@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from aiorocketmq.broker.acl import Perm, needed_resources
 from aiorocketmq.broker.offsets import OffsetTable
 from aiorocketmq.broker.pop import (
     InvalidReceiptHandleError,
@@ -16,13 +17,16 @@ from aiorocketmq.broker.pop import (
     ReceiptHandleExpiredError,
 )
 from aiorocketmq.broker.pop.checkpoint import revive_topic
+from aiorocketmq.broker.pop.handlers import PopHandlers
 from aiorocketmq.protocol.body import SubscriptionGroupConfig, TopicConfig
+from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MessageIllegalError, TopicNotExistError
 from aiorocketmq.protocol.message import PropertyKey
-from aiorocketmq.protocol.pop import ReceiptHandle, pop_retry_topic
+from aiorocketmq.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, pop_retry_topic
 from tests.support import wait_until
 
-from .support import Parts, broker_parts
+from .support import Parts, answer, broker_parts
 
 TOPIC = "PopUnit"
 GROUP = "pop-group"
@@ -221,3 +225,30 @@ async def test_recovery_rebuilds_in_flight_state_and_offsets_from_the_revive_log
     assert (
         await restarted.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
     )
+
+
+def test_acl_asks_pop_requests_for_the_topic_and_the_group() -> None:
+    fields = {"consumerGroup": "g", "topic": "T"}
+    assert needed_resources(PopRequestCode.POP_MESSAGE, fields, None) == {"T": Perm.SUB, "%RETRY%g": Perm.SUB}
+    retry_ack = {"consumerGroup": "g", "topic": "%RETRY%g_T"}
+    assert needed_resources(PopRequestCode.ACK_MESSAGE, retry_ack, None) == {"%RETRY%g": Perm.SUB}
+
+
+async def test_bad_remoting_requests_get_clear_errors(pop: tuple[Parts, PopService]) -> None:
+    _, service = pop
+    handlers = PopHandlers(service)
+    ack = RemotingCommand.request(
+        PopRequestCode.ACK_MESSAGE,
+        {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "extraInfo": "not a handle", "offset": 0},
+    )
+    response = await answer(handlers.ack, None, ack)
+    assert response.code == ResponseCode.MESSAGE_ILLEGAL and "receipt handle" in response.remark
+    missing = RemotingCommand.request(PopRequestCode.POP_MESSAGE, {"topic": TOPIC})
+    response = await answer(handlers.pop, None, missing)
+    assert response.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in response.remark
+    empty = RemotingCommand.request(
+        PopRequestCode.POP_MESSAGE,
+        {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -1, "maxMsgNums": 4, "invisibleTime": 1000},
+    )
+    response = await answer(handlers.pop, None, empty)
+    assert response.code == POLLING_TIMEOUT
