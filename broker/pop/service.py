@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from aiorocketmq.broker.store import GetStatus, MessageStore
+from aiorocketmq.broker.store import GetStatus, MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.errors import (
     BrokerError,
@@ -207,6 +207,7 @@ class PopService:
             CheckPointKey, tuple[CheckPoint, list[tuple[int, asyncio.Future[None]]]]
         ] = {}
         self._ack_flush_scheduled = False
+        self._last_put: PutResult | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.redelivered = 0
         self.dead_lettered = 0
@@ -352,6 +353,8 @@ class PopService:
             )
             remaining = give_up - loop.time()
             if result.messages or remaining <= 0:
+                if result.messages:
+                    await self._durable()
                 return result
             wait = remaining
             if fifo:
@@ -379,6 +382,7 @@ class PopService:
             self._ack_flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_acks)
         await done
+        await self._durable()
 
     def _flush_acks(self) -> None:
         self._ack_flush_scheduled = False
@@ -435,6 +439,7 @@ class PopService:
         # (once, at the earlier time) instead of losing it.
         self._write_checkpoint(fresh)
         self._resolve(ck, [i])
+        await self._durable()
         return ReceiptHandle(
             offset,
             fresh.pop_time,
@@ -455,6 +460,7 @@ class PopService:
         if msg is not None:
             self._dead_letter(ck, msg, ck.attempts[i])
         self._resolve(ck, [i])
+        await self._durable()
 
     # -- popping ------------------------------------------------------------------------------
 
@@ -757,7 +763,17 @@ class PopService:
             raise ServerSystemError(
                 f"POP state cannot be written to {self.revive_topic}: {result.remark or result.status.name}"
             )
+        self._last_put = result
         return result.queue_offset
+
+    async def _durable(self) -> None:
+        """Under SYNC_FLUSH, return once the POP records written so far are on disk (the
+        commit log flushes in order: the last one covers the rest); at once otherwise."""
+        last = self._last_put
+        if last is not None:
+            status = await self.store.wait_flushed(last)
+            if status is not PutStatus.PUT_OK:
+                log.warning("POP: state records not flushed in time (%s)", status.name)
 
     def _write_checkpoint(self, ck: CheckPoint) -> None:
         ck.revive_offset = self._put_record(ck.revive_queue, CK_TAG, ck.encode())

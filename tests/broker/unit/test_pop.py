@@ -252,3 +252,20 @@ async def test_bad_remoting_requests_get_clear_errors(pop: tuple[Parts, PopServi
     )
     response = await answer(handlers.pop, None, empty)
     assert response.code == POLLING_TIMEOUT
+
+
+async def test_under_sync_flush_pop_state_is_on_disk_before_the_answer(tmp_path: Path) -> None:
+    async with broker_parts(tmp_path, {"flushDiskType": "SYNC_FLUSH"}) as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        service = service_for(parts)
+        service.recover()
+        put(parts, b"durable")
+        log = parts.store.commit_log
+        (msg,) = await service.receive(
+            group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000
+        )
+        assert log.queue.flushed_where == log.max_offset  # the check point is on disk
+        before = log.max_offset
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+        assert log.max_offset > before  # the ack record ...
+        assert log.queue.flushed_where == log.max_offset  # ... is on disk too
