@@ -60,6 +60,12 @@ DEFAULT_AWAIT_DURATION = 20.0
 ROUTE_TTL = 30.0
 _EMPTY = frozenset({POLLING_TIMEOUT, POLLING_FULL, int(ResponseCode.PULL_NOT_FOUND)})
 _PERM_READ = int(Perm.READ)
+_ACK_MESSAGE = int(PopRequestCode.ACK_MESSAGE)
+_ACK_GROUP = AckMessageRequestHeader.wire("consumer_group")
+_ACK_TOPIC = AckMessageRequestHeader.wire("topic")
+_ACK_QUEUE_ID = AckMessageRequestHeader.wire("queue_id")
+_ACK_EXTRA_INFO = AckMessageRequestHeader.wire("extra_info")
+_ACK_OFFSET = AckMessageRequestHeader.wire("offset")
 
 
 class ReceivedMessage:
@@ -301,14 +307,16 @@ class SimpleConsumer:
         """The message is consumed: it will not be delivered again. Raises the broker's error
         when the handle is no longer valid (its invisible time passed: it will come again)."""
         handle = ReceiptHandle.decode(message.receipt_handle)
-        header = AckMessageRequestHeader(
-            consumer_group=self.group,
-            topic=message.topic,
-            queue_id=handle.queue_id,
-            extra_info=message.receipt_handle,
-            offset=handle.queue_offset,
-        )
-        await self.instance.call(message.broker_addr, PopRequestCode.ACK_MESSAGE, header)
+        # The header map by the model's wire names: a validation per ack would cost more
+        # than the rest of the request.
+        fields = {
+            _ACK_GROUP: self.group,
+            _ACK_TOPIC: message.topic,
+            _ACK_QUEUE_ID: handle.queue_id,
+            _ACK_EXTRA_INFO: message.receipt_handle,
+            _ACK_OFFSET: handle.queue_offset,
+        }
+        await self.instance.call(message.broker_addr, _ACK_MESSAGE, fields)
 
     async def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> None:
         """Keep the message invisible for ``duration`` seconds from now (more time to work on

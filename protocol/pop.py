@@ -17,8 +17,8 @@ offset. A broker answers a pop with the batch's ``startOffsetInfo`` / ``msgOffse
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from pydantic import Field
 
@@ -127,8 +127,7 @@ class ReceiptHandleError(ValueError):
     """A receipt handle that does not parse."""
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiptHandle:
+class ReceiptHandle(NamedTuple):
     """One popped message: where its check point is, when it becomes visible again."""
 
     ck_queue_offset: int
