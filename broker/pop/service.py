@@ -262,7 +262,7 @@ class PopService:
                 self.checkpoints.setdefault(ck.key, ck)
                 if ck.orderly:
                     self._orderly.setdefault((ck.group, ck.topic, ck.queue_id), []).append(ck)
-                self._retry_of_topic(ck.topic)
+                self._retry_of_topic(ck.topic, ck.group)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key, offsets = decode_ack(msg.body)
                 found = self.checkpoints.get(key)
@@ -813,16 +813,11 @@ class PopService:
                 if not held:
                     del self._orderly[key]
 
-    def _retry_of_topic(self, topic: str) -> None:
-        """Remember which topic a POP retry topic redelivers (for waking pops)."""
-        if topic.startswith(RETRY_PREFIX) and topic not in self._retry_of:
-            cut = topic.find("_", len(RETRY_PREFIX))
-            while cut >= 0:
-                candidate = topic[cut + 1 :]
-                if self.topics.get(candidate) is not None:
-                    self._retry_of[topic] = candidate
-                    return
-                cut = topic.find("_", cut + 1)
+    def _retry_of_topic(self, topic: str, group: str) -> None:
+        """Remember which topic a POP retry topic of ``group`` redelivers (for waking pops)."""
+        prefix = pop_retry_topic(group, "")
+        if topic.startswith(prefix) and topic not in self._retry_of:
+            self._retry_of[topic] = topic[len(prefix) :]
 
     # -- revive -------------------------------------------------------------------------------
 
