@@ -29,10 +29,10 @@ import heapq
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from aiorocketmq.broker.store import GetStatus, MessageStore, PutResult, PutStatus
+from aiorocketmq.broker.store import FlushDiskType, GetStatus, MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.errors import (
     BrokerError,
@@ -122,6 +122,17 @@ class PollingFullError(PopError):
     code = POLLING_FULL
 
 
+#: Called once an ack is settled: with None, or with the error that refused it.
+AckDone = Callable[["BrokerError | None"], None]
+
+
+def _call(done: AckDone, error: BrokerError | None) -> None:
+    try:
+        done(error)
+    except Exception:
+        log.exception("POP: an ack's completion failed")
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -203,9 +214,7 @@ class PopService:
         #: POP retry topic -> the topic it redelivers.
         self._retry_of: dict[str, str] = {}
         self._revive_wakeup: asyncio.Event | None = None
-        self._pending_acks: dict[
-            CheckPointKey, tuple[CheckPoint, list[tuple[int, asyncio.Future[None]]]]
-        ] = {}
+        self._pending_acks: dict[CheckPointKey, tuple[CheckPoint, list[tuple[int, AckDone]]]] = {}
         self._ack_flush_scheduled = False
         self._last_put: PutResult | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -370,9 +379,34 @@ class PopService:
         """Acknowledge a popped message: it is never delivered again (raises
         :class:`ReceiptHandleExpiredError` when its invisible time has passed)."""
         ck, i = self._in_flight(group, topic, receipt_handle, live=True)
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BrokerError | None) -> None:
+            if not settled.done():
+                if error is None:
+                    settled.set_result(None)
+                else:
+                    settled.set_exception(error)
+
+        self._queue_ack(ck, i, done)
+        await settled
+        await self._durable()
+
+    def ack_soon(self, *, group: str, topic: str, receipt_handle: str, done: AckDone) -> None:
+        """:meth:`ack` without a coroutine, for the remoting handler: the handle is checked
+        now (raising), the ack is written with the others of this loop iteration, then
+        ``done(None)`` (or ``done(error)``) is called. Not for SYNC_FLUSH brokers, whose acks
+        wait for the disk (:attr:`sync_flush`)."""
+        ck, i = self._in_flight(group, topic, receipt_handle, live=True)
+        self._queue_ack(ck, i, done)
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+
+    def _queue_ack(self, ck: CheckPoint, i: int, done: AckDone) -> None:
         # Acks arriving together (a client acks a batch at once) share one revive-log record
         # per check point, written before any of them is answered.
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiting = self._pending_acks.get(ck.key)
         if waiting is None:
             self._pending_acks[ck.key] = (ck, [(i, done)])
@@ -381,8 +415,6 @@ class PopService:
         if not self._ack_flush_scheduled:
             self._ack_flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_acks)
-        await done
-        await self._durable()
 
     def _flush_acks(self) -> None:
         self._ack_flush_scheduled = False
@@ -392,22 +424,20 @@ class PopService:
             try:
                 self._resolve(ck, settled)
             except BrokerError as exc:
-                for _, fut in waiters:
-                    if not fut.done():
-                        fut.set_exception(exc)
+                for _, done in waiters:
+                    _call(done, exc)
                 continue
             answered: set[int] = set()
-            for i, fut in waiters:
-                if fut.done():
-                    continue
+            for i, done in waiters:
                 if i in settled and i not in answered:
                     answered.add(i)
-                    fut.set_result(None)
+                    _call(done, None)
                 else:  # acked twice, or redelivered since the handle was checked
-                    fut.set_exception(
+                    _call(
+                        done,
                         ReceiptHandleExpiredError(
                             f"the message at offset {ck.offsets[i]} is not in flight any more"
-                        )
+                        ),
                     )
 
     async def change_invisible(

@@ -26,7 +26,7 @@ from aiorocketmq.protocol.message import PropertyKey
 from aiorocketmq.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, pop_retry_topic
 from tests.support import wait_until
 
-from .support import Parts, answer, broker_parts
+from .support import Parts, RecordedConnection, answer, broker_parts
 
 TOPIC = "PopUnit"
 GROUP = "pop-group"
@@ -269,3 +269,29 @@ async def test_under_sync_flush_pop_state_is_on_disk_before_the_answer(tmp_path:
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
         assert log.max_offset > before  # the ack record ...
         assert log.queue.flushed_where == log.max_offset  # ... is on disk too
+
+
+async def test_remoting_acks_are_answered_once_their_record_is_written(
+    pop: tuple[Parts, PopService], conn: RecordedConnection
+) -> None:
+    parts, service = pop
+    put(parts, b"a1")
+    put(parts, b"a2")
+    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
+    handlers = PopHandlers(service)
+    revive_queue = ReceiptHandle.decode(got[0].receipt_handle).revive_qid
+    records = parts.store.get_max_offset(service.revive_topic, revive_queue)
+    for msg in [*got, got[0]]:  # the last one twice
+        fields = {
+            "consumerGroup": GROUP,
+            "topic": TOPIC,
+            "queueId": 0,
+            "extraInfo": msg.receipt_handle,
+            "offset": 0,
+        }
+        assert handlers.ack(conn, RemotingCommand.request(PopRequestCode.ACK_MESSAGE, fields)) is None  # type: ignore[arg-type]
+    codes = [(await conn.next_response()).code for _ in range(3)]
+    assert codes == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE]
+    # both acks went into one revive-log record
+    assert parts.store.get_max_offset(service.revive_topic, revive_queue) == records + 1
+    assert service.in_flight == 0
