@@ -46,9 +46,11 @@ class PopHandlers:
         }
 
     def pop(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
-        return self._pop(cmd, PopMessageRequestHeader.from_fields(cmd.ext_fields))
+        return self._pop(conn, cmd, PopMessageRequestHeader.from_fields(cmd.ext_fields))
 
-    async def _pop(self, cmd: RemotingCommand, h: PopMessageRequestHeader) -> RemotingCommand:
+    async def _pop(
+        self, conn: Connection, cmd: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand:
         result = await self.service.pop(
             group=h.consumer_group,
             topic=h.topic,
@@ -61,6 +63,8 @@ class PopHandlers:
             fifo=h.order,
             init_mode=h.init_mode,
             with_handles=False,
+            # Messages popped for a client that is gone would stay invisible for nothing.
+            alive=lambda: not conn.closed,
         )
         fields: dict[str, object] = {
             "popTime": result.pop_time,

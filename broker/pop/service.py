@@ -349,8 +349,10 @@ class PopService:
         fifo: bool = False,
         init_mode: int = INIT_MODE_MAX,
         with_handles: bool = True,
+        alive: Callable[[], bool] | None = None,
     ) -> PopResult:
-        """:meth:`receive`, with what a remoting response reports about the pop."""
+        """:meth:`receive`, with what a remoting response reports about the pop; a waiting
+        pop whose ``alive()`` turns false (its client left) gives up without popping."""
         codes, tags = self._check(
             group, topic, queue_id, max_messages, invisible_ms, expression_type, expression
         )
@@ -374,6 +376,8 @@ class PopService:
             if self.waiting >= MAX_WAITING:
                 raise PollingFullError(f"{self.waiting} receives are waiting already")
             await self._wait_for(topic, wait)
+            if alive is not None and not alive():
+                return PopResult(invisible_time=invisible_ms, pop_time=now_ms())
 
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
         """Acknowledge a popped message: it is never delivered again (raises

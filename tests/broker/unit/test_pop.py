@@ -4,6 +4,7 @@ handles, acks, changes, dead letters, long polling, orderly pops, errors and rec
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -295,3 +296,26 @@ async def test_remoting_acks_are_answered_once_their_record_is_written(
     # both acks went into one revive-log record
     assert parts.store.get_max_offset(service.revive_topic, revive_queue) == records + 1
     assert service.in_flight == 0
+
+
+async def test_a_waiting_pop_whose_client_left_takes_nothing(
+    pop: tuple[Parts, PopService], conn: RecordedConnection
+) -> None:
+    parts, service = pop
+    fields = {
+        "consumerGroup": GROUP, "topic": TOPIC, "queueId": -1, "maxMsgNums": 4, "invisibleTime": 60_000,
+        "pollTime": 20_000,
+    }  # fmt: skip
+    pending = PopHandlers(service).pop(conn, RemotingCommand.request(PopRequestCode.POP_MESSAGE, fields))  # type: ignore[arg-type]
+    assert inspect.isawaitable(pending)
+    waiting = asyncio.ensure_future(pending)
+    await wait_until(lambda: service.waiting > 0)
+    conn.closed = True
+    put(parts, b"kept")
+    response = await asyncio.wait_for(waiting, 5)
+    assert response.code == POLLING_TIMEOUT
+    assert service.in_flight == 0
+    (msg,) = await service.receive(
+        group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000
+    )
+    assert msg.message.body == b"kept"
