@@ -319,3 +319,25 @@ async def test_a_waiting_pop_whose_client_left_takes_nothing(
         group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000
     )
     assert msg.message.body == b"kept"
+
+
+async def test_committed_revive_progress_never_passes_a_check_point_in_flight(
+    pop: tuple[Parts, PopService],
+) -> None:
+    parts, service = pop
+    for i in range(3):
+        put(parts, f"p{i}".encode())
+    first = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    rest = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
+    for msg in rest:
+        await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    service.commit_progress()
+    restarted = service_for(parts)  # the same offset table: what a graceful restart reads back
+    restarted.recover()
+    assert restarted.in_flight == 1
+    await restarted.ack(group=GROUP, topic=TOPIC, receipt_handle=first[0].receipt_handle)
+    restarted.commit_progress()
+    again = service_for(parts)
+    again.recover()
+    assert again.in_flight == 0
+    assert await again.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
