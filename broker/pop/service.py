@@ -909,9 +909,16 @@ class PopService:
         finally:
             self._resolve(ck, handled, wake=False)
 
+    def _original_topic(self, ck: CheckPoint, msg: MessageExt) -> str:
+        """The topic the consumer popped: the check point's, or the one its retry topic
+        redelivers (a property the producer set does not decide it)."""
+        if not ck.topic.startswith(RETRY_PREFIX):
+            return ck.topic
+        return self._retry_of.get(ck.topic) or msg.properties.get(PropertyKey.RETRY_TOPIC) or ck.topic
+
     def _redeliver(self, ck: CheckPoint, msg: MessageExt) -> None:
         props = dict(msg.properties)
-        original = props.get(PropertyKey.RETRY_TOPIC) or self._retry_of.get(ck.topic, ck.topic)
+        original = self._original_topic(ck, msg)
         props[PropertyKey.RETRY_TOPIC] = original
         retry = pop_retry_topic(ck.group, original)
         self._retry_of.setdefault(retry, original)
@@ -937,11 +944,11 @@ class PopService:
 
     def _dead_letter(self, ck: CheckPoint, msg: MessageExt, attempts: int) -> None:
         props = dict(msg.properties)
-        original = props.get(PropertyKey.RETRY_TOPIC) or self._retry_of.get(ck.topic, ck.topic)
+        original = self._original_topic(ck, msg)
         self._prepare_copy(props, msg, ck)
         props[DLQ_ORIGIN_TOPIC] = original
         props[DLQ_ORIGIN_MESSAGE_ID] = props[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        props.setdefault(PropertyKey.RETRY_TOPIC, original)
+        props[PropertyKey.RETRY_TOPIC] = original
         dlq = dlq_topic(ck.group)
         self.topics.ensure(dlq, 1, PERM_READ_WRITE)
         writer = self.writer
