@@ -19,6 +19,7 @@ handles are built from a pop's response as Apache's clients build them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from types import TracebackType
@@ -34,12 +35,14 @@ from aiorocketmq.protocol.pop import (
     POLLING_FULL,
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
+    BatchAck,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     PopRequestCode,
     ReceiptHandle,
+    encode_batch_ack_body,
     handles_for,
 )
 
@@ -61,6 +64,7 @@ ROUTE_TTL = 30.0
 _EMPTY = frozenset({POLLING_TIMEOUT, POLLING_FULL, int(ResponseCode.PULL_NOT_FOUND)})
 _PERM_READ = int(Perm.READ)
 _ACK_MESSAGE = int(PopRequestCode.ACK_MESSAGE)
+_BATCH_ACK_MESSAGE = int(PopRequestCode.BATCH_ACK_MESSAGE)
 _ACK_GROUP = AckMessageRequestHeader.wire("consumer_group")
 _ACK_TOPIC = AckMessageRequestHeader.wire("topic")
 _ACK_QUEUE_ID = AckMessageRequestHeader.wire("queue_id")
@@ -317,6 +321,35 @@ class SimpleConsumer:
             _ACK_OFFSET: handle.queue_offset,
         }
         await self.instance.call(message.broker_addr, _ACK_MESSAGE, fields)
+
+    async def ack_batch(self, messages: Iterable[ReceivedMessage]) -> None:
+        """Ack many messages with one BATCH_ACK_MESSAGE request per broker. Raises the
+        broker's error when some were refused (their invisible time passed); the others are
+        acked all the same."""
+        by_broker: dict[str, tuple[str, dict[tuple[str, bool, int, int, int, int, int], list[int]]]] = {}
+        for message in messages:
+            h = ReceiptHandle.decode(message.receipt_handle)
+            batch = (
+                message.topic,
+                h.retry,
+                h.queue_id,
+                h.ck_queue_offset,
+                h.revive_qid,
+                h.pop_time,
+                h.invisible_time,
+            )
+            by_broker.setdefault(message.broker_addr, (h.broker_name, {}))[1].setdefault(batch, []).append(
+                h.queue_offset
+            )
+        calls = []
+        for addr, (broker_name, batches) in by_broker.items():
+            acks = [BatchAck(self.group, *batch, tuple(offsets)) for batch, offsets in batches.items()]
+            body = encode_batch_ack_body(broker_name, acks)
+            calls.append(self.instance.call(addr, _BATCH_ACK_MESSAGE, None, body))
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> None:
         """Keep the message invisible for ``duration`` seconds from now (more time to work on

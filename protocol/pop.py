@@ -16,9 +16,12 @@ offset. A broker answers a pop with the batch's ``startOffsetInfo`` / ``msgOffse
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
@@ -285,3 +288,115 @@ def handles_for(
         count = counts.get(f"{mark}@qo{queue_id}%{offset}") or counts.get(key) or "0"
         out.append((handle.encode(), int(count)))
     return out
+
+
+# -- batch acks ----------------------------------------------------------------------------------
+
+
+class BatchAck(NamedTuple):
+    """The acks of one popped batch (one check point) in a BATCH_ACK_MESSAGE body."""
+
+    consumer_group: str
+    topic: str
+    retry: bool
+    start_offset: int
+    queue_id: int
+    revive_qid: int
+    pop_time: int
+    invisible_time: int
+    #: Queue offsets acked (Apache sends them as a bit set relative to ``start_offset``).
+    offsets: tuple[int, ...]
+
+    def handles(self, broker_name: str) -> list[str]:
+        """The receipt handle of each acked message."""
+        kind = RETRY_TOPIC_TYPE if self.retry else NORMAL_TOPIC_TYPE
+        return [
+            ReceiptHandle(
+                self.start_offset,
+                self.pop_time,
+                self.invisible_time,
+                self.revive_qid,
+                kind,
+                broker_name,
+                self.queue_id,
+                offset,
+            ).encode()
+            for offset in self.offsets
+        ]
+
+
+def _bit_set(start: int, offsets: Iterable[int]) -> str:
+    """Java ``BitSet.toByteArray()`` (little-endian bytes) in base64, as fastjson writes it."""
+    bits = 0
+    for offset in offsets:
+        if offset < start:
+            raise ReceiptHandleError(f"offset {offset} is before the batch start {start}")
+        bits |= 1 << (offset - start)
+    raw = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+    return base64.b64encode(raw).decode()
+
+
+def _bit_offsets(start: int, text: str) -> tuple[int, ...]:
+    bits = int.from_bytes(base64.b64decode(text, validate=True), "little")
+    offsets = []
+    index = 0
+    while bits:
+        if bits & 1:
+            offsets.append(start + index)
+        bits >>= 1
+        index += 1
+    return tuple(offsets)
+
+
+def encode_batch_ack_body(broker_name: str, acks: Iterable[BatchAck]) -> bytes:
+    """The body of BATCH_ACK_MESSAGE (200151): Apache's ``BatchAckMessageRequestBody``."""
+    return json.dumps(
+        {
+            "brokerName": broker_name,
+            "acks": [
+                {
+                    "c": ack.consumer_group,
+                    "t": ack.topic,
+                    "r": RETRY_TOPIC_TYPE if ack.retry else NORMAL_TOPIC_TYPE,
+                    "so": ack.start_offset,
+                    "q": ack.queue_id,
+                    "rq": ack.revive_qid,
+                    "pt": ack.pop_time,
+                    "it": ack.invisible_time,
+                    "b": _bit_set(ack.start_offset, ack.offsets),
+                }
+                for ack in acks
+            ],
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def decode_batch_ack_body(body: bytes) -> tuple[str, list[BatchAck]]:
+    """The broker name and acks of a BATCH_ACK_MESSAGE body (Apache's long field names are
+    accepted too); ReceiptHandleError when it is not one."""
+    try:
+        raw = json.loads(body)
+        acks = []
+        for one in raw.get("acks") or []:
+
+            def field(short: str, long: str, entry: dict[str, Any] = one) -> Any:
+                return entry[short] if short in entry else entry[long]
+
+            start = int(field("so", "startOffset"))
+            acks.append(
+                BatchAck(
+                    consumer_group=str(field("c", "consumerGroup")),
+                    topic=str(field("t", "topic")),
+                    retry=str(field("r", "retry")) != NORMAL_TOPIC_TYPE,
+                    start_offset=start,
+                    queue_id=int(field("q", "queueId")),
+                    revive_qid=int(field("rq", "reviveQueueId")),
+                    pop_time=int(field("pt", "popTime")),
+                    invisible_time=int(field("it", "invisibleTime")),
+                    offsets=_bit_offsets(start, str(field("b", "bitSet"))),
+                )
+            )
+        return str(raw.get("brokerName", "")), acks
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise ReceiptHandleError(f"bad batch ack body: {exc}") from None

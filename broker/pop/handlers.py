@@ -19,13 +19,15 @@ from aiorocketmq.protocol.pop import (
     PopMessageRequestHeader,
     PopRequestCode,
     ReceiptHandle,
+    ReceiptHandleError,
+    decode_batch_ack_body,
     msg_offset_info,
     order_count_info,
     start_offset_info,
 )
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, error_response
 
-from .service import PopService
+from .service import InvalidReceiptHandleError, PopService
 
 #: The longest a pop may wait for messages on the broker (ms).
 MAX_POLL_MS = 60_000
@@ -43,6 +45,7 @@ class PopHandlers:
             PopRequestCode.POP_MESSAGE: self.pop,
             PopRequestCode.ACK_MESSAGE: self.ack,
             PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
+            PopRequestCode.BATCH_ACK_MESSAGE: self.batch_ack,
         }
 
     def pop(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
@@ -116,6 +119,51 @@ class PopHandlers:
         await self.service.ack(group=group, topic=topic, receipt_handle=extra_info)
         return cmd.response()
 
+    def batch_ack(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        """BATCH_ACK_MESSAGE (200151): Apache's body of per-batch bit sets. Answered SUCCESS
+        once every ack is written, or with the first refusal's code and how many failed."""
+        try:
+            broker_name, acks = decode_batch_ack_body(cmd.body or b"")
+        except ReceiptHandleError as exc:
+            raise InvalidReceiptHandleError(str(exc)) from None
+        service = self.service
+        jobs = [
+            (ack.consumer_group, ack.topic, handle)
+            for ack in acks
+            for handle in ack.handles(broker_name or service.broker_name)
+        ]
+        if not jobs:
+            return cmd.response()
+        if service.sync_flush:
+            return self._batch_ack(cmd, jobs)
+        oneway = cmd.is_oneway
+        failures: list[BrokerError] = []
+        remaining = len(jobs)
+
+        def one_done(error: BrokerError | None) -> None:
+            nonlocal remaining
+            if error is not None:
+                failures.append(error)
+            remaining -= 1
+            if remaining == 0 and not oneway and not conn.closed:
+                conn.send_response(_batch_answer(cmd, failures, len(jobs)))
+
+        for group, topic, handle in jobs:
+            try:
+                service.ack_soon(group=group, topic=topic, receipt_handle=handle, done=one_done)
+            except BrokerError as exc:
+                one_done(exc)
+        return None
+
+    async def _batch_ack(self, cmd: RemotingCommand, jobs: list[tuple[str, str, str]]) -> RemotingCommand:
+        failures: list[BrokerError] = []
+        for group, topic, handle in jobs:
+            try:
+                await self.service.ack(group=group, topic=topic, receipt_handle=handle)
+            except BrokerError as exc:
+                failures.append(exc)
+        return _batch_answer(cmd, failures, len(jobs))
+
     def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         h = ChangeInvisibleTimeRequestHeader.from_fields(cmd.ext_fields)
         return self._change(cmd, h)
@@ -138,3 +186,10 @@ class PopHandlers:
                 "reviveQid": handle.revive_qid,
             },
         )
+
+
+def _batch_answer(cmd: RemotingCommand, failures: list[BrokerError], total: int) -> RemotingCommand:
+    if not failures:
+        return cmd.response()
+    first = failures[0]
+    return cmd.response(first.code, f"{len(failures)} of {total} acks refused; the first: {first.remark}")

@@ -62,8 +62,7 @@ async def test_unacked_messages_come_back_after_the_invisible_time_with_the_atte
         handle = ReceiptHandle.decode(first[0].receipt_handle)
         assert (handle.broker_name, handle.topic_type, handle.invisible_time) == ("broker-a", "0", 1000)
         acked = {m.body for m in first[:3]}
-        for msg in first[:3]:
-            await consumer.ack(msg)
+        await consumer.ack_batch(first[:3])  # one BATCH_ACK_MESSAGE
         started = time.monotonic()
         again = await receive_until(consumer, 3, invisible=30.0)
         assert time.monotonic() - started >= 0.5  # not before the invisible time ran out

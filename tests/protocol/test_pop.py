@@ -3,16 +3,21 @@ offset-info strings of a pop response, and the handles a client builds from them
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from aiorocketmq.protocol.headers import Header
 from aiorocketmq.protocol.pop import (
     AckMessageRequestHeader,
+    BatchAck,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     PopRequestCode,
     ReceiptHandle,
     ReceiptHandleError,
+    decode_batch_ack_body,
+    encode_batch_ack_body,
     handles_for,
     msg_offset_info,
     order_count_info,
@@ -82,3 +87,33 @@ def test_offset_info_strings_and_the_handles_built_from_them() -> None:
     ]
     with pytest.raises(ReceiptHandleError):
         handles_for(header, "b", [("T", 5, 1)])
+
+
+def test_batch_ack_bodies_carry_java_bit_sets() -> None:
+    acks = [
+        BatchAck("g", "T", False, 10, 1, 3, 1000, 500, (10, 12, 17)),
+        BatchAck("g", "T", True, 4, 0, 3, 1000, 500, (4, 12)),
+    ]
+    body = encode_batch_ack_body("b", acks)
+    raw = json.loads(body)
+    # BitSet.toByteArray(): little-endian bytes, base64 as fastjson writes byte arrays
+    assert [a["b"] for a in raw["acks"]] == ["hQ==", "AQE="]
+    assert raw["acks"][1]["r"] == "1" and raw["brokerName"] == "b"
+    assert decode_batch_ack_body(body) == ("b", acks)
+    assert acks[0].handles("b") == [
+        "10 1000 500 3 0 b 1 10",
+        "10 1000 500 3 0 b 1 12",
+        "10 1000 500 3 0 b 1 17",
+    ]
+    long_names = json.dumps(
+        {"brokerName": "b", "acks": [{"consumerGroup": "g", "topic": "T", "retry": "0", "startOffset": 1,
+          "queueId": 0, "reviveQueueId": 0, "popTime": 1, "invisibleTime": 1, "bitSet": "Aw=="}]}
+    ).encode()  # fmt: skip
+    assert decode_batch_ack_body(long_names)[1][0].offsets == (1, 2)
+    for bad in (
+        b"{",
+        b'{"acks":[{"c":"g"}]}',
+        b'{"acks":[{"c":"g","t":"T","r":"0","so":1,"q":0,"rq":0,"pt":1,"it":1,"b":"!"}]}',
+    ):
+        with pytest.raises(ReceiptHandleError):
+            decode_batch_ack_body(bad)

@@ -24,7 +24,14 @@ from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MessageIllegalError, TopicNotExistError
 from aiorocketmq.protocol.message import PropertyKey
-from aiorocketmq.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, pop_retry_topic
+from aiorocketmq.protocol.pop import (
+    POLLING_TIMEOUT,
+    BatchAck,
+    PopRequestCode,
+    ReceiptHandle,
+    encode_batch_ack_body,
+    pop_retry_topic,
+)
 from tests.support import wait_until
 
 from .support import Parts, RecordedConnection, answer, broker_parts
@@ -341,3 +348,25 @@ async def test_committed_revive_progress_never_passes_a_check_point_in_flight(
     again.recover()
     assert again.in_flight == 0
     assert await again.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
+
+
+async def test_batch_acks_settle_what_is_in_flight_and_report_the_rest(
+    pop: tuple[Parts, PopService], conn: RecordedConnection
+) -> None:
+    parts, service = pop
+    for i in range(3):
+        put(parts, f"b{i}".encode())
+    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=3, invisible_ms=60_000)
+    await service.ack(group=GROUP, topic=TOPIC, receipt_handle=got[2].receipt_handle)
+    h = ReceiptHandle.decode(got[0].receipt_handle)
+    batch = BatchAck(GROUP, TOPIC, False, h.ck_queue_offset, 0, h.revive_qid, h.pop_time, h.invisible_time,
+                     tuple(m.message.queue_offset for m in got))  # fmt: skip
+    cmd = RemotingCommand.request(
+        PopRequestCode.BATCH_ACK_MESSAGE, {}, encode_batch_ack_body("broker-u", [batch])
+    )
+    assert PopHandlers(service).batch_ack(conn, cmd) is None  # type: ignore[arg-type]
+    response = await conn.next_response()
+    assert response.code == ResponseCode.NO_MESSAGE and "1 of 3" in (response.remark or "")
+    assert service.in_flight == 0
+    garbage = RemotingCommand.request(PopRequestCode.BATCH_ACK_MESSAGE, {}, b"not json")
+    assert (await answer(PopHandlers(service).batch_ack, conn, garbage)).code == ResponseCode.MESSAGE_ILLEGAL
