@@ -332,8 +332,8 @@ class SimpleConsumer:
             batch = (
                 message.topic,
                 h.retry,
-                h.queue_id,
                 h.ck_queue_offset,
+                h.queue_id,
                 h.revive_qid,
                 h.pop_time,
                 h.invisible_time,
@@ -343,7 +343,28 @@ class SimpleConsumer:
             )
         calls = []
         for addr, (broker_name, batches) in by_broker.items():
-            acks = [BatchAck(self.group, *batch, tuple(offsets)) for batch, offsets in batches.items()]
+            acks = [
+                BatchAck(
+                    consumer_group=self.group,
+                    topic=topic,
+                    retry=retry,
+                    start_offset=start,
+                    queue_id=queue_id,
+                    revive_qid=revive_qid,
+                    pop_time=pop_time,
+                    invisible_time=invisible_time,
+                    offsets=tuple(offsets),
+                )
+                for (
+                    topic,
+                    retry,
+                    start,
+                    queue_id,
+                    revive_qid,
+                    pop_time,
+                    invisible_time,
+                ), offsets in batches.items()
+            ]
             body = encode_batch_ack_body(broker_name, acks)
             calls.append(self.instance.call(addr, _BATCH_ACK_MESSAGE, None, body))
         results = await asyncio.gather(*calls, return_exceptions=True)
