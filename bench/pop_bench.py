@@ -6,6 +6,7 @@ consumer group:
 
 * **receive+ack**: ``--consumers`` coroutines, each ``receive(32)`` then one ack per message
   (the acks of a batch in flight together, as an application acking as it goes would have);
+* **receive+batch**: the same, each batch acked with one ``ack_batch`` (BATCH_ACK_MESSAGE);
 * **receive only**: the same receives with no acks (the messages are left to expire), to
   show what acks cost;
 * **push** (for comparison): a push consumer of a new group draining the same messages.
@@ -46,7 +47,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def drain_pop(cluster: Cluster, group: str, total: int, consumers: int, ack: bool) -> float:
+async def drain_pop(cluster: Cluster, group: str, total: int, consumers: int, ack: str) -> float:
     """Seconds to receive (and ack) ``total`` messages with ``consumers`` coroutines."""
     received = 0
     done = asyncio.Event()
@@ -57,8 +58,10 @@ async def drain_pop(cluster: Cluster, group: str, total: int, consumers: int, ac
             # Invisible past the end of the bench: un-acked messages must not come back (and
             # load the broker) while later scenarios run.
             batch = await consumer.receive(32, 900.0, await_duration=1.0)
-            if ack and batch:
+            if ack == "each" and batch:
                 await asyncio.gather(*(consumer.ack(msg) for msg in batch))
+            elif ack == "batch" and batch:
+                await consumer.ack_batch(batch)
             received += len(batch)
             if received >= total:
                 done.set()
@@ -113,8 +116,9 @@ async def bench(args: argparse.Namespace) -> None:
                 sent += 64
         print(f"preloaded {sent} messages of {args.size} bytes on {QUEUES} queues")
         scenarios = {
-            "receive+ack": lambda group: drain_pop(cluster, group, sent, args.consumers, True),
-            "receive only": lambda group: drain_pop(cluster, group, sent, args.consumers, False),
+            "receive+ack": lambda group: drain_pop(cluster, group, sent, args.consumers, "each"),
+            "receive+batch": lambda group: drain_pop(cluster, group, sent, args.consumers, "batch"),
+            "receive only": lambda group: drain_pop(cluster, group, sent, args.consumers, "none"),
             "push (pull)": lambda group: drain_push(cluster, group, sent),
         }
         for run in range(args.runs):

@@ -13,7 +13,9 @@ from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import BrokerError
 from aiorocketmq.protocol.pop import (
+    NORMAL_TOPIC_TYPE,
     POLLING_TIMEOUT,
+    RETRY_TOPIC_TYPE,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     PopMessageRequestHeader,
@@ -127,18 +129,18 @@ class PopHandlers:
         except ReceiptHandleError as exc:
             raise InvalidReceiptHandleError(str(exc)) from None
         service = self.service
-        jobs = [
-            (ack.consumer_group, ack.topic, handle)
-            for ack in acks
-            for handle in ack.handles(broker_name or service.broker_name)
-        ]
-        if not jobs:
+        broker_name = broker_name or service.broker_name
+        total = sum(len(ack.offsets) for ack in acks)
+        if not total:
             return cmd.response()
         if service.sync_flush:
+            jobs = [
+                (ack.consumer_group, ack.topic, handle) for ack in acks for handle in ack.handles(broker_name)
+            ]
             return self._batch_ack(cmd, jobs)
         oneway = cmd.is_oneway
         failures: list[BrokerError] = []
-        remaining = len(jobs)
+        remaining = total
 
         def one_done(error: BrokerError | None) -> None:
             nonlocal remaining
@@ -146,13 +148,22 @@ class PopHandlers:
                 failures.append(error)
             remaining -= 1
             if remaining == 0 and not oneway and not conn.closed:
-                conn.send_response(_batch_answer(cmd, failures, len(jobs)))
+                conn.send_response(_batch_answer(cmd, failures, total))
 
-        for group, topic, handle in jobs:
-            try:
-                service.ack_soon(group=group, topic=topic, receipt_handle=handle, done=one_done)
-            except BrokerError as exc:
-                one_done(exc)
+        for ack in acks:
+            batch = ReceiptHandle(
+                ack.start_offset,
+                ack.pop_time,
+                ack.invisible_time,
+                ack.revive_qid,
+                RETRY_TOPIC_TYPE if ack.retry else NORMAL_TOPIC_TYPE,
+                broker_name,
+                ack.queue_id,
+                ack.start_offset,
+            )
+            service.ack_offsets_soon(
+                group=ack.consumer_group, topic=ack.topic, batch=batch, offsets=ack.offsets, done=one_done
+            )
         return None
 
     async def _batch_ack(self, cmd: RemotingCommand, jobs: list[tuple[str, str, str]]) -> RemotingCommand:

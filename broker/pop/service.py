@@ -404,6 +404,20 @@ class PopService:
         ck, i = self._in_flight(group, topic, receipt_handle, live=True)
         self._queue_ack(ck, i, done)
 
+    def ack_offsets_soon(
+        self, *, group: str, topic: str, batch: ReceiptHandle, offsets: Iterable[int], done: AckDone
+    ) -> None:
+        """:meth:`ack_soon` for several messages of one popped batch at once (what a batch
+        ack names): ``batch`` is the handle of any of them; ``done`` is called once per
+        offset, with the refusal for those no longer in flight."""
+        for offset in offsets:
+            try:
+                ck, i = self._locate(group, topic, batch, offset, live=True)
+            except BrokerError as exc:
+                _call(done, exc)
+                continue
+            self._queue_ack(ck, i, done)
+
     @property
     def sync_flush(self) -> bool:
         return self.store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -767,22 +781,29 @@ class PopService:
     ) -> tuple[CheckPoint, int]:
         """The check point and index a handle names, while its message is in flight."""
         handle = self._decode(receipt_handle)
+        return self._locate(group, topic, handle, handle.queue_offset, live=live)
+
+    def _locate(
+        self, group: str, topic: str, handle: ReceiptHandle, offset: int, *, live: bool
+    ) -> tuple[CheckPoint, int]:
+        """The check point of ``handle`` and the index of ``offset`` in it, while in flight."""
         if handle.broker_name != self.broker_name:
             raise InvalidReceiptHandleError(
                 f"the receipt handle is from broker {handle.broker_name}, not {self.broker_name}"
             )
         real_topic = handle.real_topic(topic, group)
-        key = (real_topic, group, handle.queue_id, handle.ck_queue_offset, handle.pop_time)
-        ck = self.checkpoints.get(key)
-        i = ck.index.get(handle.queue_offset) if ck is not None else None
+        ck = self.checkpoints.get(
+            (real_topic, group, handle.queue_id, handle.ck_queue_offset, handle.pop_time)
+        )
+        i = ck.index.get(offset) if ck is not None else None
         if ck is None or i is None or not ck.is_pending(i):
             raise ReceiptHandleExpiredError(
-                f"the message {real_topic}[{handle.queue_id}]@{handle.queue_offset} is not in flight "
+                f"the message {real_topic}[{handle.queue_id}]@{offset} is not in flight "
                 f"for group {group} under this receipt handle (acked, redelivered or expired)"
             )
         if live and ck.deadline <= now_ms():
             raise ReceiptHandleExpiredError(
-                f"the receipt handle of {real_topic}[{handle.queue_id}]@{handle.queue_offset} expired"
+                f"the receipt handle of {real_topic}[{handle.queue_id}]@{offset} expired"
             )
         return ck, i
 
