@@ -217,6 +217,7 @@ class PopService:
         self._pending_acks: dict[CheckPointKey, tuple[CheckPoint, list[tuple[int, AckDone]]]] = {}
         self._ack_flush_scheduled = False
         self._last_put: PutResult | None = None
+        self._revive_topic_known = False
         self._tasks: list[asyncio.Task[None]] = []
         self.redelivered = 0
         self.dead_lettered = 0
@@ -228,7 +229,6 @@ class PopService:
         offset table are loaded): every check point from the committed revive progress on,
         minus what its acks marked; each group's pop offsets are moved past everything a
         recovered check point handed out."""
-        self.topics.ensure(self.revive_topic, REVIVE_QUEUE_NUM, PERM_READ_WRITE)
         store = self.store
         recovered = acked = 0
         for queue in range(REVIVE_QUEUE_NUM):
@@ -810,6 +810,10 @@ class PopService:
     # -- revive-log records -------------------------------------------------------------------
 
     def _put_record(self, queue: int, tag: str, body: bytes) -> int:
+        if not self._revive_topic_known:
+            # Created on first use, so a broker nobody pops from lists no revive topic.
+            self.topics.ensure(self.revive_topic, REVIVE_QUEUE_NUM, PERM_READ_WRITE)
+            self._revive_topic_known = True
         writer = self.writer
         result = writer.put(
             writer.build(self.revive_topic, queue, body, {PropertyKey.TAGS: tag}, born_host=writer.store_host)
@@ -1047,7 +1051,10 @@ class PopService:
                     lowest[ck.revive_queue] = ck.revive_offset
         for queue in range(REVIVE_QUEUE_NUM):
             settled = lowest.get(queue, self.store.get_max_offset(self.revive_topic, queue))
-            if settled != self.offsets.query(REVIVE_GROUP, self.revive_topic, queue):
+            committed = self.offsets.query(REVIVE_GROUP, self.revive_topic, queue)
+            # An empty revive queue leaves no entry (a broker nobody pops from keeps its
+            # consumerOffset.json as it was).
+            if settled != committed and (settled > 0 or committed >= 0):
                 self.offsets.commit(REVIVE_GROUP, self.revive_topic, queue, settled)
 
     async def _commit_progress_periodically(self) -> None:

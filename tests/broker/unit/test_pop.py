@@ -370,3 +370,18 @@ async def test_batch_acks_settle_what_is_in_flight_and_report_the_rest(
     assert service.in_flight == 0
     garbage = RemotingCommand.request(PopRequestCode.BATCH_ACK_MESSAGE, {}, b"not json")
     assert (await answer(PopHandlers(service).batch_ack, conn, garbage)).code == ResponseCode.MESSAGE_ILLEGAL
+
+
+async def test_a_broker_nobody_pops_from_has_no_revive_topic_and_no_revive_offsets(
+    pop: tuple[Parts, PopService],
+) -> None:
+    parts, service = pop
+    service.commit_progress()
+    assert parts.topics.get(service.revive_topic) is None
+    assert parts.offsets.topics_of_group("CID_RMQ_SYS_REVIVE_GROUP") == []
+    put(parts, b"x")
+    (msg,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
+    service.commit_progress()
+    assert parts.topics.get(service.revive_topic) is not None
+    assert parts.offsets.topics_of_group("CID_RMQ_SYS_REVIVE_GROUP") == [service.revive_topic]
