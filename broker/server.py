@@ -44,6 +44,8 @@ from .locks import QueueLocks
 from .long_polling import LongPolling
 from .metrics import MetricsExporter
 from .offsets import OffsetTable, consumer_progress
+from .pop import PopService
+from .pop.handlers import PopHandlers
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
 from .stats_history import SAMPLE_INTERVAL, StatsHistory
@@ -137,6 +139,9 @@ class Broker:
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
         self.registration = NameServerRegistration(config, topics.wrapper)
+        self.pop = PopService(
+            config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
+        )
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
@@ -194,6 +199,7 @@ class Broker:
                 history=self.history,
             ),
             ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
+            PopHandlers(self.pop),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
@@ -230,6 +236,8 @@ class Broker:
         self.store.add_arrival_listener(self.delay.on_arrival)
         self.delay.load()
         await self.transactions.load()
+        self.pop.recover()
+        self.store.add_arrival_listener(self.pop.on_arrival)
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
         if vip_port > 0:
@@ -246,6 +254,7 @@ class Broker:
                 )
         self.delay.start()
         self.transactions.start()
+        self.pop.start()
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
@@ -281,6 +290,7 @@ class Broker:
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
+            ("stop POP revive", self.pop.stop),
         ]
         if self._store_started:
             # Only a broker that owns its store directory writes to it (a second broker
