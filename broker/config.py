@@ -74,6 +74,10 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     #: Store replies (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester.
     store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
+    #: The 5.x gRPC endpoint (broker/grpc/): RocketMQ 5 proxy's ``grpcServerPort``, served in
+    #: the broker process as the proxy's "local" mode does.
+    enable_grpc_server: bool = Field(True, alias="enableGrpcServer")
+    grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
 
     @field_validator("message_delay_level")
     @classmethod

@@ -31,6 +31,7 @@ from .config_files import Saver
 from .delay import DelayService
 from .delay_levels import DelayLevels
 from .groups import GroupTable
+from .grpc import GrpcEndpoint, MessagingService
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
@@ -204,6 +205,21 @@ class Broker:
         handlers: dict[int, Handler] = {}
         for family in families:
             handlers.update(family.handlers())
+        # The 5.x front calls the handlers itself, after its own (gRPC) access check.
+        self.grpc = GrpcEndpoint(
+            MessagingService(
+                config,
+                store=store,
+                topics=topics,
+                groups=groups,
+                offsets=offsets,
+                clients=clients,
+                transactions=self.transactions,
+                handlers=dict(handlers),
+                access=self.access,
+            ),
+            config.server_tls(),
+        )
         if self.access is not None:
             # Every request passes the access check first; with ACL off the handlers are
             # registered as they are, so the check costs nothing.
@@ -252,6 +268,8 @@ class Broker:
                 log.warning(
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
+        if self.config.enable_grpc_server:
+            await self._start_grpc(host)
         self.delay.start()
         self.transactions.start()
         self.pop.start()
@@ -273,6 +291,18 @@ class Broker:
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
 
+    async def _start_grpc(self, host: str) -> None:
+        """The 5.x endpoint; a busy port is reported and the broker serves 4.x clients on
+        (as for the VIP and metrics ports)."""
+        try:
+            port = await self.grpc.start(host, self.config.grpc_server_port)
+        except (OSError, RuntimeError, ValueError) as exc:
+            log.warning("cannot serve 5.x clients (gRPC) on port %d: %s", self.config.grpc_server_port, exc)
+            return
+        self.store.add_arrival_listener(self.grpc.service.on_arrival)
+        self.grpc.service.bind(resolve_ipv4(self.config.broker_ip1), port)
+        log.info("gRPC endpoint for 5.x clients on %s port %d", host, port)
+
     async def shutdown(self) -> None:
         """Unregister, stop serving, persist everything, close the store. Works on a broker
         whose start failed half-way; a step that fails is logged and the rest still run, so
@@ -287,6 +317,7 @@ class Broker:
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
             ("close client connections", self.server.close),
+            ("stop the gRPC endpoint", self.grpc.stop),
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
@@ -338,6 +369,7 @@ class Broker:
         interval = self.config.client_housekeeping_interval / 1000
         while True:
             await asyncio.sleep(interval)
+            self.grpc.service.expire(self.config.channel_expired_timeout / 1000)
             for conn in self.clients.expire(self.config.channel_expired_timeout / 1000):
                 # Silent for two minutes: it is gone or stuck, so do not wait for it to read.
                 conn.close_reason = "no heartbeat"

@@ -74,6 +74,7 @@ class Cluster:
             "maxHashSlotNum": 20_000,
             "messageDelayLevel": FAST_DELAY_LEVELS,
             "metricsPromExporterEnable": "false",
+            "grpcServerPort": 0,
         }
         settings.update(overrides)
         return settings
