@@ -215,6 +215,7 @@ class Broker:
                 offsets=offsets,
                 clients=clients,
                 transactions=self.transactions,
+                pop=self.pop,
                 handlers=dict(handlers),
                 access=self.access,
             ),

@@ -12,6 +12,7 @@ only a broken telemetry stream fails the call itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
@@ -28,6 +29,7 @@ from aiorocketmq.broker.clients import ClientChannel, ClientRegistry
 from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.groups import GroupTable
 from aiorocketmq.broker.offsets import OffsetTable
+from aiorocketmq.broker.pop import InvalidReceiptHandleError, PopService, ReceiptHandleExpiredError
 from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
@@ -73,6 +75,7 @@ from .convert import (
     now_ms,
     status,
     status_of_response_code,
+    timestamp_ms,
     to_message,
 )
 from .sessions import Session, TelemetryStream, TransactionCheck
@@ -118,6 +121,12 @@ CONSUMER_BACKOFF_SECONDS = (
     3600,
     7200,
 )
+#: Invisible time of a message received with ``auto_renew`` (PushConsumer): the proxy's
+#: ``defaultInvisibleTimeMills``; the renewals that extend it are not made here.
+AUTO_RENEW_INVISIBLE_MS = 60_000
+MIN_INVISIBLE_MS = 10_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+MIN_LONG_POLL = 5.0
 #: How many half messages the broker remembers by transaction id for EndTransaction (a
 #: forgotten one is still found among the open transactions, only more slowly).
 HALF_CACHE_SIZE = 100_000
@@ -170,6 +179,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         offsets: OffsetTable,
         clients: ClientRegistry,
         transactions: TransactionService,
+        pop: PopService,
         handlers: Mapping[int, Handler],
         access: AccessValidator | None,
     ) -> None:
@@ -180,6 +190,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.offsets = offsets
         self.clients = clients
         self.transactions = transactions
+        self.pop = pop
         self.handlers = handlers
         self.access = access
         #: Where route answers send clients: the broker's address and the gRPC port.
@@ -394,7 +405,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             group = settings.subscription.group.name
             config = self.groups.find(group) if group else None
             retry_max = config.retry_max_times if config is not None else 16
-            merged.subscription.fifo = bool(getattr(config, "consume_message_orderly", False))
+            merged.subscription.fifo = config is not None and config.consume_message_orderly
             merged.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
             if not settings.subscription.HasField("long_polling_timeout"):
                 merged.subscription.long_polling_timeout.CopyFrom(duration(LONG_POLLING_TIMEOUT))
@@ -714,6 +725,193 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 return half.queue_offset, half.commit_log_offset
         return None
 
+    # -- POP consumption (SimpleConsumer, PushConsumer) -----------------------------------
+
+    def _fifo(self, group: str) -> bool:
+        config = self.groups.get(group)
+        return config is not None and config.consume_message_orderly
+
+    async def QueryAssignment(
+        self, request: pb.QueryAssignmentRequest, context: Any
+    ) -> pb.QueryAssignmentResponse:
+        try:
+            self._authorize(context, self._group_perms(request.topic.name, request.group.name))
+            self._client_id_required(context)
+            topic = self._topic(request.topic.name, create=False)
+            readable = topic.perm & self.config.broker_permission & _PERM_READ
+            if not readable or topic.read_queue_nums <= 0:
+                raise RpcError(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
+            broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self.endpoints)
+            # The whole broker is one assignment (queue -1: a receive pops from any queue),
+            # except for a FIFO group, which is handed every queue so each is received in order.
+            ids = range(topic.read_queue_nums) if self._fifo(request.group.name) else [-1]
+            assignments = [
+                pb.Assignment(
+                    message_queue=pb.MessageQueue(
+                        topic=pb.Resource(name=request.topic.name),
+                        id=i,
+                        permission=pb.READ_WRITE,
+                        broker=broker,
+                        accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+                    )
+                )
+                for i in ids
+            ]
+            return pb.QueryAssignmentResponse(status=OK, assignments=assignments)
+        except RpcError as exc:
+            return pb.QueryAssignmentResponse(status=exc.status)
+
+    def _receive_params(self, request: pb.ReceiveMessageRequest, context: Any) -> tuple[int, float]:
+        """(invisible ms, long-poll seconds) of a receive, as the proxy settles them."""
+        if request.auto_renew:
+            invisible = AUTO_RENEW_INVISIBLE_MS
+        else:
+            if not request.HasField("invisible_duration"):
+                raise RpcError(
+                    Code.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required without auto_renew"
+                )
+            invisible = request.invisible_duration.ToMilliseconds()
+            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                raise RpcError(
+                    Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms is outside [10 s, 12 h]"
+                )
+        poll = (
+            request.long_polling_timeout.ToNanoseconds() / 1e9
+            if request.HasField("long_polling_timeout")
+            else LONG_POLLING_TIMEOUT
+        )
+        poll = max(MIN_LONG_POLL, min(LONG_POLLING_TIMEOUT, poll))
+        remaining = context.time_remaining()
+        if remaining is not None:
+            # Leave the answer time to travel before the client's deadline.
+            if remaining < 1.0:
+                raise RpcError(Code.ILLEGAL_POLLING_TIME, f"only {remaining:.1f}s of the deadline is left")
+            poll = min(poll, remaining - 0.5 - min(remaining / 10, 2.0))
+        return invisible, max(0.0, poll)
+
+    async def ReceiveMessage(
+        self, request: pb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        group, mq = request.group.name, request.message_queue
+        topic = mq.topic.name
+        try:
+            self._authorize(context, self._group_perms(topic, group))
+            self._client_id_required(context)
+            if request.filter_expression.type == pb.SQL:
+                raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
+            invisible, poll = self._receive_params(request, context)
+            fifo = self._fifo(group)
+            popped = await self.pop.receive(
+                group=group,
+                topic=topic,
+                queue_id=mq.id if fifo and mq.id >= 0 else None,
+                max_messages=max(1, min(request.batch_size or RECEIVE_BATCH_SIZE, RECEIVE_BATCH_SIZE)),
+                invisible_ms=invisible,
+                expression_type="TAG",
+                expression=request.filter_expression.expression or "*",
+                poll_ms=int(poll * 1000),
+                fifo=fifo,
+            )
+        except RpcError as exc:
+            yield pb.ReceiveMessageResponse(status=exc.status)
+            return
+        except BrokerError as exc:
+            yield pb.ReceiveMessageResponse(status=_pop_status(exc))
+            return
+        if not popped:
+            yield pb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield pb.ReceiveMessageResponse(status=OK)
+        sent = 0
+        try:
+            for item in popped:
+                yield pb.ReceiveMessageResponse(
+                    message=to_message(
+                        item.message,
+                        topic=item.topic,
+                        receipt_handle=item.receipt_handle,
+                        invisible_ms=item.invisible_time,
+                        delivery_attempt=item.delivery_attempt,
+                    )
+                )
+                sent += 1
+            yield pb.ReceiveMessageResponse(delivery_timestamp=timestamp_ms(now_ms()))
+        finally:
+            # Whatever did not reach the client comes back soon rather than after the
+            # invisible time (the proxy's 1 s).
+            for item in popped[sent:]:
+                with contextlib.suppress(BrokerError):
+                    await self.pop.change_invisible(
+                        group=group, topic=item.topic, receipt_handle=item.receipt_handle, invisible_ms=1000
+                    )
+
+    async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
+        group, topic = request.group.name, request.topic.name
+        try:
+            self._authorize(context, self._group_perms(topic, group))
+        except RpcError as exc:
+            return pb.AckMessageResponse(status=exc.status)
+        if not request.entries:
+            return pb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to acknowledge"))
+        entries = []
+        for entry in request.entries:
+            try:
+                await self.pop.ack(group=group, topic=topic, receipt_handle=entry.receipt_handle)
+                result = OK
+            except BrokerError as exc:
+                result = _pop_status(exc)
+            entries.append(
+                pb.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
+                )
+            )
+        if len(entries) == 1:
+            top = entries[0].status
+        elif all(e.status.code == Code.OK for e in entries):
+            top = OK
+        else:
+            top = status(Code.MULTIPLE_RESULTS, "some entries were not acknowledged")
+        return pb.AckMessageResponse(status=top, entries=entries)
+
+    async def ChangeInvisibleDuration(
+        self, request: pb.ChangeInvisibleDurationRequest, context: Any
+    ) -> pb.ChangeInvisibleDurationResponse:
+        group, topic = request.group.name, request.topic.name
+        try:
+            self._authorize(context, self._group_perms(topic, group))
+            invisible = request.invisible_duration.ToMilliseconds()
+            if not 0 <= invisible <= MAX_INVISIBLE_MS:
+                raise RpcError(
+                    Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms is outside [0, 12 h]"
+                )
+            handle = await self.pop.change_invisible(
+                group=group, topic=topic, receipt_handle=request.receipt_handle, invisible_ms=invisible
+            )
+            return pb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
+        except RpcError as exc:
+            # The client replaces its handle with the answer's before it looks at the
+            # status: a refusal hands back the one it had.
+            return pb.ChangeInvisibleDurationResponse(
+                status=exc.status, receipt_handle=request.receipt_handle
+            )
+        except BrokerError as exc:
+            return pb.ChangeInvisibleDurationResponse(
+                status=_pop_status(exc), receipt_handle=request.receipt_handle
+            )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: pb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        group, topic = request.group.name, request.topic.name
+        try:
+            self._authorize(context, self._group_perms(topic, group))
+            await self.pop.forward_to_dlq(group=group, topic=topic, receipt_handle=request.receipt_handle)
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
+        except RpcError as exc:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=exc.status)
+        except BrokerError as exc:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_pop_status(exc))
+
     # -- PullMessage and offsets (pull-style clients) -------------------------------------
 
     async def PullMessage(
@@ -798,6 +996,13 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return pb.QueryOffsetResponse(status=OK, offset=offset)
         except RpcError as exc:
             return pb.QueryOffsetResponse(status=exc.status)
+
+
+def _pop_status(exc: BrokerError) -> pb.Status:
+    """A POP refusal as a 5.x status: any receipt-handle problem is INVALID_RECEIPT_HANDLE."""
+    if isinstance(exc, InvalidReceiptHandleError | ReceiptHandleExpiredError):
+        return status(Code.INVALID_RECEIPT_HANDLE, exc.remark or str(exc))
+    return status(status_of_response_code(exc.code), exc.remark or str(exc))
 
 
 def consistent_queue(group: str, queues: int) -> int:
