@@ -71,7 +71,7 @@ def seen(msg: Any) -> dict[str, Any]:
 
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     topics = sorted({m["topic"] for m in args["messages"]})
-    producer = Producer(config(args), tuple(topics))
+    producer = Producer(config(args), tuple(topics), tls_enable=args.get("tls", False))
     producer.startup()
     receipts = []
     errors = []
