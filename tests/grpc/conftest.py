@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 PY5_CLIENT = "rocketmq-python-client==5.1.2"
 CACHE = Path(os.environ.get("AIOROCKETMQ_INTEROP_CACHE", Path.home() / ".cache" / "aiorocketmq-interop"))
 PY5_DIR = CACHE / "rocketmq-python-client-5.1.2"
+NODE5_CLIENT = "rocketmq-client-nodejs@1.0.8"
+NODE5_DIR = CACHE / "rocketmq-client-nodejs-1.0.8"
 GRPC_PORT = r"gRPC endpoint for 5.x clients on \S+ port (\d+)"
 
 
@@ -58,6 +61,32 @@ def install_py5_client() -> Path:
             staging.rename(PY5_DIR)
             done.touch()
     return PY5_DIR
+
+
+def install_node5_client() -> Path:
+    """``rocketmq-client-nodejs`` from npm, in a directory of its own; its node_modules."""
+    done = NODE5_DIR / ".installed"
+    with _cache_lock():
+        if not done.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("the Node.js client tests need `npm` (Debian: apt-get install npm)")
+            NODE5_DIR.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                    "--prefix",
+                    str(NODE5_DIR),
+                    NODE5_CLIENT,
+                ],
+                check=True,
+            )
+            done.touch()
+    return NODE5_DIR / "node_modules"
 
 
 @dataclass
