@@ -138,9 +138,10 @@ async def start_grpc_broker(cluster: Cluster, name: str = "broker-a", **override
     return int(match.group(1))
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture(scope="package", loop_scope="package")
 async def grpc5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Grpc5]:
     path = await asyncio.to_thread(install_py5_client)
+    # One broker for every module of this package (tests use unique names): each start costs seconds.
     cluster = Cluster(tmp_path_factory.mktemp("grpc5"))
     await cluster.start_namesrv()
     try:
@@ -152,7 +153,7 @@ async def grpc5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Grpc5
         await cluster.stop()
 
 
-@pytest_asyncio.fixture(loop_scope="module")
+@pytest_asyncio.fixture(loop_scope="package")
 async def stub(grpc5: Grpc5) -> AsyncIterator[pb_grpc.MessagingServiceStub]:
     """Our own generated client stub on the broker's gRPC port (for what the official client
     never sends: malformed requests, the pull RPCs, server-initiated commands)."""

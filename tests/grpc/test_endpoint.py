@@ -23,7 +23,7 @@ from aiorocketmq.client.admin import Admin
 
 from .conftest import Grpc5
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 _names = itertools.count(1)
 

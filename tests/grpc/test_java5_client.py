@@ -17,7 +17,7 @@ from tests.interop.harness import CLIENT_HEAP, build_java5
 from .conftest import Grpc5
 from .test_py5_producer import create_topic, read_all
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 _names = itertools.count(1)
 

@@ -16,7 +16,7 @@ import pytest
 from .conftest import HERE, Grpc5, install_node5_client
 from .test_py5_producer import create_topic
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 _names = itertools.count(1)
 

@@ -16,7 +16,7 @@ from aiorocketmq.protocol.message import MessageExt
 
 from .conftest import Grpc5
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 _names = itertools.count(1)
 

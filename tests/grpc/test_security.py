@@ -23,7 +23,7 @@ from tests.security.pki import make_pki
 
 from .conftest import Grpc5, install_py5_client, start_grpc_broker
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 TOPIC = "GrpcAclTopic"
 ALICE = ("grpc_alice", "alice_secret_1")
@@ -43,7 +43,7 @@ ACL_YML: dict[str, Any] = {
 }
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="package")
 async def secured(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Grpc5, dict[str, Path]]]:
     path = install_py5_client()
     root = tmp_path_factory.mktemp("grpc-secured")
