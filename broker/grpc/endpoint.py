@@ -87,6 +87,7 @@ class GrpcEndpoint:
         if bound == 0:
             raise OSError(f"cannot listen for gRPC on {address}")
         await server.start()
+        self.service.start()
         self._server = server
         self.port = bound
         return bound
@@ -115,6 +116,7 @@ class GrpcEndpoint:
             self._pipes.discard(task)
 
     async def stop(self, grace: float = 1.0) -> None:
+        await self.service.stop()
         if self._sorter is not None:
             self._sorter.close()
             for task in list(self._pipes):

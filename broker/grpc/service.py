@@ -19,6 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -122,8 +123,15 @@ CONSUMER_BACKOFF_SECONDS = (
     7200,
 )
 #: Invisible time of a message received with ``auto_renew`` (PushConsumer): the proxy's
-#: ``defaultInvisibleTimeMills``; the renewals that extend it are not made here.
+#: ``defaultInvisibleTimeMills``. While the client lives, the broker extends it (the proxy's
+#: renewal policy): RENEW_AHEAD_MS before it ends, by the next of RENEW_STEPS_MS, for at
+#: most RENEW_MAX_MS after the receive.
 AUTO_RENEW_INVISIBLE_MS = 60_000
+RENEW_AHEAD_MS = 10_000
+RENEW_STEPS_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
+RENEW_MAX_MS = 3 * 3600 * 1000
+#: Invisible time left to the messages of a client that went away (they come back soon).
+ABANDONED_INVISIBLE_MS = 1000
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_LONG_POLL = 5.0
@@ -135,6 +143,20 @@ _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+
+
+@dataclass(slots=True)
+class Renewal:
+    """A message received with ``auto_renew``: the client holds the first receipt handle; the
+    broker renews under ``handle``, the latest."""
+
+    client_id: str
+    group: str
+    topic: str
+    handle: str
+    received_ms: int
+    deadline_ms: int
+    renewed: int = 0
 
 
 class RpcError(Exception):
@@ -201,6 +223,64 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self._round_robin = itertools.count()
         self._arrivals: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._next_acl_look = 0.0
+        #: First receipt handle -> its renewal, for messages received with ``auto_renew``.
+        self.renewals: dict[str, Renewal] = {}
+        self.auto_renew_invisible_ms = AUTO_RENEW_INVISIBLE_MS
+        self.renew_ahead_ms = RENEW_AHEAD_MS
+        self.renew_steps_ms = RENEW_STEPS_MS
+        self._renewing: asyncio.Task[None] | None = None
+        self._abandoning: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Begin renewing ``auto_renew`` receipts (once a second)."""
+        self._renewing = asyncio.ensure_future(self._renew_periodically())
+
+    async def stop(self) -> None:
+        task, self._renewing = self._renewing, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _renew_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await self.renew_due()
+            except Exception:
+                log.exception("renewing receipt handles failed")
+
+    async def renew_due(self) -> None:
+        """Extend every auto-renewed message whose invisible time ends within the renew-ahead
+        time; give up on those received more than RENEW_MAX_MS ago (they come back)."""
+        now = now_ms()
+        for first, renewal in list(self.renewals.items()):
+            if renewal.deadline_ms - now > self.renew_ahead_ms:
+                continue
+            if now - renewal.received_ms >= RENEW_MAX_MS or renewal.client_id not in self.sessions:
+                self.renewals.pop(first, None)
+                continue
+            steps = self.renew_steps_ms
+            invisible = steps[min(renewal.renewed, len(steps) - 1)]
+            try:
+                renewal.handle = await self.pop.change_invisible(
+                    group=renewal.group,
+                    topic=renewal.topic,
+                    receipt_handle=renewal.handle,
+                    invisible_ms=invisible,
+                )
+            except BrokerError as exc:
+                log.debug("cannot renew %s: %s", first, exc)
+                self.renewals.pop(first, None)
+                continue
+            renewal.deadline_ms = now + invisible
+            renewal.renewed += 1
+
+    def _current_handle(self, handle: str) -> str:
+        """The latest receipt handle of a message the client knows by ``handle`` (renewals
+        end when the client acts on it)."""
+        renewal = self.renewals.pop(handle, None)
+        return renewal.handle if renewal is not None else handle
 
     def bind(self, host: str, port: int) -> None:
         """Advertise ``host:port`` (the gRPC listener) in routes and assignments."""
@@ -507,12 +587,28 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return pb.NotifyClientTerminationResponse(status=exc.status)
 
     def forget(self, session: Session) -> None:
-        """Drop a client: its registrations, its stream, its settings."""
+        """Drop a client: its registrations, its stream, its settings; what it was still
+        processing under auto-renewal becomes visible again in a second."""
         self.sessions.pop(session.client_id, None)
+        for first, renewal in list(self.renewals.items()):
+            if renewal.client_id == session.client_id:
+                del self.renewals[first]
+                task = asyncio.ensure_future(self._abandon(renewal))
+                self._abandoning.add(task)
+                task.add_done_callback(self._abandoning.discard)
         self.clients.connection_closed(session.channel)
         session.channel.close("client terminated")
         if session.stream is not None:
             session.stream.close()
+
+    async def _abandon(self, renewal: Renewal) -> None:
+        with contextlib.suppress(BrokerError):
+            await self.pop.change_invisible(
+                group=renewal.group,
+                topic=renewal.topic,
+                receipt_handle=renewal.handle,
+                invisible_ms=ABANDONED_INVISIBLE_MS,
+            )
 
     def expire(self, max_idle_seconds: float) -> None:
         """Forget clients silent for ``max_idle_seconds`` (no heartbeat, no stream traffic)."""
@@ -764,7 +860,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     def _receive_params(self, request: pb.ReceiveMessageRequest, context: Any) -> tuple[int, float]:
         """(invisible ms, long-poll seconds) of a receive, as the proxy settles them."""
         if request.auto_renew:
-            invisible = AUTO_RENEW_INVISIBLE_MS
+            invisible = self.auto_renew_invisible_ms
         else:
             if not request.HasField("invisible_duration"):
                 raise RpcError(
@@ -796,7 +892,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         topic = mq.topic.name
         try:
             self._authorize(context, self._group_perms(topic, group))
-            self._client_id_required(context)
+            session = self._client_id_required(context)
             if request.filter_expression.type == pb.SQL:
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
             invisible, poll = self._receive_params(request, context)
@@ -835,6 +931,15 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     )
                 )
                 sent += 1
+                if request.auto_renew:
+                    self.renewals[item.receipt_handle] = Renewal(
+                        session.client_id,
+                        group,
+                        item.topic,
+                        item.receipt_handle,
+                        item.pop_time,
+                        item.pop_time + item.invisible_time,
+                    )
             yield pb.ReceiveMessageResponse(delivery_timestamp=timestamp_ms(now_ms()))
         finally:
             # Whatever did not reach the client comes back soon rather than after the
@@ -856,7 +961,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         entries = []
         for entry in request.entries:
             try:
-                await self.pop.ack(group=group, topic=topic, receipt_handle=entry.receipt_handle)
+                await self.pop.ack(
+                    group=group, topic=topic, receipt_handle=self._current_handle(entry.receipt_handle)
+                )
                 result = OK
             except BrokerError as exc:
                 result = _pop_status(exc)
@@ -885,7 +992,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms is outside [0, 12 h]"
                 )
             handle = await self.pop.change_invisible(
-                group=group, topic=topic, receipt_handle=request.receipt_handle, invisible_ms=invisible
+                group=group,
+                topic=topic,
+                receipt_handle=self._current_handle(request.receipt_handle),
+                invisible_ms=invisible,
             )
             return pb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
         except RpcError as exc:
@@ -905,7 +1015,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         group, topic = request.group.name, request.topic.name
         try:
             self._authorize(context, self._group_perms(topic, group))
-            await self.pop.forward_to_dlq(group=group, topic=topic, receipt_handle=request.receipt_handle)
+            await self.pop.forward_to_dlq(
+                group=group, topic=topic, receipt_handle=self._current_handle(request.receipt_handle)
+            )
             return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
         except RpcError as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=exc.status)

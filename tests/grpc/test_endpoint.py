@@ -8,10 +8,12 @@ import asyncio
 import itertools
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
+import pytest_asyncio
 from google.protobuf.duration_pb2 import Duration
 
 from aiorocketmq.broker.config import BrokerConfig
@@ -215,11 +217,9 @@ async def test_a_pull_at_the_end_waits_for_the_next_message(stub: pb_grpc.Messag
     assert len(got) == 1 and got[0].startswith(b"w")
 
 
-async def test_server_commands_on_the_telemetry_stream(tmp_path: Path) -> None:
-    """The broker asks a client for its stack trace and to verify a message, by nonce, on the
-    client's telemetry stream (the 5.x forms of GET_CONSUMER_RUNNING_INFO and
-    CONSUME_MESSAGE_DIRECTLY); the client's answers come back to the caller. In process, to
-    reach the broker's session table."""
+@pytest_asyncio.fixture(loop_scope="package")
+async def inproc(tmp_path: Path) -> AsyncIterator[Broker]:
+    """A broker in this process, to reach its gRPC service's tables."""
     config = BrokerConfig.load(
         None,
         {
@@ -234,46 +234,122 @@ async def test_server_commands_on_the_telemetry_stream(tmp_path: Path) -> None:
     broker = Broker(config, StoreConfig.load(None, {"storePathRootDir": str(tmp_path)}))
     await broker.start("127.0.0.1")
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-            stub = pb_grpc.MessagingServiceStub(channel)
-            stream = stub.Telemetry(metadata=client("cmd-client"))
-            await stream.write(
-                pb.TelemetryCommand(
-                    settings=pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription())
-                )
-            )
-            assert (await stream.read()).status.code == pb.OK
-            session = broker.grpc.service.sessions["cmd-client"]
-
-            async def answer() -> None:
-                for _ in range(2):
-                    command = await stream.read()
-                    kind = command.WhichOneof("command")
-                    if kind == "print_thread_stack_trace_command":
-                        nonce = command.print_thread_stack_trace_command.nonce
-                        await stream.write(
-                            pb.TelemetryCommand(
-                                thread_stack_trace=pb.ThreadStackTrace(
-                                    nonce=nonce, thread_stack_trace="main: idle"
-                                )
-                            )
-                        )
-                    else:
-                        assert kind == "verify_message_command"
-                        verify = command.verify_message_command
-                        assert verify.message.body == b"check me"
-                        await stream.write(
-                            pb.TelemetryCommand(
-                                status=pb.Status(code=pb.FAILED_TO_CONSUME_MESSAGE, message="listener threw"),
-                                verify_message_result=pb.VerifyMessageResult(nonce=verify.nonce),
-                            )
-                        )
-
-            answering = asyncio.ensure_future(answer())
-            assert await session.print_thread_stack_trace() == "main: idle"
-            verdict = await session.verify_message(message("T", b"check me"))
-            assert (verdict.code, verdict.message) == (pb.FAILED_TO_CONSUME_MESSAGE, "listener threw")
-            await answering
-            stream.cancel()
+        yield broker
     finally:
         await broker.shutdown()
+
+
+async def test_server_commands_on_the_telemetry_stream(inproc: Broker) -> None:
+    """The broker asks a client for its stack trace and to verify a message, by nonce, on the
+    client's telemetry stream (the 5.x forms of GET_CONSUMER_RUNNING_INFO and
+    CONSUME_MESSAGE_DIRECTLY); the client's answers come back to the caller."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{inproc.grpc.port}") as channel:
+        stub = pb_grpc.MessagingServiceStub(channel)
+        stream = stub.Telemetry(metadata=client("cmd-client"))
+        await stream.write(
+            pb.TelemetryCommand(
+                settings=pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription())
+            )
+        )
+        assert (await stream.read()).status.code == pb.OK
+        session = inproc.grpc.service.sessions["cmd-client"]
+
+        async def answer() -> None:
+            for _ in range(2):
+                command = await stream.read()
+                kind = command.WhichOneof("command")
+                if kind == "print_thread_stack_trace_command":
+                    nonce = command.print_thread_stack_trace_command.nonce
+                    await stream.write(
+                        pb.TelemetryCommand(
+                            thread_stack_trace=pb.ThreadStackTrace(
+                                nonce=nonce, thread_stack_trace="main: idle"
+                            )
+                        )
+                    )
+                else:
+                    assert kind == "verify_message_command"
+                    verify = command.verify_message_command
+                    assert verify.message.body == b"check me"
+                    await stream.write(
+                        pb.TelemetryCommand(
+                            status=pb.Status(code=pb.FAILED_TO_CONSUME_MESSAGE, message="listener threw"),
+                            verify_message_result=pb.VerifyMessageResult(nonce=verify.nonce),
+                        )
+                    )
+
+        answering = asyncio.ensure_future(answer())
+        assert await session.print_thread_stack_trace() == "main: idle"
+        verdict = await session.verify_message(message("T", b"check me"))
+        assert (verdict.code, verdict.message) == (pb.FAILED_TO_CONSUME_MESSAGE, "listener threw")
+        await answering
+        stream.cancel()
+
+
+async def test_auto_renewed_receipts_outlive_their_invisible_time(inproc: Broker) -> None:
+    """A PushConsumer receives with ``auto_renew``: while the client lives the broker extends
+    the message's invisible time itself, and the client's first receipt handle still acks it.
+    (Short times here; 60 s, renewed 10 s ahead, in production.)"""
+    service = inproc.grpc.service
+    service.auto_renew_invisible_ms = 1500
+    service.renew_ahead_ms = 1000
+    service.renew_steps_ms = (1500,)
+    topic, group = "RenewTopic", "renew-group"
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{inproc.grpc.port}") as channel:
+        stub = pb_grpc.MessagingServiceStub(channel)
+        me = client("renew-client")
+        stream = stub.Telemetry(metadata=me)
+        await stream.write(
+            pb.TelemetryCommand(
+                settings=pb.Settings(
+                    client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name=group))
+                )
+            )
+        )
+        assert (await stream.read()).status.code == pb.OK
+        await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=topic)))
+        sent = await stub.SendMessage(pb.SendMessageRequest(messages=[message(topic, b"long job")]))
+        assert sent.status.code == pb.OK
+
+        def receive(poll: float) -> pb.ReceiveMessageRequest:
+            return pb.ReceiveMessageRequest(
+                group=pb.Resource(name=group),
+                message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+                filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+                batch_size=32,
+                auto_renew=True,
+                long_polling_timeout=Duration(seconds=int(poll)),
+            )
+
+        got = [
+            p.message
+            async for p in stub.ReceiveMessage(receive(5), metadata=me)
+            if p.WhichOneof("content") == "message"
+        ]
+        assert [m.body for m in got] == [b"long job"]
+        first_handle = got[0].system_properties.receipt_handle
+        # Several invisible times pass while another member of the group polls: nothing
+        # comes back to it, because the broker keeps renewing.
+        other = client("renew-other")
+        again = [
+            p.message
+            async for p in stub.ReceiveMessage(receive(5), metadata=other, timeout=15)
+            if p.WhichOneof("content") == "message"
+        ]
+        assert again == []
+        assert service.renewals[first_handle].renewed >= 2
+        ack = await stub.AckMessage(
+            pb.AckMessageRequest(
+                group=pb.Resource(name=group),
+                topic=pb.Resource(name=topic),
+                entries=[
+                    pb.AckMessageEntry(
+                        message_id=got[0].system_properties.message_id, receipt_handle=first_handle
+                    )
+                ],
+            ),
+            metadata=me,
+        )
+        assert ack.status.code == pb.OK
+        assert first_handle not in service.renewals
+        stream.cancel()
