@@ -36,6 +36,7 @@ from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
 from aiorocketmq.protocol.body import ConsumerData, ConsumeType, SubscriptionData
 from aiorocketmq.protocol.codes import (
+    CURRENT_VERSION,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -511,7 +512,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if settings is None:
             return
         channel = ClientChannel(
-            session.channel, session.client_id, session.language or "OTHER", 0, last_update=time.monotonic()
+            # A current version: the broker's forwarded requests refuse clients older than 3.1.8.
+            session.channel,
+            session.client_id,
+            session.language or "OTHER",
+            CURRENT_VERSION,
+            last_update=time.monotonic(),
         )
         if settings.HasField("subscription"):
             sub = settings.subscription

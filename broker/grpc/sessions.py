@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.errors import ConnectionClosedError, ProtocolError
 from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader
 from aiorocketmq.protocol.message import decode_record
 from aiorocketmq.protocol.transport import Connection
@@ -60,8 +61,9 @@ class TelemetryStream:
 class GrpcChannel(Connection):
     """A 5.x client as the client registry sees it: a connection with the client's address
     that never carries remoting frames. Requests the broker sends it are translated onto the
-    client's telemetry stream; the rest (rebalance notices: 5.x clients do not rebalance)
-    are dropped."""
+    client's telemetry stream: a transaction check, a running-info query (answered with the
+    client's thread dump) and a direct consumption (a message verification); the rest
+    (rebalance notices: 5.x clients do not rebalance) are dropped."""
 
     def __init__(self, session: Session) -> None:
         super().__init__(name=f"grpc {session.client_id}")
@@ -71,6 +73,40 @@ class GrpcChannel(Connection):
     def send_oneway(self, cmd: RemotingCommand) -> None:
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             self.session.recover_transaction(cmd)
+
+    def request(self, cmd: RemotingCommand, timeout: float = 3.0) -> asyncio.Future[RemotingCommand]:
+        return asyncio.ensure_future(self._answer(cmd, timeout))
+
+    async def _answer(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        session = self.session
+        try:
+            if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                stack = await session.print_thread_stack_trace(timeout)
+                info = {
+                    "properties": {"PROP_CLIENT_VERSION": session.version, "PROP_LANGUAGE": session.language},
+                    "subscriptionSet": [],
+                    "mqTable": {},
+                    "statusTable": {},
+                    "jstack": stack,
+                }
+                return cmd.response(body=json.dumps(info).encode())
+            if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                msg, _ = decode_record(cmd.body, decompress=False)
+                started = time.monotonic()
+                verdict = await session.verify_message(to_message(msg), timeout)
+                result = {
+                    "order": False,
+                    "autoCommit": True,
+                    "consumeResult": "CR_SUCCESS" if verdict.code == pb.OK else "CR_THROW_EXCEPTION",
+                    "remark": verdict.message,
+                    "spentTimeMills": int((time.monotonic() - started) * 1000),
+                }
+                return cmd.response(body=json.dumps(result).encode())
+        except (ConnectionError, TimeoutError, ProtocolError, ValueError) as exc:
+            raise ConnectionClosedError(f"5.x client {session.client_id}: {exc}") from None
+        return cmd.response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"a 5.x client does not answer {cmd.code}"
+        )
 
     def close(self, reason: str | None = None) -> None:
         if self.close_reason is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,9 @@ from aiorocketmq.broker.grpc import messaging_pb2_grpc as pb_grpc
 from aiorocketmq.broker.server import Broker
 from aiorocketmq.broker.store import StoreConfig
 from aiorocketmq.client.admin import Admin
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.message import MessageExt, encode_message_ext
 
 from .conftest import Grpc5
 
@@ -255,7 +259,7 @@ async def test_server_commands_on_the_telemetry_stream(inproc: Broker) -> None:
         session = inproc.grpc.service.sessions["cmd-client"]
 
         async def answer() -> None:
-            for _ in range(2):
+            for _ in range(4):
                 command = await stream.read()
                 kind = command.WhichOneof("command")
                 if kind == "print_thread_stack_trace_command":
@@ -282,6 +286,19 @@ async def test_server_commands_on_the_telemetry_stream(inproc: Broker) -> None:
         assert await session.print_thread_stack_trace() == "main: idle"
         verdict = await session.verify_message(message("T", b"check me"))
         assert (verdict.code, verdict.message) == (pb.FAILED_TO_CONSUME_MESSAGE, "listener threw")
+        # The same through the remoting requests the broker forwards to a client (mqadmin's
+        # consumerStatus and consumeMessage), which reach a 5.x client as these commands.
+        info = await session.channel.request(
+            RemotingCommand.request(
+                RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "g", "clientId": "c"}
+            )
+        )
+        assert json.loads(info.body)["jstack"] == "main: idle"
+        record = encode_message_ext(MessageExt("T", b"check me", properties={"UNIQ_KEY": "U1"}))
+        direct = await session.channel.request(
+            RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, record)
+        )
+        assert json.loads(direct.body)["consumeResult"] == "CR_THROW_EXCEPTION"
         await answering
         stream.cancel()
 
