@@ -5,9 +5,9 @@ Python client (``rocketmq-python-client`` 5.1.2, installed into the interop cach
 use, run as its own process by ``bench/grpc_load.py``):
 
 * **send**: one Producer, T threads sending SIZE-byte messages synchronously for D seconds:
-  send TPS, p50 / p99 latency;
+  send TPS, p50 / p99 latency, broker CPU per message;
 * **receive**: one SimpleConsumer receiving batches of 32 and acking each message
-  asynchronously until it has everything sent: receive+ack TPS.
+  on 8 threads until it has everything sent: receive+ack TPS, broker CPU per message.
 
 Run: ``.venv/bin/python -m bench.grpc_bench [--threads 8 --seconds 10 --size 128]``.
 """
@@ -56,6 +56,12 @@ def start_broker(work: Path) -> tuple[subprocess.Popen[str], int]:
     raise RuntimeError("the broker did not open its gRPC port")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load(client: Path, *args: object) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, str(LOAD), *map(str, args)],
@@ -84,15 +90,20 @@ def main() -> None:
         broker, port = start_broker(Path(tmp))
         try:
             endpoint = f"127.0.0.1:{port}"
+            cpu = cpu_seconds(broker.pid)
             sent = load(client, "send", endpoint, TOPIC, args.seconds, args.threads, args.size)
+            send_cpu = cpu_seconds(broker.pid) - cpu
             print(
                 f"send    {sent['tps']:>9,.0f} msg/s  ({sent['sent']:,.0f} in {sent['seconds']:.1f}s, "
-                f"{args.threads} threads, {args.size} B; p50 {sent['p50_ms']:.2f} ms, p99 {sent['p99_ms']:.2f} ms)"
+                f"{args.threads} threads, {args.size} B; p50 {sent['p50_ms']:.2f} ms, p99 {sent['p99_ms']:.2f} ms; "
+                f"broker CPU {send_cpu / max(1, sent['sent']) * 1e6:.0f} µs/msg)"
             )
+            cpu = cpu_seconds(broker.pid)
             got = load(client, "receive", endpoint, TOPIC, "BenchmarkGrpcGroup", int(sent["sent"]), 32)
             print(
                 f"receive {got['tps']:>9,.0f} msg/s  ({got['received']:,.0f} of {sent['sent']:,.0f} received "
-                f"and acked in {got['seconds']:.1f}s, batches of 32)"
+                f"and acked in {got['seconds']:.1f}s, batches of 32; "
+                f"broker CPU {(cpu_seconds(broker.pid) - cpu) / max(1, got['received']) * 1e6:.0f} µs/msg)"
             )
         finally:
             broker.terminate()

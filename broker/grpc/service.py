@@ -231,6 +231,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.renew_steps_ms = RENEW_STEPS_MS
         self._renewing: asyncio.Task[None] | None = None
         self._abandoning: set[asyncio.Task[None]] = set()
+        self._anonymous: dict[tuple[str, int], Any] = {}
 
     def start(self) -> None:
         """Begin renewing ``auto_renew`` receipts (once a second)."""
@@ -761,7 +762,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     ) -> RemotingCommand:
         """Run a remoting handler of this broker; its errors as :class:`RpcError`."""
         if channel is None:
-            channel = Session("", peer).channel
+            # A request without a client id: records still name the peer as born host.
+            channel = self._anonymous.get(peer)
+            if channel is None:
+                if len(self._anonymous) >= 1024:
+                    self._anonymous.clear()
+                channel = self._anonymous[peer] = Session("", peer).channel
         try:
             result = self.handlers[code](channel, cmd)
             if inspect.isawaitable(result):
