@@ -1,5 +1,5 @@
 """The gRPC endpoint under the broker's ACL and TLS settings: TLS and plain text on one port
-(``tls.server.mode=permissive``), requests signed by the official 5.x client verified
+(``tls.server.mode=permissive``), TLS only (``enforcing``), requests signed by the official 5.x client verified
 against ``plain_acl.yml``, refusals answered in band."""
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.grpc import messaging_pb2 as pb
 from aiorocketmq.broker.grpc import messaging_pb2_grpc as pb_grpc
 from aiorocketmq.broker.grpc.auth import sign
+from aiorocketmq.broker.server import Broker
+from aiorocketmq.broker.store import StoreConfig
 from tests.cluster import Cluster
 from tests.security.pki import make_pki
 
@@ -131,3 +134,36 @@ async def test_plain_text_on_the_same_port_and_permissions(secured: tuple[Grpc5,
         )
         assert route.status.code == pb.OK
         assert route.message_queues[0].broker.endpoints.addresses[0].port == grpc5.port
+
+
+async def test_enforcing_mode_serves_tls_only(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    settings = {
+        "brokerName": "tls-only",
+        "listenPort": 0,
+        "grpcServerPort": 0,
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": str(tmp_path / "store"),
+        "metricsPromExporterEnable": "false",
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(pki["cert"]),
+        "tls.server.keyPath": str(pki["key"]),
+    }
+    broker = Broker(
+        BrokerConfig.load(None, settings),
+        StoreConfig.load(None, {"storePathRootDir": str(tmp_path / "store")}),
+    )
+    await broker.start("127.0.0.1")
+    try:
+        address = f"127.0.0.1:{broker.grpc.port}"
+        request = pb.QueryRouteRequest(topic=pb.Resource(name="TlsOnly"))
+        credentials = grpc.ssl_channel_credentials(root_certificates=pki["ca"].read_bytes())
+        async with grpc.aio.secure_channel(address, credentials) as channel:
+            reply = await pb_grpc.MessagingServiceStub(channel).QueryRoute(request, timeout=10)
+            assert reply.status.code == pb.OK
+        async with grpc.aio.insecure_channel(address) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await pb_grpc.MessagingServiceStub(channel).QueryRoute(request, timeout=5)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await broker.shutdown()
