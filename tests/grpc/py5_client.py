@@ -9,6 +9,7 @@ of the dev dependencies are both imported as ``rocketmq``; the tests put it on P
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -158,21 +159,22 @@ def simple(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class Listener(MessageListener):
-    def __init__(self, fail_first: bool) -> None:
+    def __init__(self, fail_first: bool, fail_always: bool = False) -> None:
         self.got: list[dict[str, Any]] = []
         self.fail_first = fail_first
+        self.fail_always = fail_always
         self.lock = threading.Lock()
 
     def consume(self, message: Any) -> Any:
         with self.lock:
             self.got.append(seen(message))
-        if self.fail_first and message.delivery_attempt == 1:
+        if self.fail_always or (self.fail_first and message.delivery_attempt == 1):
             return ConsumeResult.FAILURE
         return ConsumeResult.SUCCESS
 
 
 def push(args: dict[str, Any]) -> dict[str, Any]:
-    listener = Listener(args.get("fail_first", False))
+    listener = Listener(args.get("fail_first", False), args.get("fail_always", False))
     consumer = PushConsumer(
         config(args), args["group"], listener, {args["topic"]: FilterExpression(args.get("filter", "*"))}
     )
@@ -183,6 +185,8 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
             with listener.lock:
                 if len(listener.got) >= args["count"]:
                     break
+            if args.get("stop_file") and os.path.exists(args["stop_file"]):
+                break
             time.sleep(0.1)
     finally:
         consumer.shutdown()
