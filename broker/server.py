@@ -14,6 +14,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.protocol.codes import CURRENT_VERSION
@@ -31,7 +32,6 @@ from .config_files import Saver
 from .delay import DelayService
 from .delay_levels import DelayLevels
 from .groups import GroupTable
-from .grpc import GrpcEndpoint, MessagingService
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
@@ -53,6 +53,9 @@ from .stats_history import SAMPLE_INTERVAL, StatsHistory
 from .topics import TopicTable
 from .transactions import TransactionService
 from .writer import MessageWriter
+
+if TYPE_CHECKING:
+    from .grpc import GrpcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -206,21 +209,7 @@ class Broker:
         for family in families:
             handlers.update(family.handlers())
         # The 5.x front calls the handlers itself, after its own (gRPC) access check.
-        self.grpc = GrpcEndpoint(
-            MessagingService(
-                config,
-                store=store,
-                topics=topics,
-                groups=groups,
-                offsets=offsets,
-                clients=clients,
-                transactions=self.transactions,
-                pop=self.pop,
-                handlers=dict(handlers),
-                access=self.access,
-            ),
-            config.server_tls(),
-        )
+        self.grpc = self._grpc_endpoint(dict(handlers)) if config.enable_grpc_server else None
         if self.access is not None:
             # Every request passes the access check first; with ACL off the handlers are
             # registered as they are, so the check costs nothing.
@@ -269,8 +258,8 @@ class Broker:
                 log.warning(
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
-        if self.config.enable_grpc_server:
-            await self._start_grpc(host)
+        if self.grpc is not None:
+            await self._start_grpc(self.grpc, host)
         self.delay.start()
         self.transactions.start()
         self.pop.start()
@@ -292,16 +281,34 @@ class Broker:
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
 
-    async def _start_grpc(self, host: str) -> None:
+    def _grpc_endpoint(self, handlers: dict[int, Handler]) -> GrpcEndpoint:
+        # grpcio is imported only by brokers that serve 5.x clients.
+        from .grpc import GrpcEndpoint, MessagingService
+
+        service = MessagingService(
+            self.config,
+            store=self.store,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            clients=self.clients,
+            transactions=self.transactions,
+            pop=self.pop,
+            handlers=handlers,
+            access=self.access,
+        )
+        return GrpcEndpoint(service, self.config.server_tls())
+
+    async def _start_grpc(self, endpoint: GrpcEndpoint, host: str) -> None:
         """The 5.x endpoint; a busy port is reported and the broker serves 4.x clients on
         (as for the VIP and metrics ports)."""
         try:
-            port = await self.grpc.start(host, self.config.grpc_server_port)
+            port = await endpoint.start(host, self.config.grpc_server_port)
         except (OSError, RuntimeError, ValueError) as exc:
             log.warning("cannot serve 5.x clients (gRPC) on port %d: %s", self.config.grpc_server_port, exc)
             return
-        self.store.add_arrival_listener(self.grpc.service.on_arrival)
-        self.grpc.service.bind(resolve_ipv4(self.config.broker_ip1), port)
+        self.store.add_arrival_listener(endpoint.service.on_arrival)
+        endpoint.service.bind(resolve_ipv4(self.config.broker_ip1), port)
         log.info("gRPC endpoint for 5.x clients on %s port %d", host, port)
 
     async def shutdown(self) -> None:
@@ -318,7 +325,7 @@ class Broker:
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
             ("close client connections", self.server.close),
-            ("stop the gRPC endpoint", self.grpc.stop),
+            ("stop the gRPC endpoint", self._stop_grpc),
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
@@ -341,6 +348,10 @@ class Broker:
                 log.exception("shutdown: cannot %s", what)
         self.long_polling.clear()
         log.info("broker %s stopped", self.config.broker_name)
+
+    async def _stop_grpc(self) -> None:
+        if self.grpc is not None:
+            await self.grpc.stop()
 
     async def _stop_tasks(self) -> None:
         await cancel_and_wait(*self._tasks)
@@ -370,7 +381,8 @@ class Broker:
         interval = self.config.client_housekeeping_interval / 1000
         while True:
             await asyncio.sleep(interval)
-            self.grpc.service.expire(self.config.channel_expired_timeout / 1000)
+            if self.grpc is not None:
+                self.grpc.service.expire(self.config.channel_expired_timeout / 1000)
             for conn in self.clients.expire(self.config.channel_expired_timeout / 1000):
                 # Silent for two minutes: it is gone or stuck, so do not wait for it to read.
                 conn.close_reason = "no heartbeat"

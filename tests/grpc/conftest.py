@@ -130,7 +130,7 @@ class Grpc5:
 
 
 async def start_grpc_broker(cluster: Cluster, name: str = "broker-a", **overrides: Any) -> int:
-    broker = await cluster.start_broker(name, **overrides)
+    broker = await cluster.start_broker(name, enableGrpcServer="true", **overrides)
     assert broker.process is not None
     line = await broker.process.wait_for_line(GRPC_PORT)
     match = re.search(GRPC_PORT, line)
