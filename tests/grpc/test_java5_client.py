@@ -1,6 +1,6 @@
 """The Java 5.x client (``rocketmq-client-java`` from Maven Central, built by the interop
 harness) against our broker's gRPC endpoint: its Producer's messages read back by its
-SimpleConsumer and by our 4.x SDK, bodies, tags, keys and properties intact."""
+SimpleConsumer, its PushConsumer and our 4.x SDK, bodies, tags, keys and properties intact."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ async def run_java(*args: str, timeout: float = 120.0) -> list[str]:
     return lines
 
 
-async def test_java_producer_and_simple_consumer(grpc5: Grpc5) -> None:
+async def test_java_producer_simple_and_push_consumers(grpc5: Grpc5) -> None:
     topic, group = unique("Java5"), unique("cg")
     await create_topic(grpc5, topic)
     sent = [
@@ -72,3 +72,8 @@ async def test_java_producer_and_simple_consumer(grpc5: Grpc5) -> None:
     assert set(stored) == {f"java-{i}" for i in range(5)}
     assert {m.tags for m in stored.values()} == {"JavaTag"}
     assert sorted(stored["java-3"].keys) == ["jk3", "shared"]
+    # A PushConsumer of another group gets them all too (assignments, auto-renewed receives).
+    lines = await run_java("push", grpc5.endpoint, topic, unique("push"), "5")
+    pushed = [json.loads(line[4:]) for line in lines if line.startswith("MSG ")]
+    assert sorted(m["body"] for m in pushed) == [f"java-{i}" for i in range(5)]
+    assert {m["tag"] for m in pushed} == {"JavaTag"}

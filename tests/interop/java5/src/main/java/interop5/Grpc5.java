@@ -7,8 +7,12 @@ import java.util.Map;
 import java.util.TreeMap;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.Message;
 import org.apache.rocketmq.client.apis.message.MessageView;
@@ -23,6 +27,7 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * <pre>
  * produce ENDPOINT TOPIC COUNT          normal messages with a tag, keys and a property
  * consume ENDPOINT TOPIC GROUP COUNT    SimpleConsumer: receive and ack COUNT messages
+ * push ENDPOINT TOPIC GROUP COUNT       PushConsumer: consume COUNT messages
  * </pre>
  */
 public final class Grpc5 {
@@ -56,6 +61,28 @@ public final class Grpc5 {
           SendReceipt receipt = producer.send(message);
           System.out.println("SENT " + receipt.getMessageId());
         }
+      }
+    } else if (mode.equals("push")) {
+      String group = args[3];
+      int count = Integer.parseInt(args[4]);
+      CountDownLatch done = new CountDownLatch(count);
+      try (PushConsumer consumer =
+          provider
+              .newPushConsumerBuilder()
+              .setClientConfiguration(config)
+              .setConsumerGroup(group)
+              .setSubscriptionExpressions(
+                  Map.of(topic, new FilterExpression("*", FilterExpressionType.TAG)))
+              .setMessageListener(
+                  view -> {
+                    synchronized (Grpc5.class) {
+                      System.out.println("MSG " + json(view));
+                    }
+                    done.countDown();
+                    return ConsumeResult.SUCCESS;
+                  })
+              .build()) {
+        done.await(40, TimeUnit.SECONDS);
       }
     } else {
       String group = args[3];
