@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -370,3 +371,60 @@ async def test_auto_renewed_receipts_outlive_their_invisible_time(inproc: Broker
         assert ack.status.code == pb.OK
         assert first_handle not in service.renewals
         stream.cancel()
+
+
+async def test_refused_consumption_requests_answer_in_band(stub: pb_grpc.MessagingServiceStub) -> None:
+    topic, group = unique("BadPop"), unique("cg")
+    route = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=topic)))
+    assert route.status.code == pb.OK
+    me = client(unique("cid"))
+
+    async def receive(request: pb.ReceiveMessageRequest, metadata: list[tuple[str, str]] = me) -> list[int]:
+        return [
+            p.status.code
+            async for p in stub.ReceiveMessage(request, metadata=metadata)
+            if p.HasField("status")
+        ]
+
+    def request(topic: str = topic, **fields: Any) -> pb.ReceiveMessageRequest:
+        return pb.ReceiveMessageRequest(
+            group=pb.Resource(name=group),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+            batch_size=4,
+            long_polling_timeout=Duration(seconds=5),
+            **fields,
+        )
+
+    assert await receive(request(invisible_duration=Duration(seconds=1))) == [pb.ILLEGAL_INVISIBLE_TIME]
+    assert await receive(request(auto_renew=True), metadata=[]) == [pb.CLIENT_ID_REQUIRED]
+    assert await receive(request(topic="NoSuchTopic", auto_renew=True)) == [pb.TOPIC_NOT_FOUND]
+    sql = request(auto_renew=True)
+    sql.filter_expression.type = pb.SQL
+    assert await receive(sql) == [pb.ILLEGAL_FILTER_EXPRESSION]
+    names = {"group": pb.Resource(name=group), "topic": pb.Resource(name=topic)}
+    ack = await stub.AckMessage(
+        pb.AckMessageRequest(
+            entries=[pb.AckMessageEntry(message_id="X", receipt_handle="not a handle")], **names
+        )
+    )
+    assert ack.status.code == pb.INVALID_RECEIPT_HANDLE
+    assert ack.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+    change = await stub.ChangeInvisibleDuration(
+        pb.ChangeInvisibleDurationRequest(
+            receipt_handle="garbage", invisible_duration=Duration(seconds=10), **names
+        )
+    )
+    # Refused, and the client keeps the handle it had.
+    assert (change.status.code, change.receipt_handle) == (pb.INVALID_RECEIPT_HANDLE, "garbage")
+    forward = await stub.ForwardMessageToDeadLetterQueue(
+        pb.ForwardMessageToDeadLetterQueueRequest(receipt_handle="garbage", **names)
+    )
+    assert forward.status.code == pb.INVALID_RECEIPT_HANDLE
+    assignment = await stub.QueryAssignment(
+        pb.QueryAssignmentRequest(topic=pb.Resource(name="NoSuchTopic"), group=pb.Resource(name=group)),
+        metadata=me,
+    )
+    assert assignment.status.code == pb.TOPIC_NOT_FOUND
+    # Still serving: a good receive of an empty topic says so.
+    assert await receive(request(auto_renew=True)) == [pb.MESSAGE_NOT_FOUND]
