@@ -60,7 +60,6 @@ SYSTEM_PROPERTIES = frozenset(
         "INNER_MULTI_DISPATCH",
         "INNER_MULTI_QUEUE_OFFSET",
         "__transactionId__",
-        "SHARDING_KEY",
     }
 )
 
