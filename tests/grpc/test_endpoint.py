@@ -96,18 +96,28 @@ async def test_refused_sends_answer_in_band_and_the_server_keeps_serving(
 
 
 async def test_heartbeat_needs_settings_first_and_telemetry_echoes_merged_settings(
-    stub: pb_grpc.MessagingServiceStub,
+    grpc5: Grpc5, stub: pb_grpc.MessagingServiceStub
 ) -> None:
-    me = client(unique("cid"))
+    client_id = unique("cid")
+    me = client(client_id)
     early = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER), metadata=me)
     assert early.status.code == pb.UNRECOGNIZED_CLIENT_TYPE
     no_id = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
     assert no_id.status.code == pb.CLIENT_ID_REQUIRED
 
     stream = stub.Telemetry(metadata=me)
+    group = unique("cg")
     settings = pb.Settings(
         client_type=pb.SIMPLE_CONSUMER,
-        subscription=pb.Subscription(group=pb.Resource(name=unique("cg"))),
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=pb.Resource(name="SubTopic"),
+                    expression=pb.FilterExpression(type=pb.TAG, expression="a||b"),
+                )
+            ],
+        ),
     )
     await stream.write(pb.TelemetryCommand(settings=settings))
     reply = await stream.read()
@@ -120,6 +130,11 @@ async def test_heartbeat_needs_settings_first_and_telemetry_echoes_merged_settin
 
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.SIMPLE_CONSUMER), metadata=me)
     assert beat.status.code == pb.OK
+    # A member of its group as 4.x tools see it (mqadmin consumerConnection).
+    async with Admin(grpc5.cluster.namesrv_addr) as admin:
+        connections = await admin.consumer_connections(group)
+    assert [c.client_id for c in connections.connection_set] == [client_id]
+    assert connections.subscription_table["SubTopic"].tags_set == ["a", "b"]
     bye = await stub.NotifyClientTermination(pb.NotifyClientTerminationRequest(), metadata=me)
     assert bye.status.code == pb.OK
     # Forgotten: the next heartbeat is from a client without settings again.
