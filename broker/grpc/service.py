@@ -80,7 +80,7 @@ from .convert import (
     timestamp_ms,
     to_message,
 )
-from .sessions import Session, TelemetryStream, TransactionCheck
+from .sessions import GrpcChannel, Session, TelemetryStream, TransactionCheck
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.renew_steps_ms = RENEW_STEPS_MS
         self._renewing: asyncio.Task[None] | None = None
         self._abandoning: set[asyncio.Task[None]] = set()
-        self._anonymous: dict[tuple[str, int], Any] = {}
+        self._anonymous: dict[tuple[str, int], GrpcChannel] = {}
 
     def start(self) -> None:
         """Begin renewing ``auto_renew`` receipts (once a second)."""
@@ -707,7 +707,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         props[BORN_TIMESTAMP] = str(born)
         return props
 
-    async def _send_one(self, message: pb.Message, channel: Any, peer: tuple[str, int]) -> pb.SendResultEntry:
+    async def _send_one(
+        self, message: pb.Message, channel: GrpcChannel | None, peer: tuple[str, int]
+    ) -> pb.SendResultEntry:
         name = message.topic.name
         sp = message.system_properties
         if not message.body:
@@ -758,7 +760,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         )
 
     async def _call(
-        self, code: int, channel: Any, cmd: RemotingCommand, peer: tuple[str, int]
+        self, code: int, channel: GrpcChannel | None, cmd: RemotingCommand, peer: tuple[str, int]
     ) -> RemotingCommand:
         """Run a remoting handler of this broker; its errors as :class:`RpcError`."""
         if channel is None:
