@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
 
-.PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean
+.PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean proto
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,3 +57,8 @@ interop-deps: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The 5.x gRPC messages and service stubs (broker/grpc/messaging.proto); the output is committed.
+proto: $(STAMP)
+	$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
+		aiorocketmq/broker/grpc/messaging.proto

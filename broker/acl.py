@@ -33,6 +33,7 @@ from aiorocketmq.protocol.acl import ACCESS_KEY, SIGNATURE, verify
 from aiorocketmq.protocol.body import HeartbeatData, LockBatchRequestBody
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, ProtocolError
+from aiorocketmq.protocol.pop import PopRequestCode
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +341,11 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 # -- what each request needs -----------------------------------------------------------------
 
 
+_POP_CODES = frozenset(
+    {PopRequestCode.POP_MESSAGE, PopRequestCode.ACK_MESSAGE, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME}
+)
+
+
 def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -> dict[str, Perm]:
     """The resources a request touches and the permission each needs (``ACL.md`` §5)."""
     need: dict[str, Perm] = {}
@@ -404,6 +410,13 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
         group(fields.get("consumerGroup"))
         if fields.get("topic"):
             need[str(fields["topic"])] = Perm.SUB
+    elif code in _POP_CODES:
+        # RocketMQ 5's POP requests consume as a pull does: the topic (an ack names the
+        # retry topic for a redelivery, which the group's own permission covers) and the group.
+        topic = fields.get("topic")
+        if topic and not str(topic).startswith(RETRY_PREFIX):
+            need[str(topic)] = Perm.SUB
+        group(fields.get("consumerGroup"))
     return need
 
 

@@ -80,6 +80,10 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
     #: The furthest delivery time a timer message may ask for, in seconds from its arrival.
     timer_max_delay_sec: int = Field(3 * 24 * 3600, alias="timerMaxDelaySec", gt=0)
+    #: The 5.x gRPC endpoint (broker/grpc/): RocketMQ 5 proxy's ``grpcServerPort``, served in
+    #: the broker process as the proxy's "local" mode does.
+    enable_grpc_server: bool = Field(True, alias="enableGrpcServer")
+    grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
 
     @field_validator("message_delay_level")
     @classmethod

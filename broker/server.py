@@ -14,6 +14,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.protocol.codes import CURRENT_VERSION
@@ -45,6 +46,8 @@ from .locks import QueueLocks
 from .long_polling import LongPolling
 from .metrics import MetricsExporter
 from .offsets import OffsetTable, consumer_progress
+from .pop import PopService
+from .pop.handlers import PopHandlers
 from .registration import NameServerRegistration
 from .stats import BrokerStats, TpsSampler
 from .stats_history import SAMPLE_INTERVAL, StatsHistory
@@ -52,6 +55,9 @@ from .timers import TimerStore
 from .topics import TopicTable
 from .transactions import TransactionService
 from .writer import MessageWriter
+
+if TYPE_CHECKING:
+    from .grpc import GrpcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +153,9 @@ class Broker:
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
         self.registration = NameServerRegistration(config, topics.wrapper)
+        self.pop = PopService(
+            config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
+        )
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
@@ -211,10 +220,13 @@ class Broker:
                 history=self.history,
             ),
             ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
+            PopHandlers(self.pop),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
             handlers.update(family.handlers())
+        # The 5.x front calls the handlers itself, after its own (gRPC) access check.
+        self.grpc = self._grpc_endpoint(dict(handlers)) if config.enable_grpc_server else None
         if self.access is not None:
             # Every request passes the access check first; with ACL off the handlers are
             # registered as they are, so the check costs nothing.
@@ -249,6 +261,8 @@ class Broker:
         self.store.add_arrival_listener(self.timers.on_arrival)
         self.timers.load()
         await self.transactions.load()
+        self.pop.recover()
+        self.store.add_arrival_listener(self.pop.on_arrival)
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
         if vip_port > 0:
@@ -263,9 +277,12 @@ class Broker:
                 log.warning(
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
+        if self.grpc is not None:
+            await self._start_grpc(self.grpc, host)
         self.delay.start()
         self.timers.start()
         self.transactions.start()
+        self.pop.start()
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
@@ -284,6 +301,36 @@ class Broker:
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
 
+    def _grpc_endpoint(self, handlers: dict[int, Handler]) -> GrpcEndpoint:
+        # grpcio is imported only by brokers that serve 5.x clients.
+        from .grpc import GrpcEndpoint, MessagingService
+
+        service = MessagingService(
+            self.config,
+            store=self.store,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            clients=self.clients,
+            transactions=self.transactions,
+            pop=self.pop,
+            handlers=handlers,
+            access=self.access,
+        )
+        return GrpcEndpoint(service, self.config.server_tls())
+
+    async def _start_grpc(self, endpoint: GrpcEndpoint, host: str) -> None:
+        """The 5.x endpoint; a busy port is reported and the broker serves 4.x clients on
+        (as for the VIP and metrics ports)."""
+        try:
+            port = await endpoint.start(host, self.config.grpc_server_port)
+        except (OSError, RuntimeError, ValueError) as exc:
+            log.warning("cannot serve 5.x clients (gRPC) on port %d: %s", self.config.grpc_server_port, exc)
+            return
+        self.store.add_arrival_listener(endpoint.service.on_arrival)
+        endpoint.service.bind(resolve_ipv4(self.config.broker_ip1), port)
+        log.info("gRPC endpoint for 5.x clients on %s port %d", host, port)
+
     async def shutdown(self) -> None:
         """Unregister, stop serving, persist everything, close the store. Works on a broker
         whose start failed half-way; a step that fails is logged and the rest still run, so
@@ -298,9 +345,11 @@ class Broker:
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
             ("close client connections", self.server.close),
+            ("stop the gRPC endpoint", self._stop_grpc),
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
+            ("stop POP revive", self.pop.stop),
         ]
         if self._store_started:
             # Only a broker that owns its store directory writes to it (a second broker
@@ -320,6 +369,10 @@ class Broker:
                 log.exception("shutdown: cannot %s", what)
         self.long_polling.clear()
         log.info("broker %s stopped", self.config.broker_name)
+
+    async def _stop_grpc(self) -> None:
+        if self.grpc is not None:
+            await self.grpc.stop()
 
     async def _stop_tasks(self) -> None:
         await cancel_and_wait(*self._tasks)
@@ -349,6 +402,8 @@ class Broker:
         interval = self.config.client_housekeeping_interval / 1000
         while True:
             await asyncio.sleep(interval)
+            if self.grpc is not None:
+                self.grpc.service.expire(self.config.channel_expired_timeout / 1000)
             for conn in self.clients.expire(self.config.channel_expired_timeout / 1000):
                 # Silent for two minutes: it is gone or stuck, so do not wait for it to read.
                 conn.close_reason = "no heartbeat"

@@ -37,6 +37,7 @@ from .producer import Producer, TransactionProducer
 from .pull import PullClient
 from .push_consumer import PushConsumer
 from .request_reply import ReplyTimeoutError, RequestFailedError, create_reply_message
+from .simple_consumer import ReceivedMessage, SimpleConsumer
 from .types import (
     BrokerIdentity,
     ConsumeFrom,
@@ -72,6 +73,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "ReceivedMessage",
     "RemotingError",
     "ReplyTimeoutError",
     "RequestFailedError",
@@ -79,6 +81,7 @@ __all__ = [
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",

@@ -418,6 +418,8 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = Field(0, alias="brokerId")
     which_broker_when_consume_slowly: int = Field(1, alias="whichBrokerWhenConsumeSlowly")
     notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
+    #: RocketMQ 5: the group consumes in order (5.x clients of the group are FIFO consumers).
+    consume_message_orderly: bool = Field(False, alias="consumeMessageOrderly")
 
 
 class SubscriptionGroupWrapper(Body):

@@ -74,6 +74,10 @@ class Cluster:
             "maxHashSlotNum": 20_000,
             "messageDelayLevel": FAST_DELAY_LEVELS,
             "metricsPromExporterEnable": "false",
+            # The 5.x gRPC endpoint only where a test asks for it (tests/grpc): it costs
+            # every broker start grpcio's import and threads.
+            "enableGrpcServer": "false",
+            "grpcServerPort": 0,
         }
         settings.update(overrides)
         return settings

@@ -461,3 +461,31 @@ if __name__ == "__main__":
     print(
         f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
     )
+
+
+# ---- the RocketMQ 5.x Java client (tests/grpc) ---------------------------------------------
+
+JAVA5_DIR = HERE / "java5"
+
+
+def build_java5() -> tuple[str, str]:
+    """``(java, classpath)`` of the 5.x scenario program (java5/) on rocketmq-client-java."""
+    java = require("java", "the RocketMQ 5.x Java client is Java")
+    with _cache_lock():
+        sources = [*JAVA5_DIR.rglob("*.java"), JAVA5_DIR / "pom.xml"]
+        out = CACHE / f"java5-{_digest(sources)}"
+        deps = out / "client.classpath"
+        classes = out / "build" / "classes"
+        if not (deps.exists() and classes.exists()):
+            out.mkdir(parents=True, exist_ok=True)
+            _maven(
+                [
+                    f"-Dinterop.build.dir={out / 'build'}",
+                    "compile",
+                    "dependency:build-classpath",
+                    f"-Dmdep.outputFile={deps}.tmp",
+                ],
+                JAVA5_DIR / "pom.xml",
+            )
+            Path(f"{deps}.tmp").replace(deps)
+    return java, f"{classes}:{deps.read_text().strip()}"

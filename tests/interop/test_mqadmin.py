@@ -369,6 +369,9 @@ OUR_OWN_BROKER_KEYS = {
     "serverFrameMaxBytes",
     "serverFrameReadTimeoutMillis",
     "serverMaxConnectionsPerAddress",
+    # the RocketMQ 5 proxy's gRPC port, served by our broker itself (docs/grpc.md)
+    "enableGrpcServer",
+    "grpcServerPort",
 }
 
 

@@ -1,0 +1,161 @@
+"""Fixtures for the 5.x gRPC endpoint: a name server and a broker (real processes) whose gRPC
+port the tests read from the broker's log, and the official 5.x Python client
+(``rocketmq-python-client``), installed on first use into a cache outside the repository
+and run as a child process (see ``py5_client.py`` for why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from aiorocketmq.broker.grpc import messaging_pb2_grpc as pb_grpc
+from tests.cluster import Cluster
+
+HERE = Path(__file__).resolve().parent
+PY5_CLIENT = "rocketmq-python-client==5.1.2"
+CACHE = Path(os.environ.get("AIOROCKETMQ_INTEROP_CACHE", Path.home() / ".cache" / "aiorocketmq-interop"))
+PY5_DIR = CACHE / "rocketmq-python-client-5.1.2"
+NODE5_CLIENT = "rocketmq-client-nodejs@1.0.8"
+NODE5_DIR = CACHE / "rocketmq-client-nodejs-1.0.8"
+GRPC_PORT = r"gRPC endpoint for 5.x clients on \S+ port (\d+)"
+
+
+@contextlib.contextmanager
+def _cache_lock() -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".py5.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def install_py5_client() -> Path:
+    """``rocketmq-python-client`` and its dependencies in a directory of their own."""
+    done = PY5_DIR / ".installed"
+    with _cache_lock():
+        if not done.exists():
+            staging = PY5_DIR.with_name(PY5_DIR.name + ".tmp")
+            subprocess.run(["rm", "-rf", str(staging), str(PY5_DIR)], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(staging), PY5_CLIENT],
+                check=True,
+            )
+            staging.rename(PY5_DIR)
+            done.touch()
+    return PY5_DIR
+
+
+def install_node5_client() -> Path:
+    """``rocketmq-client-nodejs`` from npm, in a directory of its own; its node_modules."""
+    done = NODE5_DIR / ".installed"
+    with _cache_lock():
+        if not done.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("the Node.js client tests need `npm` (Debian: apt-get install npm)")
+            NODE5_DIR.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                    "--prefix",
+                    str(NODE5_DIR),
+                    NODE5_CLIENT,
+                ],
+                check=True,
+            )
+            done.touch()
+    return NODE5_DIR / "node_modules"
+
+
+@dataclass
+class Grpc5:
+    """A broker serving 5.x clients, and how to drive the official client against it."""
+
+    cluster: Cluster
+    port: int
+    client_path: Path
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def run(self, scenario: str, timeout: float = 90.0, **args: Any) -> dict[str, Any]:
+        """Run one scenario of ``py5_client.py``; what it printed."""
+        args.setdefault("endpoint", self.endpoint)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(HERE / "py5_client.py"),
+            scenario,
+            json.dumps(args),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(self.client_path)},
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            proc.kill()
+            out, _ = await proc.communicate()
+            raise AssertionError(
+                f"{scenario} did not finish in {timeout}s:\n{out.decode(errors='replace')}"
+            ) from None
+        text = out.decode(errors="replace")
+        for line in text.splitlines():
+            if line.startswith("RESULT "):
+                result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+                return result
+        raise AssertionError(f"{scenario} exited with {proc.returncode} and no result:\n{text}")
+
+
+async def start_grpc_broker(cluster: Cluster, name: str = "broker-a", **overrides: Any) -> int:
+    broker = await cluster.start_broker(name, enableGrpcServer="true", **overrides)
+    assert broker.process is not None
+    line = await broker.process.wait_for_line(GRPC_PORT)
+    match = re.search(GRPC_PORT, line)
+    assert match is not None
+    return int(match.group(1))
+
+
+@pytest_asyncio.fixture(scope="package", loop_scope="package")
+async def grpc5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Grpc5]:
+    path = await asyncio.to_thread(install_py5_client)
+    # One broker for every module of this package (tests use unique names): each start costs seconds.
+    cluster = Cluster(tmp_path_factory.mktemp("grpc5"))
+    await cluster.start_namesrv()
+    try:
+        port = await start_grpc_broker(
+            cluster, transactionCheckInterval=1000, transactionTimeOut=1000, autoCreateTopicEnable="true"
+        )
+        yield Grpc5(cluster, port, path)
+    finally:
+        await cluster.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="package")
+async def stub(grpc5: Grpc5) -> AsyncIterator[pb_grpc.MessagingServiceStub]:
+    """Our own generated client stub on the broker's gRPC port (for what the official client
+    never sends: malformed requests, the pull RPCs, server-initiated commands)."""
+    async with grpc.aio.insecure_channel(grpc5.endpoint) as channel:
+        yield pb_grpc.MessagingServiceStub(channel)
