@@ -4,6 +4,7 @@ transactional messages with bodies, tags, keys and properties intact."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
@@ -44,7 +45,7 @@ async def create_topic(grpc5: Grpc5, topic: str, queues: int = 4) -> None:
 async def test_normal_fifo_and_timer_messages_reach_a_4x_consumer_intact(grpc5: Grpc5) -> None:
     topic = unique("Py5Send")
     await create_topic(grpc5, topic)
-    deliver_at = int(time.time() * 1000) + 2000
+    deliver_at = int(time.time() * 1000) + 5000
     messages = [
         {
             "topic": topic,
@@ -61,7 +62,15 @@ async def test_normal_fifo_and_timer_messages_reach_a_4x_consumer_intact(grpc5: 
     assert len(result["receipts"]) == len(messages)
     assert all(r["message_id"] for r in result["receipts"])
 
+    # The timer message is parked until its time (whole seconds: what the client sends).
+    deliver_ms = deliver_at // 1000 * 1000
     stored = await read_all(grpc5, topic)
+    if time.time() * 1000 < deliver_ms:
+        assert "later" not in {m.body.decode() for m in stored}
+    while "later" not in {m.body.decode() for m in stored}:
+        assert time.time() * 1000 < deliver_ms + 10_000, "the timer message was never released"
+        await asyncio.sleep(0.1)
+        stored = await read_all(grpc5, topic)
     by_body = {m.body.decode(): m for m in stored}
     assert set(by_body) == {m["body"] for m in messages}
     plain = by_body["plain"]
@@ -75,8 +84,10 @@ async def test_normal_fifo_and_timer_messages_reach_a_4x_consumer_intact(grpc5: 
     assert len({m.queue_id for m in fifo}) == 1
     assert [m.body for m in fifo] == [f"fifo-{i}".encode() for i in range(6)]
     assert {m.properties["__SHARDINGKEY"] for m in fifo} == {"order-7"}
-    # The delivery time travels as TIMER_DELIVER_MS (whole seconds: what the client sends).
-    assert by_body["later"].properties["TIMER_DELIVER_MS"] == str(deliver_at // 1000 * 1000)
+    # The delivery time travels as TIMER_DELIVER_MS, and the message is released no earlier.
+    later = by_body["later"]
+    assert later.properties["TIMER_DELIVER_MS"] == str(deliver_ms)
+    assert later.store_timestamp >= deliver_ms
 
 
 async def test_transactions_commit_rollback_and_recovery_by_check(grpc5: Grpc5) -> None:
