@@ -74,6 +74,11 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     #: Store replies (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester.
     store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
+    #: The address slaves reach the HA port at (``haServerAddr``); ``brokerIP1`` when unset.
+    broker_ip2: str | None = Field(None, alias="brokerIP2")
+    #: Let the master steer slow consumers to a slave (``suggestWhichBrokerId``), and let a
+    #: slave answer pulls as a master would.
+    slave_read_enable: bool = Field(False, alias="slaveReadEnable")
 
     @field_validator("message_delay_level")
     @classmethod
@@ -101,8 +106,13 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
         return f"{self.broker_ip1}:{self.listen_port}"
 
     @property
+    def ha_listen_port(self) -> int:
+        """The HA port: always ``listenPort + 1``, as RocketMQ's start-up sets it."""
+        return self.listen_port + 1
+
+    @property
     def ha_server_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.listen_port + 1}"
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_listen_port}"
 
     @property
     def namesrv_addrs(self) -> list[str]:

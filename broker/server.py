@@ -31,6 +31,7 @@ from .config_files import Saver
 from .delay import DelayService
 from .delay_levels import DelayLevels
 from .groups import GroupTable
+from .ha import HighAvailability
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
@@ -136,7 +137,19 @@ class Broker:
         self.transactions = TransactionService(
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
-        self.registration = NameServerRegistration(config, topics.wrapper)
+        self.ha = HighAvailability(
+            config,
+            store_config,
+            store,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            delay=self.delay,
+            topics_changed=self._topics_changed,
+            groups_changed=lambda: self._group_saver.request(),
+            delay_changed=self.delay.save_soon,
+        )
+        self.registration = NameServerRegistration(config, topics.wrapper, self.ha.registered)
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
@@ -244,8 +257,10 @@ class Broker:
                 log.warning(
                     "cannot serve metrics on port %d: %s", self.config.metrics_prom_exporter_port, exc
                 )
-        self.delay.start()
-        self.transactions.start()
+        if not self.ha.is_slave:  # a slave neither delivers delayed messages nor checks back
+            self.delay.start()
+            self.transactions.start()
+        await self.ha.start(host)
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
@@ -277,6 +292,7 @@ class Broker:
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
+            ("stop replication", self.ha.stop),
             ("close client connections", self.server.close),
             ("stop background tasks", self._stop_tasks),
             ("stop delayed delivery", self.delay.stop),
@@ -405,4 +421,5 @@ class Broker:
             "putMessageAverageSize": str(
                 sum(stats.put_bytes.values()) / stats.total_put if stats.total_put else 0.0
             ),
+            **self.ha.runtime_info(),
         }
