@@ -55,6 +55,8 @@ class ReplicationSlave:
         self._writer: asyncio.StreamWriter | None = None
         self._last_write = 0.0
         self._last_read = 0.0
+        #: The current link appended something (a link that did not is retried slowly).
+        self._made_progress = False
 
     def update_master_address(self, address: str | None) -> None:
         """The name server's ``haServerAddr`` of the master (ignored with ``haMasterAddress``).
@@ -118,7 +120,6 @@ class ReplicationSlave:
                 if not data:
                     return
                 self._last_read = time.monotonic()
-                self._made_progress = True
                 before = store.commit_log_max_offset
                 for offset, body in frames.feed(data):
                     local = store.commit_log_max_offset
@@ -135,6 +136,7 @@ class ReplicationSlave:
                             self.diverged += 1
                             raise ValueError(f"refusing the master's log: {exc}") from None
                         self.bytes_received += len(body)
+                        self._made_progress = True
                 after = store.commit_log_max_offset
                 if after > before:
                     self._report(after)
@@ -174,4 +176,5 @@ class ReplicationSlave:
             "haBytesReceived": str(self.bytes_received),
             "haLastError": self.last_error,
             "haDivergedRefusals": str(self.diverged),
+            "haConnects": str(self.connects),
         }

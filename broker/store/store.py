@@ -693,11 +693,22 @@ class MessageStore:
             raise StoreError("the message store is not running")
         commit_log = self.commit_log
         was_empty = not commit_log.queue.files
+        reput = self.reput_offset
         commit_log.append_raw(offset, data)
         if was_empty:
             self.reput_offset = offset
+        try:
+            dispatched = self.dispatch_replicated()
+        except ValueError:
+            # Not this log's continuation: take the bytes back, so the slave keeps reporting
+            # its true end (and a restart finds no foreign bytes).
+            for mapped in commit_log.queue.truncate(offset):
+                mapped.destroy()
+            self.reput_offset = reput
+            raise
+        if was_empty:
             log.info("replica: the commit log starts at the master's offset %d", offset)
-        return self.dispatch_replicated()
+        return dispatched
 
     def dispatch_replicated(self) -> int:
         """Dispatch the complete records between ``reput_offset`` and the end of the log."""

@@ -142,3 +142,86 @@ async def test_a_stalled_slave_times_sends_out_without_blocking_others(cluster: 
 
 async def has_slaves(port: int, count: int = 1) -> bool:
     return await slaves_connected(port) == count
+
+
+async def test_a_cut_link_resumes_at_the_slaves_offset(cluster: Cluster) -> None:
+    with held_port_pair() as port:
+        master = await cluster.start_broker("broker-a", listenPort=port, brokerRole="ASYNC_MASTER")
+    proxy = FaultProxy("127.0.0.1", master.port + 1)
+    await proxy.start()
+    with held_port_pair() as port:
+        slave = await cluster.start_broker(
+            "broker-a-slave",
+            listenPort=port,
+            brokerName="broker-a",
+            brokerId=1,
+            brokerRole="SLAVE",
+            haMasterAddress=proxy.addr,
+        )
+    await wait_until(lambda: has_slaves(master.port), 30)
+    conn = await open_conn(master.port)
+    try:
+        for i in range(300):
+            assert (await send(conn, TOPIC, f"c{i}".encode() * 40, queue_id=i % 4)).code == 0
+            if i % 60 == 59:
+                proxy.cut()  # mid-stream: frames in flight are lost with the connection
+
+        async def caught_up() -> bool:
+            m, s = await runtime_info(master.port), await runtime_info(slave.port)
+            return m["commitLogMaxOffset"] == s["commitLogMaxOffset"] and m["commitLogDiff"] == "0"
+
+        await wait_until(caught_up, 30)
+        info = await runtime_info(slave.port)
+        assert int(info["haConnects"]) >= 2 and info["haDivergedRefusals"] == "0"
+        slave_conn = await open_conn(slave.port)
+        try:
+
+            async def slave_serves_all() -> bool:
+                got = [m.body for q in range(4) for m in await pull_all(slave_conn, TOPIC, q)]
+                return sorted(got) == sorted(f"c{i}".encode() * 40 for i in range(300))
+
+            await wait_until(slave_serves_all, 20)
+        finally:
+            slave_conn.close()
+    finally:
+        conn.close()
+        await proxy.close()
+
+
+async def test_a_slave_ahead_of_its_master_is_refused_and_reported(cluster: Cluster) -> None:
+    # A store that once belonged to another master, with more log than this master has.
+    with held_port_pair() as port:
+        other = await cluster.start_broker("broker-x", listenPort=port)
+    conn = await open_conn(other.port)
+    try:
+        for _ in range(20):
+            assert (await send(conn, TOPIC, b"elsewhere" * 50)).code == 0
+    finally:
+        conn.close()
+    await cluster.stop_broker("broker-x")
+    with held_port_pair() as port:
+        master = await cluster.start_broker("broker-a", listenPort=port, brokerRole="ASYNC_MASTER")
+    conn = await open_conn(master.port)
+    try:
+        assert (await send(conn, TOPIC, b"here")).code == 0
+    finally:
+        conn.close()
+    with held_port_pair() as port:
+        await cluster.start_broker(
+            "broker-x",
+            listenPort=port,
+            brokerName="broker-a",
+            brokerId=1,
+            brokerRole="SLAVE",
+            haMasterAddress=f"127.0.0.1:{master.port + 1}",
+        )
+
+    async def refused() -> bool:
+        return int((await runtime_info(master.port)).get("haSlavesRefused", "0")) >= 1
+
+    await wait_until(refused, 20)
+    log = cluster.brokers["broker-a"].process
+    assert log is not None
+    await log.wait_for_line("its log has diverged from the master's", 5)
+    ahead = int((await runtime_info(cluster.brokers["broker-x"].port))["commitLogMaxOffset"])
+    assert ahead > int((await runtime_info(master.port))["commitLogMaxOffset"])
