@@ -224,6 +224,7 @@ class Broker:
             limits=config.connection_limits(),
         )
         self.metrics.connections_dropped = lambda: self.server.dropped
+        self.metrics.slave_lag = self.ha.slave_lag
         self._tasks: list[asyncio.Task[None]] = []
         self._store_started = False
         self._stopped = False

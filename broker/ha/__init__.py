@@ -111,6 +111,12 @@ class HighAvailability:
         if self.sync is not None and response.master_addr:
             self.sync.master_addr = response.master_addr
 
+    def slave_lag(self) -> list[tuple[str, int]]:
+        """Each connected slave's address and lag in bytes (a master; empty on a slave)."""
+        if self.master is None:
+            return []
+        return [(s["address"], int(s["lagBytes"])) for s in self.master.slaves()]
+
     def runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds about replication (``brokerStatus`` shows it)."""
         info = {"brokerRole": self.role.value}

@@ -9,6 +9,7 @@ at all makes them answer SLAVE_NOT_AVAILABLE at once.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from aiorocketmq.protocol.transport import Connection, connect
 from tests.broker.requests import call, max_offset, pull_all, send
 from tests.cluster import Cluster
 from tests.reliability.faults import FaultProxy
-from tests.support import wait_until
+from tests.support import held_port, wait_until
+from tests.tools.conftest import mqadmin
 
 from .support import held_port_pair, runtime_info, slaves_connected, start_pair
 
@@ -42,8 +44,19 @@ async def open_conn(port: int) -> Connection:
     return await connect("127.0.0.1", port, timeout=5.0)
 
 
+async def scrape(port: int) -> str:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = await reader.read()
+    writer.close()
+    return data.decode()
+
+
 async def test_a_sync_master_acks_what_its_slave_holds(cluster: Cluster) -> None:
-    master, slave = await start_pair(cluster)
+    with held_port() as metrics_port:
+        master, slave = await start_pair(
+            cluster, master={"metricsPromExporterEnable": "true", "metricsPromExporterPort": metrics_port}
+        )
     await wait_until(lambda: has_slaves(master.port), 30)
     conn = await open_conn(master.port)
     slave_conn = await open_conn(slave.port)
@@ -86,6 +99,17 @@ async def test_a_sync_master_acks_what_its_slave_holds(cluster: Cluster) -> None
             ns.close()
         slave_info = await runtime_info(slave.port)
         assert slave_info["brokerRole"] == "SLAVE" and slave_info["haConnected"] == "true"
+
+        # Operators see the slave and its lag: mqadmin, runtime info, the exporter's gauge.
+        listed = await mqadmin("clusterList", "-n", cluster.namesrv_addr)
+        assert listed.code == 0, listed.err
+        header, *rows = listed.lines
+        assert header.split()[-1] == "#Behind"
+        assert sorted((row.split()[2], row.split()[-1]) for row in rows) == [("0", "-"), ("1", "0")]
+        status = await mqadmin("brokerStatus", "-n", cluster.namesrv_addr, "-b", master.addr)
+        assert "haConnectionCount" in status.out and "lagBytes=0" in status.out
+        metrics = await scrape(metrics_port)
+        assert re.search(r'rocketmq_broker_commitlog_diff\{[^}]*brokerIP="127.0.0.1:\d+"[^}]*\} 0', metrics)
     finally:
         conn.close()
         slave_conn.close()
