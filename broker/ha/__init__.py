@@ -85,7 +85,16 @@ class HighAvailability:
         """Open the HA port (master) or start copying (slave); the store must be running."""
         if self.master is not None:
             self.store.add_arrival_listener(self.master.wake)
-            await self.master.start(host, self.config.ha_listen_port)
+            try:
+                await self.master.start(host, self.config.ha_listen_port)
+            except OSError as exc:
+                # Like the VIP port: the broker serves clients all the same, but say loudly
+                # that no slave can copy from it (a SYNC_MASTER answers SLAVE_NOT_AVAILABLE).
+                log.error(
+                    "cannot open the HA port %d (listenPort + 1): %s; no slave can replicate from this broker",
+                    self.config.ha_listen_port,
+                    exc,
+                )
         if self.slave is not None:
             self.slave.start()
         if self.sync is not None:
