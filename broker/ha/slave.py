@@ -113,6 +113,7 @@ class ReplicationSlave:
         self._last_read = time.monotonic()
         self._report(store.commit_log_max_offset)
         heartbeat = asyncio.ensure_future(self._heartbeat())
+        junction_checked = False
         frames = FrameReader(max_body=max(self.config.ha_transfer_batch_size, 1 << 20) * 64)
         try:
             while True:
@@ -121,6 +122,11 @@ class ReplicationSlave:
                     return
                 self._last_read = time.monotonic()
                 before = store.commit_log_max_offset
+                # Where this link joins the local log is checked record by record before
+                # anything is acknowledged; after that the master's stream continues itself,
+                # so the ack goes first and the consume queues are built after it, as
+                # RocketMQ's slave acks what is in its commit log (page cache).
+                checked = junction_checked
                 for offset, body in frames.feed(data):
                     local = store.commit_log_max_offset
                     if local != 0 and local != offset:
@@ -131,7 +137,9 @@ class ReplicationSlave:
                         )
                     if body:
                         try:
-                            store.append_replicated(offset, body)
+                            store.append_replicated(offset, body, dispatch=not checked)
+                            if store.reput_offset > offset:
+                                junction_checked = True
                         except ValueError as exc:
                             self.diverged += 1
                             raise ValueError(f"refusing the master's log: {exc}") from None
@@ -140,6 +148,12 @@ class ReplicationSlave:
                 after = store.commit_log_max_offset
                 if after > before:
                     self._report(after)
+                    if checked:
+                        try:
+                            store.dispatch_replicated()
+                        except ValueError as exc:
+                            self.diverged += 1
+                            raise ValueError(f"refusing the master's log: {exc}") from None
         finally:
             await cancel_and_wait(heartbeat)
             writer.transport.abort()

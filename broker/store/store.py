@@ -684,34 +684,34 @@ class MessageStore:
 
     # -- replication (slave) -------------------------------------------------------------------
 
-    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+    def append_replicated(self, offset: int, data: bytes | memoryview, *, dispatch: bool = True) -> int:
         """A slave: write the master's commit-log bytes at ``offset`` (the end of this log) and
-        build the consume-queue and index entries of every record they complete; returns how
-        many. ValueError when ``offset`` is not where this log ends or the bytes are not
-        records where records must start (the logs diverged); DiskFullError when no file fits."""
+        (unless told not to: :meth:`dispatch_replicated` later) build the consume-queue and
+        index entries of every record they complete; returns how many. ValueError when
+        ``offset`` is not where this log ends or the bytes are not records where records must
+        start (the logs diverged); DiskFullError when no file fits."""
         if not self._running:
             raise StoreError("the message store is not running")
         commit_log = self.commit_log
         was_empty = not commit_log.queue.files
-        reput = self.reput_offset
         commit_log.append_raw(offset, data)
         if was_empty:
             self.reput_offset = offset
-        try:
-            dispatched = self.dispatch_replicated()
-        except ValueError:
-            # Not this log's continuation: take the bytes back, so the slave keeps reporting
-            # its true end (and a restart finds no foreign bytes).
-            for mapped in commit_log.queue.truncate(offset):
-                mapped.destroy()
-            self.reput_offset = reput
-            raise
-        if was_empty:
             log.info("replica: the commit log starts at the master's offset %d", offset)
-        return dispatched
+        return self.dispatch_replicated() if dispatch else 0
 
     def dispatch_replicated(self) -> int:
-        """Dispatch the complete records between ``reput_offset`` and the end of the log."""
+        """Dispatch the complete records between ``reput_offset`` and the end of the log.
+        Bytes that are not records where one must start are taken back (the log ends at the
+        last good record again, so the slave reports its true end) and raise ValueError."""
+        try:
+            return self._dispatch_replicated()
+        except ValueError:
+            for mapped in self.commit_log.queue.truncate(self.reput_offset):
+                mapped.destroy()
+            raise
+
+    def _dispatch_replicated(self) -> int:
         commit_log = self.commit_log
         dispatched = 0
         while True:
@@ -725,12 +725,16 @@ class MessageStore:
                     raise ValueError(f"invalid record at commit-log offset {mapped.start + end}")
                 self.dispatch_recovered(records)
                 if self._listeners:
-                    # Pulls held on the slave wake as they would on a master.
-                    for _o, _s, topic, queue_id, queue_offset, sys_flag, stamp, text in records:
-                        tx = sys_flag & _TX_MASK
+                    # Pulls held on the slave wake once per queue and run (RocketMQ's slave
+                    # wakes none; a held pull filtering other tags waits for its recheck).
+                    last: dict[tuple[str, int], ScannedRecord] = {}
+                    for record in records:
+                        tx = record[5] & _TX_MASK
                         if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
-                            code = self._recovered_tags_code(topic, stamp, decode_properties(text))
-                            self._notify(topic, queue_id, ((queue_offset + 1, code),))
+                            last[(record[2], record[3])] = record
+                    for (topic, queue_id), record in last.items():
+                        code = self._recovered_tags_code(topic, record[6], decode_properties(record[7]))
+                        self._notify(topic, queue_id, ((record[4] + 1, code),))
                 dispatched += count
                 self.reput_offset = mapped.start + end
             if file_ended:
