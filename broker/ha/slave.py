@@ -3,7 +3,7 @@ log's end, append what the master streams at exactly that offset, and let the st
 consume queues and index from the appended records.
 
 The master's HA address is ``haMasterAddress`` when set, else what the name server answers to
-this broker's registration. A failed connect is retried every 5 s (RocketMQ's pace); a broken
+this broker's registration. A failed connect is retried every second (RocketMQ waits 5 s); a broken
 connection is replaced at once. A frame that does not start where the local log ends, or bytes
 that are not records where records must start, mean the two logs have diverged: the slave
 refuses them, says so, and reconnects (the master then resends from the slave's true end).
@@ -26,8 +26,9 @@ from .wire import FrameReader, encode_offset
 
 log = logging.getLogger(__name__)
 
-#: Wait between failed connection attempts (RocketMQ's HAClient waits 5 s).
-RETRY_SECONDS = 5.0
+#: Wait between failed connection attempts (RocketMQ's HAClient waits 5 s; a slave back
+#: within a second of its master matters more than a connect attempt a second).
+RETRY_SECONDS = 1.0
 CONNECT_TIMEOUT = 3.0
 
 
