@@ -6,6 +6,7 @@ commit log byte for byte and serves its messages."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from aiorocketmq.protocol.transport import Connection, connect
 from tests.broker.ha.support import held_port_pair, runtime_info
 from tests.broker.requests import call, pull_all, send
 from tests.cluster import Cluster
-from tests.interop.harness import ApacheBroker, ApacheNamesrv, Toolchain
+from tests.interop.harness import ApacheBroker, ApacheNamesrv, Toolchain, body, run_program, sha256
 from tests.support import wait_until
 
 TOPIC = "HaInterop"
@@ -131,3 +132,58 @@ async def test_an_apache_master_feeds_our_slave(java_toolchain: Toolchain, tmp_p
         if master is not None:
             await asyncio.to_thread(master.stop)
         await asyncio.to_thread(namesrv.stop)
+
+
+@pytest.mark.timeout(600)
+async def test_the_java_consumer_reads_from_our_slave_while_the_master_is_down(
+    java_toolchain: Toolchain, tmp_path: Path
+) -> None:
+    ours = Cluster(tmp_path / "ours")
+    prefix = f"JHA{os.getpid()}"
+    topic = f"{prefix}_fromslave"
+    try:
+        await ours.start_namesrv()
+        with held_port_pair() as port:
+            master = await ours.start_broker("broker-a", listenPort=port, brokerRole="SYNC_MASTER")
+        with held_port_pair() as port:
+            slave = await ours.start_broker(
+                "broker-a-slave", listenPort=port, brokerName="broker-a", brokerId=1, brokerRole="SLAVE"
+            )
+
+        async def connected() -> bool:
+            return (await runtime_info(master.port)).get("haConnectionCount") == "1"
+
+        await wait_until(connected, 60)
+        conn = await open_conn(master.addr)
+        try:
+            for i in range(16):
+                sent = await send(conn, topic, body("fromslave", i, 100), queue_id=i % 4)
+                assert sent.code == ResponseCode.SUCCESS, sent
+        finally:
+            conn.close()
+
+        async def slave_serves() -> bool:
+            slave_conn = await open_conn(slave.addr)
+            try:
+                return len(await pull_all(slave_conn, topic, 0)) == 4
+            finally:
+                slave_conn.close()
+
+        await wait_until(slave_serves, 30)
+        await ours.kill_broker("broker-a")
+        home = tmp_path / "java"
+        command = java_toolchain.java_command(
+            "interop.Scenarios",
+            [f"namesrv={ours.namesrv_addr}", f"prefix={prefix}", "scenarios=fromslave", "timeout=60"],
+            {
+                "user.home": str(home),
+                "rocketmq.client.logRoot": str(home / "logs"),
+                "rocketmq.client.localOffsetStoreDir": str(home / "offsets"),
+            },
+        )
+        run = await asyncio.to_thread(run_program, command, cwd=home, timeout=300, mkdir=True)
+        assert run.ended("fromslave")["ok"], run.describe()
+        got = {record["bodySha"] for record in run.of("fromslave", "recv")}
+        assert got == {sha256(body("fromslave", i, 100)) for i in range(16)}
+    finally:
+        await ours.stop()
