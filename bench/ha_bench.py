@@ -10,7 +10,10 @@ Starts real processes (a name server, a master and its slave), then:
   all of it), then an empty slave started against it; reports the time until the slave's
   commit log ends where the master's does, as MB/s.
 
-Run: ``.venv/bin/python -m bench.ha_bench [--seconds 8] [--catch-up-mib 256]``.
+* **apache** (``--apache``): the same send load against Apache RocketMQ 4.9.7's own
+  SYNC_MASTER pair, started by the interop harness (needs Java and Maven).
+
+Run: ``.venv/bin/python -m bench.ha_bench [--seconds 8] [--catch-up-mib 256] [--apache]``.
 """
 
 from __future__ import annotations
@@ -105,6 +108,43 @@ async def send_bench(args: argparse.Namespace, body: bytes) -> None:
         print(f"SYNC/ASYNC TPS with {writers} writers: {ratio:.0%}")
 
 
+async def apache_bench(args: argparse.Namespace, body: bytes) -> None:
+    """The same load against Apache RocketMQ 4.9.7's own SYNC_MASTER pair (the interop harness
+    starts it), for a side-by-side figure."""
+    from tests.interop.harness import ApacheBroker, ApacheNamesrv, build_java_only
+
+    toolchain = await asyncio.to_thread(build_java_only)
+    root = Path(tempfile.mkdtemp(prefix="ha-bench-apache-"))
+    namesrv = ApacheNamesrv(toolchain, root / "namesrv")
+    brokers: list[ApacheBroker] = []
+    try:
+        await asyncio.to_thread(namesrv.start)
+        for broker_id, role in ((0, "SYNC_MASTER"), (1, "SLAVE")):
+            broker = ApacheBroker(
+                toolchain,
+                root / f"broker-{broker_id}",
+                namesrv.addr,
+                name="apache-a",
+                overrides={"brokerId": broker_id, "brokerRole": role},
+            )
+            await asyncio.to_thread(broker.start)
+            brokers.append(broker)
+        await asyncio.sleep(6)  # Apache's slave reports its offset after haSendHeartbeatInterval
+        await send_load(brokers[0].port, 8, 2.0, body)
+        for writers in (16, 64):
+            figures = await send_load(brokers[0].port, writers, args.seconds, body)
+            print(
+                f"Apache SYNC_MASTER {writers:>2} writers: {figures['tps']:8.0f} msg/s  "
+                f"p50 {figures['p50_ms']:6.2f} ms  p99 {figures['p99_ms']:6.2f} ms  "
+                f"not acked {figures['failures']:.0f}",
+                flush=True,
+            )
+    finally:
+        for broker in reversed(brokers):
+            await asyncio.to_thread(broker.stop)
+        await asyncio.to_thread(namesrv.stop)
+
+
 async def catch_up_bench(args: argparse.Namespace, body: bytes) -> None:
     root = Path(tempfile.mkdtemp(prefix="ha-bench-catchup-"))
     cluster = Cluster(root)
@@ -177,6 +217,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     if not args.skip_send:
         await send_bench(args, body)
+    if args.apache:
+        await apache_bench(args, body)
     if args.catch_up_mib:
         await catch_up_bench(args, body)
 
@@ -186,4 +228,5 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--catch-up-mib", type=int, default=256)
     parser.add_argument("--skip-send", action="store_true")
+    parser.add_argument("--apache", action="store_true", help="also an Apache 4.9.7 SYNC_MASTER pair (Java)")
     asyncio.run(main(parser.parse_args()))
