@@ -201,7 +201,7 @@ async def catch_up_bench(args: argparse.Namespace, body: bytes) -> None:
         done = time.monotonic()
         print(
             f"empty slave caught up {end / 2**20:.0f} MiB: {end / 1e6 / (done - began):.1f} MB/s while "
-            f"copying ({done - began:.1f}s); {done - started:.1f}s including the slave's start-up",
+            f"copying ({done - began:.1f}s); {done - started:.1f}s from the slave process being ready",
             flush=True,
         )
     finally:

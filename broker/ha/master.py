@@ -84,9 +84,10 @@ class ReplicationMaster:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for link in list(self.links):
+        links = list(self.links)
+        for link in links:
             self._drop(link, "master shutting down")
-        await cancel_and_wait(*(task for link in list(self.links) for task in link.tasks))
+        await cancel_and_wait(*(task for link in links for task in link.tasks))
         for _, _, future in self._waiters:
             if not future.done():
                 future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)

@@ -369,6 +369,8 @@ OUR_OWN_BROKER_KEYS = {
     "serverFrameMaxBytes",
     "serverFrameReadTimeoutMillis",
     "serverMaxConnectionsPerAddress",
+    # null by default in Apache, whose config listing leaves null keys out (ours prints "key=")
+    "haMasterAddress",
 }
 
 
