@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from aiorocketmq.protocol.body import TopicRouteData
+from aiorocketmq.protocol.body import (
+    DelayOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicRouteData,
+)
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.transport import Connection, connect
 from tests.broker.requests import call, max_offset, pull_all, send
@@ -61,6 +66,9 @@ async def test_a_sync_master_acks_what_its_slave_holds(cluster: Cluster) -> None
     conn = await open_conn(master.port)
     slave_conn = await open_conn(slave.port)
     try:
+        group = SubscriptionGroupConfig(group_name="HaGroup", retry_max_times=7)
+        created = await call(conn, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group.encode())
+        assert created.code == ResponseCode.SUCCESS
         for i in range(40):
             response = await send(conn, TOPIC, f"m{i}".encode(), queue_id=i % 4)
             assert response.code == ResponseCode.SUCCESS, response
@@ -84,6 +92,12 @@ async def test_a_sync_master_acks_what_its_slave_holds(cluster: Cluster) -> None
 
         await wait_until(slave_serves_all, 20)
         assert await max_offset(slave_conn, TOPIC, 1) == 10
+        # The same sync round copied the master's groups and delay offsets.
+        groups = await call(slave_conn, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        table = SubscriptionGroupWrapper.decode(groups.body).subscription_group_table
+        assert table["HaGroup"].retry_max_times == 7
+        delays = [(await call(c, RequestCode.GET_ALL_DELAY_OFFSET)).body for c in (conn, slave_conn)]
+        assert DelayOffsetTable.decode(delays[0]) == DelayOffsetTable.decode(delays[1])
         refused = await send(slave_conn, TOPIC, b"to the slave")
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "slave" in (refused.remark or "")
