@@ -84,6 +84,11 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     #: the broker process as the proxy's "local" mode does.
     enable_grpc_server: bool = Field(True, alias="enableGrpcServer")
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
+    #: The address slaves reach the HA port at (``haServerAddr``); ``brokerIP1`` when unset.
+    broker_ip2: str | None = Field(None, alias="brokerIP2")
+    #: Let the master steer slow consumers to a slave (``suggestWhichBrokerId``), and let a
+    #: slave answer pulls as a master would.
+    slave_read_enable: bool = Field(False, alias="slaveReadEnable")
 
     @field_validator("message_delay_level")
     @classmethod
@@ -111,8 +116,13 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
         return f"{self.broker_ip1}:{self.listen_port}"
 
     @property
+    def ha_listen_port(self) -> int:
+        """The HA port: always ``listenPort + 1``, as RocketMQ's start-up sets it."""
+        return self.listen_port + 1
+
+    @property
     def ha_server_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.listen_port + 1}"
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_listen_port}"
 
     @property
     def namesrv_addrs(self) -> list[str]:

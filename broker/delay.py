@@ -68,6 +68,10 @@ class DelayService:
         """Write ``delayOffset.json`` now."""
         await self._saver.flush()
 
+    def save_soon(self) -> None:
+        """Write ``delayOffset.json`` in the background (a slave adopted its master's offsets)."""
+        self._saver.request()
+
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
         if topic == SCHEDULE_TOPIC and 0 <= queue_id < len(self._wakeups):
             self._wakeups[queue_id].set()

@@ -67,6 +67,8 @@ class MetricsExporter:
         self.store = store
         #: Set by the broker once its server exists: connections dropped over a limit.
         self.connections_dropped: Callable[[], int] = lambda: 0
+        #: Set by the broker: each connected slave's address and how many bytes it lags.
+        self.slave_lag: Callable[[], list[tuple[str, int]]] = list
         self.topics = topics
         self.offsets = offsets
         self.clients = clients
@@ -126,7 +128,15 @@ class MetricsExporter:
         self._groups(out)
         self._latency(out, base_labels)
         self._reliability(out, base_labels)
+        self._replication(out, base_labels)
         return out.text()
+
+    def _replication(self, out: _Text, labels: dict[str, str]) -> None:
+        """rocketmq-exporter's gauge: how far each slave of this master is behind, in bytes."""
+        name = "rocketmq_broker_commitlog_diff"
+        out.header(name, "gauge", "brokerCommitLogDiffGauge")
+        for address, lag in self.slave_lag():
+            out.sample(name, {**labels, "brokerIP": address}, lag)
 
     def _reliability(self, out: _Text, labels: dict[str, str]) -> None:
         """Disk-full refusals, messages retention took before they were consumed, and peers

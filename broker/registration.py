@@ -20,7 +20,11 @@ from aiorocketmq.protocol.body import RegisterBrokerBody, TopicConfigSerializeWr
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MQError
-from aiorocketmq.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from aiorocketmq.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
 from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 from aiorocketmq.protocol.message import split_address
 from aiorocketmq.protocol.transport import Connection, connect
@@ -37,10 +41,17 @@ RECONNECT_MAX = 0.5
 
 
 class NameServerRegistration:
-    def __init__(self, config: BrokerConfig, topics: Callable[[], TopicConfigSerializeWrapper]) -> None:
-        """``topics()`` is the topic table as each registration carries it."""
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: Callable[[], TopicConfigSerializeWrapper],
+        on_registered: Callable[[RegisterBrokerResponseHeader], None] | None = None,
+    ) -> None:
+        """``topics()`` is the topic table as each registration carries it; ``on_registered``
+        gets each name server's answer (a slave learns its master's addresses from it)."""
         self.config = config
         self.topics = topics
+        self.on_registered = on_registered
         #: TLS towards the name servers when ``tls.enable=true`` (RocketMQ's client-side key).
         self._ssl = config.client_ssl_context()
         self._conns: dict[str, Connection] = {}
@@ -178,6 +189,11 @@ class NameServerRegistration:
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused the registration: %s", address, response.remark)
             return False
+        if self.on_registered is not None:
+            try:
+                self.on_registered(RegisterBrokerResponseHeader.from_fields(response.ext_fields or {}))
+            except Exception:
+                log.exception("cannot use name server %s's answer to the registration", address)
         if address in self._registered:
             log.debug("registered with name server %s", address)
         else:

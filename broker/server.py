@@ -33,6 +33,7 @@ from .delay import DelayService
 from .delay_levels import DelayLevels
 from .filters import ConsumerFilters
 from .groups import GroupTable
+from .ha import HighAvailability
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.consumer import ConsumerHandlers
@@ -152,7 +153,19 @@ class Broker:
         self.transactions = TransactionService(
             config, store=store, writer=writer, offsets=offsets, producers=clients
         )
-        self.registration = NameServerRegistration(config, topics.wrapper)
+        self.ha = HighAvailability(
+            config,
+            store_config,
+            store,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            delay=self.delay,
+            topics_changed=self._topics_changed,
+            groups_changed=lambda: self._group_saver.request(),
+            delay_changed=self.delay.save_soon,
+        )
+        self.registration = NameServerRegistration(config, topics.wrapper, self.ha.registered)
         self.pop = PopService(
             config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
         )
@@ -240,6 +253,7 @@ class Broker:
             limits=config.connection_limits(),
         )
         self.metrics.connections_dropped = lambda: self.server.dropped
+        self.metrics.slave_lag = self.ha.slave_lag
         self._tasks: list[asyncio.Task[None]] = []
         self._store_started = False
         self._stopped = False
@@ -279,10 +293,14 @@ class Broker:
                 )
         if self.grpc is not None:
             await self._start_grpc(self.grpc, host)
-        self.delay.start()
-        self.timers.start()
-        self.transactions.start()
-        self.pop.start()
+        if not self.ha.is_slave:
+            # A slave's store takes writes only from its master: it neither delivers delayed or
+            # timer messages, nor checks transactions back, nor revives POP check points.
+            self.delay.start()
+            self.timers.start()
+            self.transactions.start()
+            self.pop.start()
+        await self.ha.start(host)
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
@@ -344,6 +362,7 @@ class Broker:
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
+            ("stop replication", self.ha.stop),
             ("close client connections", self.server.close),
             ("stop the gRPC endpoint", self._stop_grpc),
             ("stop background tasks", self._stop_tasks),
@@ -481,4 +500,5 @@ class Broker:
             "putMessageAverageSize": str(
                 sum(stats.put_bytes.values()) / stats.total_put if stats.total_put else 0.0
             ),
+            **self.ha.runtime_info(),
         }

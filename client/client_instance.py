@@ -271,6 +271,9 @@ class ClientInstance:
         self.routes: dict[str, TopicRouteData] = {}
         #: broker name -> {broker id -> address}
         self.brokers: dict[str, dict[int, str]] = {}
+        #: The broker id each queue's last pull response suggested (``suggestWhichBrokerId``):
+        #: where the next pull of that queue goes, as the Java client's PullAPIWrapper keeps it.
+        self.pull_from_broker: dict[MessageQueue, int] = {}
         self.producers: dict[str, ProducerMember] = {}
         self.consumers: dict[str, ConsumerMember] = {}
         self._namesrv_index = random.randrange(len(namesrv_addrs))

@@ -124,7 +124,8 @@ class RemoteOffsetStore(_MemoryTable):
     async def read_store(self, queue: MessageQueue) -> int:
         """The broker's committed offset (cached here), ``NOT_FOUND`` or ``READ_FAILED``."""
         try:
-            addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+            # The master, or while it is away any node of the broker (the Java client's rule).
+            addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
             response = await self.instance.call(
                 addr,
                 RequestCode.QUERY_CONSUMER_OFFSET,
@@ -145,7 +146,7 @@ class RemoteOffsetStore(_MemoryTable):
         return offset
 
     async def _push(self, queue: MessageQueue, offset: int, *, wait: bool) -> None:
-        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+        addr = await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
         header = UpdateConsumerOffsetRequestHeader(
             consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
         )

@@ -53,6 +53,7 @@ _MAX_OFFSET = _R.wire("max_offset")
 _SUGGEST_BROKER_ID = _R.wire("suggest_which_broker_id")
 _STATUS: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
 _FOUND = PullStatus.FOUND
+_COMMIT_FLAG = int(PullSysFlag.COMMIT_OFFSET)
 
 
 async def pull_raw(
@@ -74,10 +75,15 @@ async def pull_raw(
     """One PULL_MESSAGE round trip to the queue's master (or ``addr``); the response as it
     came, its body the stored records (for readers that decode them their own way)."""
     if addr is None:
-        brokers = instance.brokers.get(queue.broker_name)
-        addr = brokers.get(0) if brokers else None
-    if addr is None:
-        addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
+        addr, from_slave = subscribe_address(instance, queue)
+        if addr is None:
+            await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
+            addr, from_slave = subscribe_address(instance, queue)
+        if addr is None:
+            addr = await instance.find_broker_addr(queue.broker_name, topic=queue.topic, only_this=False)
+        if from_slave:
+            # A slave keeps no progress from pulls: commit it to the master later instead.
+            sys_flag &= ~_COMMIT_FLAG
     fields = _pull_template(
         group, queue.topic, queue.queue_id, max_nums, expression, expression_type or EXPRESSION_TYPE_TAG
     ).copy()
@@ -87,6 +93,24 @@ async def pull_raw(
     fields[_SUSPEND_MILLIS] = int(suspend * 1000)
     fields[_SUB_VERSION] = sub_version
     return await instance.invoke(addr, _PULL, fields, timeout=timeout)
+
+
+def subscribe_address(instance: ClientInstance, queue: MessageQueue) -> tuple[str | None, bool]:
+    """Where a pull of ``queue`` goes, and whether that is a slave: the broker id its last
+    response suggested, else the next id, else any address of the broker (the Java client's
+    ``findBrokerAddressInSubscribe``). So consumers read from a slave while the master is gone
+    from the route, and go back to the master (id 0, which slaves suggest) once it is back."""
+    brokers = instance.brokers.get(queue.broker_name)
+    if not brokers:
+        return None, False
+    broker_id = instance.pull_from_broker.get(queue, 0)
+    addr = brokers.get(broker_id)
+    if addr is None and broker_id != 0:
+        broker_id += 1
+        addr = brokers.get(broker_id)
+    if addr is None:
+        broker_id, addr = next(iter(sorted(brokers.items())))
+    return addr, broker_id != 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -163,6 +187,7 @@ async def pull(
     if status is None:
         raise error_for_code(response.code, response.remark)
     next_begin, min_offset, max_offset, suggested = _read_pull_response(response.ext_fields)
+    instance.pull_from_broker[queue] = suggested
     result = PullResult(status, next_begin, min_offset, max_offset, suggest_which_broker_id=suggested)
     if status is _FOUND and response.body:
         messages = filter_by_tags(decode_records(response.body), tags)

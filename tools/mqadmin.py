@@ -245,6 +245,22 @@ async def cluster_list(ctx: Context, args: argparse.Namespace) -> Result:
         "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version",
         "#InTPS", "#OutTPS", "#InTotal", "#OutTotal", "#Runtime",
     ]  # fmt: skip
+    if any(bid != 0 for _, _, bid, _ in entries):
+        # With slaves: how many commit-log bytes each is behind its master ("-" for masters).
+        headers.append("#Behind")
+        master_end = {
+            (cluster, name): stats.get("commitLogMaxOffset")
+            for (cluster, name, bid, _), stats in zip(entries, tables)
+            if bid == 0
+        }
+        for row, (cluster, name, bid, _), stats in zip(rows, entries, tables):
+            ends = master_end.get((cluster, name)), stats.get("commitLogMaxOffset")
+            if bid == 0:
+                row.append("-")
+            elif ends[0] is not None and ends[1] is not None and ends[0].isdigit() and ends[1].isdigit():
+                row.append(max(0, int(ends[0]) - int(ends[1])))
+            else:
+                row.append("N/A")
     return Result({"clusterAddrTable": info.cluster_addr_table, "brokers": brokers}, table(headers, rows))
 
 

@@ -160,9 +160,11 @@ class Puller:
             raise ServerSystemError(
                 f"The broker does not support consumer to filter message by {expression_type}"
             )
-        if first_run and h.sys_flag & _COMMIT:
+        slave = self.store.is_slave
+        if first_run and h.sys_flag & _COMMIT and not slave:
             # The piggy-backed progress is stored once the pull passed its checks, and only on
-            # its first run (a woken long poll does not commit again).
+            # its first run (a woken long poll does not commit again); never on a slave, whose
+            # offsets come from its master (and from explicit commits while the master is away).
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self.store.get_messages(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes, matches
@@ -180,8 +182,29 @@ class Puller:
                 conn, cmd, h.topic, h.queue_id, h.queue_offset, codes, hold_ms, self.repull
             )
             return None
+        # RocketMQ's rule: with slaveReadEnable, a consumer reading cold data is sent to the
+        # group's whichBrokerWhenConsumeSlowly, any other to the group's brokerId; else master.
+        suggest = 0
+        if config.slave_read_enable:
+            suggest = (
+                group.which_broker_when_consume_slowly
+                if result.suggest_pulling_from_slave
+                else group.broker_id
+            )
+        if code == ResponseCode.PULL_OFFSET_MOVED and slave and not self.store.config.offset_check_in_slave:
+            # A slave does not correct offsets: try again, from the broker the group reads.
+            return cmd.response(
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                status.name,
+                {
+                    "suggestWhichBrokerId": group.broker_id,
+                    "nextBeginOffset": result.next_begin_offset,
+                    "minOffset": result.min_offset,
+                    "maxOffset": result.max_offset,
+                },
+            )
         fields = {
-            "suggestWhichBrokerId": 0,
+            "suggestWhichBrokerId": suggest,
             "nextBeginOffset": result.next_begin_offset,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,

@@ -344,14 +344,14 @@ class Sender:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         if not result.ok:
             raise put_failed(result)
-        if wait and self.sync_flush and result.status == PutStatus.PUT_OK:
+        if wait and (self.sync_flush or self.store.replica is not None) and result.status == PutStatus.PUT_OK:
             return self._respond_when_flushed(cmd, result, queue_id)
         return self._success(cmd, result, queue_id, _STATUS_CODES.get(result.status, _SUCCESS))
 
     async def _respond_when_flushed(
         self, cmd: RemotingCommand, result: PutResult, queue_id: int
     ) -> RemotingCommand:
-        status = await self.store.wait_flushed(result)
+        status = await self.store.wait_stored(result)
         return self._success(cmd, result, queue_id, _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR))
 
     def _success(self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: int) -> RemotingCommand:

@@ -371,6 +371,76 @@ class CommitLog:
         (stamp,) = _LONG.unpack_from(view, pos + _LAYOUTS[sys_flag & 0x30][0])
         return int(stamp)
 
+    def data_at(self, offset: int, max_bytes: int) -> memoryview | None:
+        """Up to ``max_bytes`` written bytes from ``offset``, never past the end of the file
+        holding it (replication ships these as they are); None when nothing is there yet or
+        the file is gone."""
+        mapped = self.queue.find(offset)
+        if mapped is None:
+            return None
+        pos = offset - mapped.start
+        size = min(mapped.wrote - pos, max_bytes)
+        if pos < 0 or size <= 0:
+            return None
+        return mapped.view[pos : pos + size]
+
+    # -- replication (a slave's log) ---------------------------------------------------------------
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Write a master's commit-log bytes at ``offset``, which must be the end of this log
+        (or, for an empty log, the start of a file); :class:`ValueError` otherwise. Records may
+        be incomplete: the rest comes with the next bytes."""
+        queue = self.queue
+        if queue.files:
+            if offset != queue.max_offset:
+                raise ValueError(
+                    f"replicated bytes at {offset}, but this commit log ends at {queue.max_offset}"
+                )
+        elif offset % self.file_size:
+            raise ValueError(
+                f"replicated bytes start at {offset}, which is not the start of a "
+                f"{self.file_size}-byte commit-log file (is mappedFileSizeCommitLog the master's?)"
+            )
+        pos = 0
+        total = len(data)
+        while pos < total:
+            mapped = queue.last
+            if mapped is None or mapped.full:
+                start = offset if mapped is None else mapped.end
+                try:
+                    mapped = self._new_file(start)
+                except DiskFullError as exc:
+                    self.disk_full = exc
+                    raise
+            n = min(total - pos, mapped.size - mapped.wrote)
+            mapped.view[mapped.wrote : mapped.wrote + n] = data[pos : pos + n]
+            mapped.wrote += n
+            pos += n
+
+    def complete_records(self, offset: int, max_records: int) -> tuple[MappedFile | None, int, bool]:
+        """From ``offset`` (a record boundary of a replicated log): the file, how many whole
+        records are written there in a row (at most ``max_records``), and whether the file's
+        END-OF-FILE blank follows them. Raises ValueError where no record can start."""
+        mapped = self.queue.find(offset)
+        if mapped is None:
+            return None, 0, False
+        view = mapped.view
+        wrote = mapped.wrote
+        pos = offset - mapped.start
+        count = 0
+        unpack = _TOTAL_MAGIC.unpack_from
+        while count < max_records and pos + BLANK_MIN_SIZE <= wrote:
+            total, magic = unpack(view, pos)
+            if magic == BLANK_MAGIC_CODE and total == mapped.size - pos:
+                return mapped, count, True
+            if magic != MESSAGE_MAGIC_CODE or total < RECORD_FIXED_SIZE or pos + total > mapped.size:
+                raise ValueError(f"no record at commit-log offset {mapped.start + pos}")
+            if pos + total > wrote:
+                break
+            count += 1
+            pos += total
+        return mapped, count, False
+
     # -- verification (recovery) -----------------------------------------------------------------
 
     def check_record(self, mapped: MappedFile, pos: int, check_crc: bool) -> int:

@@ -111,6 +111,27 @@ class StoreConfig(Settings):
     offset_check_in_slave: bool = Field(False, alias="offsetCheckInSlave")
     #: Delay levels; recovery rebuilds ``SCHEDULE_TOPIC_XXXX`` entries (delivery time) with them.
     message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
+    # -- master/slave replication (docs/operations.md "High availability") --------------------
+    #: Accepted for old config files only: the HA port is always ``listenPort + 1``.
+    ha_listen_port: int = Field(10912, alias="haListenPort")
+    #: A slave's fixed ``host:port`` of its master's HA port; unset, the name server tells it.
+    ha_master_address: str | None = Field(None, alias="haMasterAddress")
+    #: Idle ms after which the slave re-reports its offset and the master sends a heartbeat.
+    ha_send_heartbeat_interval: int = Field(5000, alias="haSendHeartbeatInterval", ge=1)
+    #: Ms without traffic after which either side closes the replication connection.
+    ha_housekeeping_interval: int = Field(20_000, alias="haHousekeepingInterval", ge=1)
+    #: Most commit-log bytes in one transfer frame.
+    ha_transfer_batch_size: int = Field(32 * 1024, alias="haTransferBatchSize", ge=1)
+    #: A SYNC_MASTER answers SLAVE_NOT_AVAILABLE while its slave lags more than this many bytes.
+    ha_slave_fallbehind_max: int = Field(256 << 20, alias="haSlaveFallbehindMax", ge=0)
+    #: Ms a SYNC_MASTER waits for its slave before answering FLUSH_SLAVE_TIMEOUT.
+    slave_timeout: int = Field(3000, alias="slaveTimeout", ge=1)
+
+    @field_validator("ha_master_address")
+    @classmethod
+    def _short_address_is_none(cls, value: str | None) -> str | None:
+        # RocketMQ uses haMasterAddress only when it has at least 6 characters.
+        return value.strip() if value is not None and len(value.strip()) >= 6 else None
 
     @field_validator("message_delay_level")
     @classmethod

@@ -64,6 +64,8 @@ _MIN_SCAN_ENTRIES = 16000 // UNIT
 #: How far ahead one search for a record filter's needles looks.
 _NEEDLE_STRETCH = 256 * 1024
 _TOMBSTONE_PREFIX = ".deleted-"
+#: Replicated records dispatched together (their index keys go in as one batch).
+_CHUNK = 512
 #: Below this many free index slots a put counts its keys and, if needed, starts the next file.
 _INDEX_ROOM_MARGIN = 4096
 
@@ -79,6 +81,13 @@ DISK_WATCH_SECONDS = 1.0
 
 class _Destroyable(Protocol):
     def destroy(self) -> None: ...
+
+
+class ReplicaWait(Protocol):
+    """A SYNC_MASTER's replication: PUT_OK once a slave holds the log up to ``end_offset``,
+    else FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
+
+    async def wait(self, end_offset: int) -> PutStatus: ...
 
 
 @dataclass(slots=True)
@@ -141,6 +150,8 @@ class MessageStore:
         self._listeners: list[ArrivalListener] = []
         self._running = False
         self._slave = config.broker_role is BrokerRole.SLAVE
+        #: A SLAVE's store takes only replicated bytes, never puts.
+        self.is_slave = self._slave
         self._correct_offsets = not self._slave or config.offset_check_in_slave
         self._hot_bytes = config.hot_data_bytes
         self._delay_levels = config.delay_levels
@@ -156,6 +167,10 @@ class MessageStore:
         self._logics_flusher: LogicsFlusher | None = None
         self._retention = Retention(self)
         self._pending_io: set[concurrent.futures.Future[None]] = set()
+        #: SYNC_MASTER: what a waiting send also awaits after the flush (the slave's ack).
+        self.replica: ReplicaWait | None = None
+        #: A slave: where dispatching replicated records stands in the commit log.
+        self.reput_offset = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -219,6 +234,7 @@ class MessageStore:
         self.commit_log.start_preallocation(self._io_executor)
         self._retention.start()
         self._disk_task = asyncio.ensure_future(self._watch_disk())
+        self.reput_offset = self.commit_log.max_offset
         self._running = True
 
     def _recover(self, abnormal: bool) -> RecoveryReport:
@@ -468,6 +484,12 @@ class MessageStore:
             return self._refuse_disk_full()
         if not self._running or self._slave or self.dispatch_failed:
             stats.put_message_failures += 1
+            if self._slave:
+                return PutResult(
+                    PutStatus.SERVICE_NOT_AVAILABLE,
+                    remark="service not available now: this broker is a slave (brokerRole=SLAVE), "
+                    "messages go to its master",
+                )
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         started = time.perf_counter_ns()
         first = msgs[0]
@@ -656,6 +678,77 @@ class MessageStore:
         if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
             return result.status
         return await flusher.wait(result.wrote_offset + result.wrote_bytes)
+
+    async def wait_stored(self, result: PutResult) -> PutStatus:
+        """What a send that waits for its message (``WAIT=true``) answers: :meth:`wait_flushed`,
+        then, on a SYNC_MASTER, the slave's ack (its status wins, as in RocketMQ)."""
+        status = await self.wait_flushed(result)
+        replica = self.replica
+        if replica is None or result.status is not PutStatus.PUT_OK:
+            return status
+        replicated = await replica.wait(result.wrote_offset + result.wrote_bytes)
+        return status if replicated is PutStatus.PUT_OK else replicated
+
+    # -- replication (slave) -------------------------------------------------------------------
+
+    def append_replicated(self, offset: int, data: bytes | memoryview, *, dispatch: bool = True) -> int:
+        """A slave: write the master's commit-log bytes at ``offset`` (the end of this log) and
+        (unless told not to: :meth:`dispatch_replicated` later) build the consume-queue and
+        index entries of every record they complete; returns how many. ValueError when
+        ``offset`` is not where this log ends or the bytes are not records where records must
+        start (the logs diverged); DiskFullError when no file fits."""
+        if not self._running:
+            raise StoreError("the message store is not running")
+        commit_log = self.commit_log
+        was_empty = not commit_log.queue.files
+        commit_log.append_raw(offset, data)
+        if was_empty:
+            self.reput_offset = offset
+            log.info("replica: the commit log starts at the master's offset %d", offset)
+        return self.dispatch_replicated() if dispatch else 0
+
+    def dispatch_replicated(self) -> int:
+        """Dispatch the complete records between ``reput_offset`` and the end of the log.
+        Bytes that are not records where one must start are taken back (the log ends at the
+        last good record again, so the slave reports its true end) and raise ValueError."""
+        try:
+            return self._dispatch_replicated()
+        except ValueError:
+            for mapped in self.commit_log.queue.truncate(self.reput_offset):
+                mapped.destroy()
+            raise
+
+    def _dispatch_replicated(self) -> int:
+        commit_log = self.commit_log
+        dispatched = 0
+        while True:
+            mapped, count, file_ended = commit_log.complete_records(self.reput_offset, _CHUNK)
+            if mapped is None:
+                break
+            if count:
+                pos = self.reput_offset - mapped.start
+                records, end, _outcome = commit_log.read_run(mapped, pos, False, count)
+                if len(records) < count:
+                    raise ValueError(f"invalid record at commit-log offset {mapped.start + end}")
+                self.dispatch_recovered(records)
+                if self._listeners:
+                    # Pulls held on the slave wake once per queue and run (RocketMQ's slave
+                    # wakes none; a held pull filtering other tags waits for its recheck).
+                    last: dict[tuple[str, int], ScannedRecord] = {}
+                    for record in records:
+                        tx = record[5] & _TX_MASK
+                        if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                            last[(record[2], record[3])] = record
+                    for (topic, queue_id), record in last.items():
+                        code = self._recovered_tags_code(topic, record[6], decode_properties(record[7]))
+                        self._notify(topic, queue_id, ((record[4] + 1, code),))
+                dispatched += count
+                self.reput_offset = mapped.start + end
+            if file_ended:
+                self.reput_offset = mapped.end
+            elif count < _CHUNK:
+                break
+        return dispatched
 
     # -- get -------------------------------------------------------------------------------------
 

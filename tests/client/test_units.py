@@ -417,6 +417,7 @@ async def test_send_header_fields_match_the_declared_v2_header() -> None:
 class _CapturingInstance:
     def __init__(self) -> None:
         self.brokers = {"b": {0: "10.0.0.1:10911"}}
+        self.pull_from_broker: dict[MessageQueue, int] = {}
         self.sent: list[dict[str, Any]] = []
 
     async def invoke(self, addr: str, code: int, header: RequestHeader, **kwargs: Any) -> RemotingCommand:

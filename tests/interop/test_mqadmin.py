@@ -372,6 +372,8 @@ OUR_OWN_BROKER_KEYS = {
     # the RocketMQ 5 proxy's gRPC port, served by our broker itself (docs/grpc.md)
     "enableGrpcServer",
     "grpcServerPort",
+    # null by default in Apache, whose config listing leaves null keys out (ours prints "key=")
+    "haMasterAddress",
 }
 
 

@@ -324,7 +324,9 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
             response = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
             assert response.code == ResponseCode.SUCCESS
             info = ClusterInfo.decode(response.body)
-            if {"broker-a", "broker-b"} <= set(info.broker_addr_table):
+            if {"broker-a", "broker-b"} <= set(info.broker_addr_table) and set(
+                info.broker_addr_table["broker-a"].broker_addrs
+            ) == {0, 1}:
                 break
             assert time.monotonic() < deadline, info
             await asyncio.sleep(0.2)
@@ -332,6 +334,8 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
         conn.close()
     assert info.broker_addr_table["broker-a"].broker_addrs[0] == f"127.0.0.1:{cluster.port(10911)}"
     assert info.broker_addr_table["broker-b"].broker_addrs[0] == f"127.0.0.1:{cluster.port(10921)}"
+    # broker-a's slave (id 1) registered under broker-a's name.
+    assert info.broker_addr_table["broker-a"].broker_addrs[1] == f"127.0.0.1:{cluster.port(10941)}"
     assert info.cluster_addr_table["DefaultCluster"] == sorted(info.cluster_addr_table["DefaultCluster"])
     for port in (cluster.port(5557), cluster.port(5558)):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)

@@ -248,3 +248,48 @@ async def test_short_polling_holds_for_short_polling_time(tmp_path: Path, conn: 
         assert parts.puller.pull(consumer, pull_request(TOPIC, 0, suspend_ms=60_000)) is None  # type: ignore[arg-type]
         response = await consumer.next_response(timeout=5)  # not the 60 s the client asked for
         assert response.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_suggest_which_broker_id_follows_rocketmq_rule(
+    tmp_path: Path, conn: RecordedConnection
+) -> None:
+    """slaveReadEnable: cold data (behind 40 % of RAM) goes to the group's
+    whichBrokerWhenConsumeSlowly, hot data to its brokerId; without it always the master (0)."""
+    memory = {"totalPhysicalMemory": 100_000}  # messages 40 KB behind the end are "in disk"
+    for enabled, cold, hot in ((True, 1, 0), (False, 0, 0)):
+        async with broker_parts(
+            tmp_path / str(enabled), memory, slaveReadEnable=str(enabled).lower()
+        ) as parts:
+            parts.topics.ensure(TOPIC, 2, PERM_READ_WRITE)
+            for _ in range(60):
+                await send_ok(parts, conn, TOPIC, b"x" * 1000, queue_id=0)
+            old = await answer(parts.puller.pull, conn, pull_request(TOPIC, 0))
+            new = await answer(parts.puller.pull, conn, pull_request(TOPIC, 59))
+            assert old.code == new.code == ResponseCode.SUCCESS
+            assert (old.ext_fields["suggestWhichBrokerId"], new.ext_fields["suggestWhichBrokerId"]) == (
+                cold,
+                hot,
+            )
+            if enabled:
+                # The group's own choices are what is suggested.
+                parts.groups.put(
+                    SubscriptionGroupConfig(group_name=GROUP, broker_id=3, which_broker_when_consume_slowly=2)
+                )
+                old = await answer(parts.puller.pull, conn, pull_request(TOPIC, 0))
+                new = await answer(parts.puller.pull, conn, pull_request(TOPIC, 59))
+                assert (old.ext_fields["suggestWhichBrokerId"], new.ext_fields["suggestWhichBrokerId"]) == (
+                    2,
+                    3,
+                )
+
+
+async def test_a_slave_keeps_no_offset_from_pulls_and_does_not_correct_them(
+    tmp_path: Path, conn: RecordedConnection
+) -> None:
+    async with broker_parts(tmp_path, {"brokerRole": "SLAVE"}, brokerId="1") as parts:
+        parts.topics.ensure(TOPIC, 2, PERM_READ_WRITE)
+        response = await answer(parts.puller.pull, conn, pull_request(TOPIC, 5, commit_offset=3))
+        # Nothing here: the slave neither stores the piggy-backed offset nor moves the consumer.
+        assert response.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+        assert response.ext_fields["nextBeginOffset"] == 5
+        assert parts.offsets.query(GROUP, TOPIC, 0) < 0

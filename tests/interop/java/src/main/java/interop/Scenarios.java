@@ -98,6 +98,7 @@ public final class Scenarios {
             case "broadcasting": broadcasting(); break;
             case "litepull": litePull(); break;
             case "pull": pull(); break;
+            case "fromslave": fromSlave(); break;
             default: throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -666,4 +667,32 @@ public final class Scenarios {
         }
     }
 
+
+    /**
+     * Consumes the 16 messages the test stored in {@code <prefix>_fromslave} before it killed
+     * the broker's master: the route lists only the slave (brokerId 1), so the client pulls there.
+     */
+    private void fromSlave() throws Exception {
+        String scenario = "fromslave";
+        int total = 16;
+        CountDownLatch received = new CountDownLatch(total);
+        DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic(scenario));
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt msg : msgs) {
+                try {
+                    received(scenario, "c1", msg).emit();
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+                received.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            await(received, "the messages on the slave");
+        } finally {
+            consumer.shutdown();
+        }
+    }
 }
