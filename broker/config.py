@@ -74,6 +74,9 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     #: Store replies (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester.
     store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
+    #: Apache's filter-server count (``mqadmin exportConfigs`` reads it); this broker runs no
+    #: filter servers: SQL92 and tags are evaluated in the broker itself.
+    filter_server_nums: int = Field(0, alias="filterServerNums", ge=0)
     #: Consumers may subscribe with SQL92 expressions over message properties, evaluated here.
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
     #: 5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS / __STARTDELIVERTIME).

@@ -225,6 +225,9 @@ class AdminHandlers:
 
     def broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         text = self.config.to_properties() + self.store_config.to_properties()
+        # Apache's listing includes its remoting client's switch (``tls.enable``) as useTLS,
+        # which tools such as ``mqadmin exportConfigs`` read.
+        text += f"useTLS={'true' if self.config.tls_enable else 'false'}\n"
         version = self.topics.data_version.encode().decode()
         return cmd.response(ext_fields={"version": version}, body=text.encode())
 

@@ -103,6 +103,7 @@ def commands(
         ("cleanUnusedTopic", ["cleanUnusedTopic", *n, "-b", broker_addr]),
         ("exportMetadata", ["exportMetadata", *n, "-c", "DefaultCluster", "-f", export_dir]),
         ("exportMetrics", ["exportMetrics", *n, "-c", "DefaultCluster", "-f", export_dir]),
+        ("exportConfigs", ["exportConfigs", *n, "-c", "DefaultCluster", "-f", export_dir]),
     ]
 
 
@@ -282,6 +283,7 @@ SAME_OUTPUT = [
     "cleanUnusedTopic",
     "exportMetadata",
     "exportMetrics",
+    "exportConfigs",
 ]
 
 #: Topics our broker creates at start-up that Apache's creates on first use (docs/interop.md).
@@ -374,6 +376,9 @@ OUR_OWN_BROKER_KEYS = {
     "grpcServerPort",
     # null by default in Apache, whose config listing leaves null keys out (ours prints "key=")
     "haMasterAddress",
+    # RocketMQ 5's timer-message settings (5.x delivery times, docs/broker.md)
+    "timerWheelEnable",
+    "timerMaxDelaySec",
 }
 
 
