@@ -21,6 +21,7 @@ from pydantic_core import from_json, to_json
 
 from .codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, RpcFlag, SerializeType
 from .errors import ProtocolError
+from .speedups import compiled as _compiled
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 _MAX_HEADER_LENGTH = 0xFFFFFF
@@ -452,6 +453,33 @@ def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
         raise ProtocolError(f"unknown serialize type {st}")
     mv = memoryview(frame)
     return decoder(bytes(mv[4 : 4 + header_len]), bytes(mv[4 + header_len :]))
+
+
+# -- the compiled codecs, when active (see .speedups) -------------------------------------------
+
+#: The pure-Python codecs, whichever implementation is active (tests compare the two).
+pure_command_from_mapping = _command_from_mapping
+pure_decode_rocketmq_header = _decode_rocketmq_header
+pure_encode_json_header = _encode_json_header
+pure_encode_rocketmq_header = _encode_rocketmq_header
+
+if _compiled is not None:
+    _compiled.setup_commands(
+        ProtocolError, RemotingCommand, _LANGUAGE_NAMES, _LANGUAGE_CODES, pure_command_from_mapping
+    )
+    _command_from_mapping = _compiled.command_from_mapping
+    _decode_rocketmq_header = _compiled.decode_rocketmq_header
+    _HEADER_DECODERS[_ROCKETMQ] = _decode_rocketmq_header
+    _c_encode_json_header = _compiled.encode_json_header
+    _c_encode_rocketmq_header = _compiled.encode_rocketmq_header
+
+    # The compiled writers leave what they do not model (values other than str, int, bool
+    # and None; fields out of range; unencodable text) to the pure ones, which word the errors.
+    def _encode_json_header(cmd: RemotingCommand) -> bytes:
+        return _c_encode_json_header(cmd) or pure_encode_json_header(cmd)
+
+    def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+        return _c_encode_rocketmq_header(cmd) or pure_encode_rocketmq_header(cmd)
 
 
 class FrameDecoder:
