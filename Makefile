@@ -49,6 +49,8 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest
+	# the protocol and store tests again on the pure-Python codecs (protocol/speedups.py)
+	AIOROCKETMQ_PURE=1 $(VENV)/bin/pytest tests/protocol tests/store -q
 
 # Apache RocketMQ's jars (Maven) and the Go client (Go modules) for tests/interop, built into a
 # cache outside the repository; the test session does the same on first use.

@@ -1089,8 +1089,9 @@ decode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int32_t total = rd_i32(r);
     int32_t magic = rd_i32(r + 4);
     if (magic != MESSAGE_MAGIC) {
-        protocol_error("record at %zd has magic code 0x%lx, not a message", pos,
-                       (unsigned long)(uint32_t)magic);
+        char hex_magic[16];
+        snprintf(hex_magic, sizeof hex_magic, "0x%x", (unsigned int)(uint32_t)magic);
+        protocol_error("record at %zd has magic code %s, not a message", pos, hex_magic);
         goto done;
     }
     Py_ssize_t end = pos + total;

@@ -902,9 +902,9 @@ def java_hash_fast(text: str) -> int:
     the base-31 number whose digits are the characters; writing each ``c`` as ``31*q + r``
     splits it into two digit strings (``r`` digits, ``q`` digits shifted one place) that
     ``int(..., 31)`` evaluates in C."""
-    data = text.encode()
-    if len(data) != len(text):
+    if not text.isascii():  # (lone surrogates included, which a UTF-8 encode would refuse)
         return java_hash(text)
+    data = text.encode("ascii")
     if 0 < len(data) <= _HASH_CHUNK:  # the usual case, one step
         h = (int(data.translate(_HASH_LOW), 31) + int(data.translate(_HASH_HIGH) + b"0", 31)) & 0xFFFFFFFF
         return h - 0x100000000 if h & 0x80000000 else h
@@ -925,6 +925,7 @@ _HASH_CHUNK = 4096
 
 #: The pure-Python codecs, whichever implementation is active (tests compare the two).
 pure_java_hash = java_hash
+pure_java_hash_fast = java_hash_fast
 pure_decode_properties = decode_properties
 pure_decode_record = decode_record
 
