@@ -15,7 +15,7 @@ DASHBOARD_PORT ?= 8080
 
 .PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean proto
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py protocol/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

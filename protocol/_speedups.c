@@ -566,13 +566,25 @@ field_text(PyObject *value, int *skip)
     return NULL;
 }
 
+/* A command's int field (an IntEnum such as ResponseCode too, written as its value; a bool is
+ * left to the pure encoder, which JSON writes as true/false). 1: out of range or not an int. */
 static int
 cmd_long(PyObject *cmd, PyObject *name, long lo, long hi, long *out)
 {
     PyObject *v = PyObject_GetAttr(cmd, name);
     if (v == NULL)
         return -1;
-    int ok = small_int(v, out) && *out >= lo && *out <= hi;
+    int ok = 0;
+    if (PyLong_Check(v) && !PyBool_Check(v)) {
+        int overflow;
+        long x = PyLong_AsLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(v);
+            return -1;
+        }
+        ok = !overflow && x >= lo && x <= hi;
+        *out = x;
+    }
     Py_DECREF(v);
     return ok ? 0 : 1;
 }

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from aiorocketmq.broker.store.commit_log import CommitLog
 from aiorocketmq.broker.store.messages import PutStatus, StoreMessage
 from aiorocketmq.protocol import command, message, speedups
-from aiorocketmq.protocol.codes import SerializeType
+from aiorocketmq.protocol.codes import ResponseCode, SerializeType
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ProtocolError
 from aiorocketmq.protocol.message import MessageExt, encode_record, pack_host
@@ -182,7 +182,12 @@ commands = st.builds(
         ext_fields=fields,
         serialize_type=st_,
     ),
-    st.one_of(st.integers(-(2**15), 2**15 - 1), st.integers(-(2**40), 2**40)),
+    st.one_of(
+        st.integers(-(2**15), 2**15 - 1),
+        st.integers(-(2**40), 2**40),
+        st.sampled_from(list(ResponseCode)),  # IntEnum codes, written as their values
+        st.booleans(),
+    ),
     st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**40), 2**40)),
     st.integers(0, 3),
     st.integers(-(2**16), 2**16),
