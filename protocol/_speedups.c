@@ -1215,6 +1215,120 @@ done:
     return result;
 }
 
+/* -- frame splitting ------------------------------------------------------------------------ */
+
+/*
+ * split_frames(data, max_frame, decoders) -> (commands, consumed, error)
+ * The general loop of FrameDecoder.feed: every whole frame of data decoded by the decoder of
+ * its serialize type (decoders: dict type -> callable(header, body)), the bytes consumed, and
+ * the ProtocolError that stopped it (None if none). The checks and messages are the pure
+ * loop's, in its order; an exception other than ProtocolError propagates, as there.
+ */
+static PyObject *
+split_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "split_frames() takes 3 arguments");
+        return NULL;
+    }
+    if (require_setup() < 0)
+        return NULL;
+    long long max_frame = PyLong_AsLongLong(args[1]);
+    if (max_frame == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *decoders = args[2];
+    if (!PyDict_Check(decoders)) {
+        PyErr_SetString(PyExc_TypeError, "split_frames() needs a dict of decoders");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len, pos = 0;
+    PyObject *commands = PyList_New(0), *error = NULL, *result = NULL;
+    if (commands == NULL)
+        goto done;
+    while (size - pos >= 8) {
+        long long total = rd_i32(d + pos);
+        uint32_t word = (uint32_t)rd_i32(d + pos + 4);
+        if (total < 4 || total > max_frame) {
+            protocol_error("frame length %lld is outside the allowed range 4..%lld", total, max_frame);
+            goto protocol_failure;
+        }
+        long long header_len = word & 0xFFFFFF;
+        if (header_len > total - 4) {
+            protocol_error("header length %lld exceeds the frame's %lld remaining bytes", header_len, total - 4);
+            goto protocol_failure;
+        }
+        PyObject *type_obj = PyLong_FromUnsignedLong(word >> 24);
+        if (type_obj == NULL)
+            goto done;
+        PyObject *decoder = PyDict_GetItemWithError(decoders, type_obj);
+        Py_DECREF(type_obj);
+        if (decoder == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            protocol_error("unknown serialize type %lu", (unsigned long)(word >> 24));
+            goto protocol_failure;
+        }
+        Py_ssize_t end = pos + 4 + (Py_ssize_t)total;
+        if (end > size)
+            break;
+        Py_ssize_t header_end = pos + 8 + (Py_ssize_t)header_len;
+        PyObject *parts[2];
+        parts[0] = PyBytes_FromStringAndSize((const char *)d + pos + 8, (Py_ssize_t)header_len);
+        parts[1] = parts[0] == NULL ? NULL : PyBytes_FromStringAndSize((const char *)d + header_end, end - header_end);
+        if (parts[1] == NULL) {
+            Py_XDECREF(parts[0]);
+            goto done;
+        }
+        Py_INCREF(decoder); /* the dict could change under a decoder */
+        PyObject *cmd = PyObject_Vectorcall(decoder, parts, 2, NULL);
+        Py_DECREF(decoder);
+        Py_DECREF(parts[0]);
+        Py_DECREF(parts[1]);
+        if (cmd == NULL) {
+            if (PyErr_ExceptionMatches(ProtocolError))
+                goto protocol_failure;
+            goto done;
+        }
+        int rc = PyList_Append(commands, cmd);
+        Py_DECREF(cmd);
+        if (rc < 0)
+            goto done;
+        pos = end;
+    }
+    if (size - pos >= 4) {
+        /* an oversized frame is refused as soon as its length is known */
+        long long total = rd_i32(d + pos);
+        if (total < 4 || total > max_frame) {
+            protocol_error("frame length %lld is outside the allowed range 4..%lld", total, max_frame);
+            goto protocol_failure;
+        }
+    }
+    error = Py_NewRef(Py_None);
+    goto build;
+protocol_failure: {
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, &error, &tb);
+    PyErr_NormalizeException(&type, &error, &tb);
+    if (error != NULL && tb != NULL)
+        PyException_SetTraceback(error, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (error == NULL)
+        goto done;
+}
+build:
+    result = Py_BuildValue("(OnO)", commands, pos, error);
+done:
+    Py_XDECREF(commands);
+    Py_XDECREF(error);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* -- setup ---------------------------------------------------------------------------------- */
 
 static PyObject *
@@ -1267,6 +1381,8 @@ static PyMethodDef methods[] = {
     {"decode_properties", decode_properties, METH_O, "Parse a properties string."},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
      "The commit log's records of a batch."},
+    {"split_frames", (PyCFunction)(void (*)(void))split_frames, METH_FASTCALL,
+     "Decode the whole frames of a byte stream."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
      "Decode one stored record."},
     {NULL, NULL, 0, NULL},

@@ -34,3 +34,9 @@ def encode_records(
     /,
 ) -> tuple[bytes, list[int], list[int], list[int], int] | int | None: ...
 def decode_record(buf: Any, pos: int, check_crc: bool, decompress: bool, /) -> tuple[Any, int] | None: ...
+def split_frames(
+    data: bytes | bytearray | memoryview,
+    max_frame: int,
+    decoders: dict[int, Callable[[bytes, bytes], Any]],
+    /,
+) -> tuple[list[Any], int, Exception | None]: ...

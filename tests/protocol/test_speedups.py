@@ -375,3 +375,47 @@ def test_whole_frames_are_identical_both_ways() -> None:
         pure = (command.pure_encode_json_header if st_ == 0 else command.pure_encode_rocketmq_header)(frame)
         assert header == pure
         assert struct.unpack(">i", frame.encode()[:4])[0] == len(frame.encode()) - 4
+
+
+def feed_all(chunks: list[bytes], compiled: bool, max_frame: int) -> list[Any]:
+    """What a FrameDecoder gives for each chunk, with the compiled splitter or the pure loop."""
+    saved = command._split_frames
+    command._split_frames = C.split_frames if compiled else None
+    try:
+        decoder = command.FrameDecoder(max_frame)
+        seen: list[Any] = []
+        for chunk in chunks:
+            got = outcome(decoder.feed, chunk)
+            if got[0] == "value":
+                got = ("value", [command_state(cmd) for cmd in got[1]])
+            seen.append((got, decoder.buffered, str(decoder.error)))
+        return seen
+    finally:
+        command._split_frames = saved
+
+
+_FRAMES = [
+    RemotingCommand(10, opaque=1, ext_fields={"topic": "T"}, body=b"x" * 40).encode(),
+    RemotingCommand(11, opaque=2, serialize_type=SerializeType.ROCKETMQ.value, remark="r").encode(),
+    RemotingCommand(12, opaque=3, serialize_type=SerializeType.MSGPACK.value, body=b"\0\1").encode(),
+]
+
+
+@SETTINGS
+@given(
+    st.lists(st.one_of(st.sampled_from(_FRAMES), st.binary(max_size=24)), min_size=1, max_size=6),
+    st.lists(st.integers(1, 80), max_size=8),
+    st.sampled_from([64, 1 << 20]),
+    st.booleans(),
+)
+def test_frame_splitting(pieces: list[bytes], cuts: list[int], max_frame: int, as_bytearray: bool) -> None:
+    stream = b"".join(pieces)
+    chunks: list[bytes] = []
+    pos = 0
+    for cut in cuts:
+        chunks.append(stream[pos : pos + cut])
+        pos += cut
+    chunks.append(stream[pos:])
+    if as_bytearray:
+        chunks = [bytearray(c) for c in chunks]  # type: ignore[misc]
+    assert feed_all(chunks, True, max_frame) == feed_all(chunks, False, max_frame)
