@@ -8,8 +8,6 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-import subprocess
-import sys
 import tempfile
 import zlib
 from collections.abc import Callable
@@ -96,25 +94,28 @@ scalar = st.one_of(
 )
 
 
-def test_the_active_implementation_is_announced() -> None:
-    assert speedups.ACTIVE in ("C", "pure")
+def test_the_active_implementation_is_announced_and_bound() -> None:
+    pure = os.environ.get(speedups.PURE_ENV) == "1"
+    assert ("pure" if pure else "C") == speedups.ACTIVE
     assert speedups.describe().startswith(f"codecs: {speedups.ACTIVE}")
-    assert (speedups.compiled is None) == (speedups.ACTIVE == "pure")
+    if pure:
+        assert speedups.compiled is None and command._split_frames is None
+        assert message.decode_properties is message.pure_decode_properties
+        assert command._command_from_mapping is command.pure_command_from_mapping
+    else:
+        assert speedups.compiled is C and command._split_frames is C.split_frames
+        assert message.decode_properties is C.decode_properties
+        assert message.java_hash is C.java_hash
+        assert command._HEADER_DECODERS[SerializeType.ROCKETMQ.value] is C.decode_rocketmq_header
 
 
-def test_the_environment_variable_forces_pure_python() -> None:
-    def active(**env: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-c", "from aiorocketmq.protocol import speedups; print(speedups.ACTIVE)"],
-            env={k: v for k, v in os.environ.items() if k != speedups.PURE_ENV} | env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-
-    assert active() == "C"
-    assert active(AIOROCKETMQ_PURE="1") == "pure"
-    assert active(AIOROCKETMQ_PURE="0") == "C"
+def test_the_environment_variable_forces_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(speedups.PURE_ENV, raising=False)
+    assert speedups._load()[0] is C
+    monkeypatch.setenv(speedups.PURE_ENV, "0")
+    assert speedups._load()[0] is C
+    monkeypatch.setenv(speedups.PURE_ENV, "1")
+    assert speedups._load() == (None, "AIOROCKETMQ_PURE is set")
 
 
 @SETTINGS
