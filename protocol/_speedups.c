@@ -1215,6 +1215,134 @@ done:
     return result;
 }
 
+/* -- index entries ------------------------------------------------------------------------ */
+
+static uint32_t
+java_hash_of(PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        }
+        else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+/*
+ * index_put_many(view, items, start, count, index_num, slot_num, begin_timestamp)
+ *   -> (done, used_slots, begin_phy_offset or None, begin_timestamp, end_phy_offset, end_timestamp)
+ *   or None for the pure code (an item it must judge, a file too small for its header).
+ * The index file's IndexFile.put_many: items[start:] (key, commit-log offset, store time)
+ * into the hash slots and entries of the mapped file, until the file is full.
+ */
+static PyObject *
+index_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_put_many() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *items = args[1];
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    long long count = PyLong_AsLongLong(args[3]);
+    long long index_num = PyLong_AsLongLong(args[4]);
+    long long slot_num = PyLong_AsLongLong(args[5]);
+    long long begin = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!(PyList_CheckExact(items) || PyTuple_CheckExact(items)) || start < 0 || slot_num <= 0 || count < 0 ||
+        count > INT32_MAX_)
+        Py_RETURN_NONE;
+    Py_ssize_t n_items = PySequence_Fast_GET_SIZE(items);
+    PyObject **all = PySequence_Fast_ITEMS(items);
+    long long room = index_num - count;
+    if (room <= 0)
+        return Py_BuildValue("(iiOLLL)", 0, 0, Py_None, begin, 0LL, 0LL);
+    Py_ssize_t stop = start + room < n_items ? (Py_ssize_t)(start + room) : n_items;
+    if (start > n_items)
+        stop = start;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    unsigned char *d = (unsigned char *)view.buf;
+    long long entries = 40 + slot_num * 4;
+    /* Every item checked first, so that the pure code, when it has to decide, starts from
+     * an untouched file. */
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *item = all[i];
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(item, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 2)))
+            goto fallback;
+        int overflow;
+        PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 1), &overflow);
+        if (overflow)
+            goto fallback;
+        PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 2), &overflow);
+        if (overflow)
+            goto fallback;
+    }
+    if (entries + (count + (stop - start)) * 20 > view.len)
+        goto fallback;
+    long long used = 0, phy = 0, stamp = 0, new_begin_phy = 0, new_begin_ts = 0;
+    int begin_set = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *item = all[i];
+        phy = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        stamp = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+        int32_t hs = (int32_t)java_hash_of(PyTuple_GET_ITEM(item, 0));
+        long long h = hs;
+        if (h < 0) /* Java: Math.abs, and 0 for Integer.MIN_VALUE */
+            h = h == INT32_MIN_ ? 0 : -h;
+        long long slot_pos = 40 + (h % slot_num) * 4;
+        long long prev = rd_i32(d + slot_pos);
+        if (prev <= 0 || prev > count) {
+            prev = 0;
+            used += 1;
+        }
+        long long diff;
+        if (begin <= 0) {
+            diff = 0;
+            if (count <= 1) {
+                new_begin_phy = phy;
+                new_begin_ts = begin = stamp;
+                begin_set = 1;
+            }
+        }
+        else if (stamp <= begin) {
+            diff = 0;
+        }
+        else {
+            diff = (stamp - begin) / 1000;
+            if (diff > INT32_MAX_)
+                diff = INT32_MAX_;
+        }
+        unsigned char *e = d + entries + count * 20;
+        wr_i32(e, (int32_t)h);
+        wr_i64(e + 4, phy);
+        wr_i32(e + 12, (int32_t)diff);
+        wr_i32(e + 16, (int32_t)prev);
+        wr_i32(d + slot_pos, (int32_t)count);
+        count += 1;
+    }
+    PyBuffer_Release(&view);
+    if (begin_set)
+        return Py_BuildValue("(nLLLLL)", stop - start, used, new_begin_phy, new_begin_ts, phy, stamp);
+    return Py_BuildValue("(nLOLLL)", stop - start, used, Py_None, begin, phy, stamp);
+fallback:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 /* -- frame splitting ------------------------------------------------------------------------ */
 
 /*
@@ -1381,6 +1509,8 @@ static PyMethodDef methods[] = {
     {"decode_properties", decode_properties, METH_O, "Parse a properties string."},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
      "The commit log's records of a batch."},
+    {"index_put_many", (PyCFunction)(void (*)(void))index_put_many, METH_FASTCALL,
+     "Index entries of many keys."},
     {"split_frames", (PyCFunction)(void (*)(void))split_frames, METH_FASTCALL,
      "Decode the whole frames of a byte stream."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,

@@ -40,3 +40,13 @@ def split_frames(
     decoders: dict[int, Callable[[bytes, bytes], Any]],
     /,
 ) -> tuple[list[Any], int, Exception | None]: ...
+def index_put_many(
+    view: Any,
+    items: Sequence[tuple[str, int, int]],
+    start: int,
+    count: int,
+    index_num: int,
+    slot_num: int,
+    begin_timestamp: int,
+    /,
+) -> tuple[int, int, int | None, int, int, int] | None: ...

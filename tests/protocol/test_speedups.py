@@ -420,3 +420,48 @@ def test_frame_splitting(pieces: list[bytes], cuts: list[int], max_frame: int, a
     if as_bytearray:
         chunks = [bytearray(c) for c in chunks]  # type: ignore[misc]
     assert feed_all(chunks, True, max_frame) == feed_all(chunks, False, max_frame)
+
+
+_INDEX_STATE = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count")
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(text, st.sampled_from(["T#k1", "T#k2"])),
+                st.one_of(st.integers(0, 2**40), st.integers(-(2**64), 2**64)),
+                st.one_of(st.integers(0, 2**45), st.just(0), st.integers(-(2**64), 2**64)),
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 7),
+    st.integers(2, 12),
+)
+def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int, index_num: int) -> None:
+    from aiorocketmq.broker.store.index import IndexFile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        compiled = IndexFile(Path(tmp, "c"), slot_num, index_num, create=True)
+        pure = IndexFile(Path(tmp, "p"), slot_num, index_num, create=True)
+        try:
+            for batch in batches:
+                if len(batch) == 1:  # one key, as a single send indexes it
+                    got = outcome(compiled.put_key, *batch[0])
+                    want = outcome(pure.put_many_pure, batch, 0)
+                    want = (want[0], want[1] == 1) if want[0] == "value" else want
+                else:
+                    got = outcome(compiled.put_many, batch, 0)
+                    want = outcome(pure.put_many_pure, batch, 0)
+                assert got == want
+                assert bytes(compiled.view) == bytes(pure.view)
+                assert [getattr(compiled, a) for a in (*_INDEX_STATE, "index_count")] == [
+                    getattr(pure, a) for a in (*_INDEX_STATE, "index_count")
+                ]
+        finally:
+            compiled.close()
+            pure.close()
