@@ -329,9 +329,24 @@ command_from_mapping(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred())
         return NULL;
     if ((remark != NULL && remark != Py_None && !PyUnicode_CheckExact(remark)) ||
-        (language != NULL && !PyUnicode_CheckExact(language)) || st == 2)
+        (language != NULL && !PyUnicode_CheckExact(language)))
         return PyObject_Vectorcall(pure_command_from_mapping, args, 4, NULL);
-    PyObject *fields = normalize_fields_impl(raw == NULL ? Py_None : raw);
+    PyObject *fields;
+    if (st == 2) {
+        /* msgpack: native values, kept as they are; a falsy extFields is an empty map */
+        int truth = raw == NULL ? 0 : PyObject_IsTrue(raw);
+        if (truth < 0)
+            return NULL;
+        if (!truth)
+            fields = PyDict_New();
+        else if (PyDict_CheckExact(raw))
+            fields = Py_NewRef(raw);
+        else
+            return PyObject_Vectorcall(pure_command_from_mapping, args, 4, NULL);
+    }
+    else {
+        fields = normalize_fields_impl(raw == NULL ? Py_None : raw);
+    }
     if (fields == NULL)
         return NULL;
     PyObject *cmd = make_command(code, language == NULL ? s_OTHER : language, version, opaque, flag,
@@ -1253,13 +1268,19 @@ index_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *items = args[1];
-    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
-    long long count = PyLong_AsLongLong(args[3]);
-    long long index_num = PyLong_AsLongLong(args[4]);
-    long long slot_num = PyLong_AsLongLong(args[5]);
-    long long begin = PyLong_AsLongLong(args[6]);
-    if (PyErr_Occurred())
-        return NULL;
+    long long numbers[5];
+    for (int i = 0; i < 5; i++) {
+        int overflow = 0;
+        if (!PyLong_Check(args[2 + i]))
+            Py_RETURN_NONE;
+        numbers[i] = PyLong_AsLongLongAndOverflow(args[2 + i], &overflow);
+        if (numbers[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow) /* a header field beyond 64 bits: the pure code decides */
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t start = (Py_ssize_t)numbers[0];
+    long long count = numbers[1], index_num = numbers[2], slot_num = numbers[3], begin = numbers[4];
     if (!(PyList_CheckExact(items) || PyTuple_CheckExact(items)) || start < 0 || slot_num <= 0 || count < 0 ||
         count > INT32_MAX_)
         Py_RETURN_NONE;

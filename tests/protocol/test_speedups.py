@@ -443,6 +443,7 @@ _INDEX_STATE = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy
     st.integers(2, 12),
 )
 def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int, index_num: int) -> None:
+    from aiorocketmq.broker.store import index as index_module
     from aiorocketmq.broker.store.index import IndexFile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -452,8 +453,11 @@ def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int,
             for batch in batches:
                 if len(batch) == 1:  # one key, as a single send indexes it
                     got = outcome(compiled.put_key, *batch[0])
-                    want = outcome(pure.put_many_pure, batch, 0)
-                    want = (want[0], want[1] == 1) if want[0] == "value" else want
+                    saved, index_module._index_put_many = index_module._index_put_many, None
+                    try:
+                        want = outcome(pure.put_key, *batch[0])
+                    finally:
+                        index_module._index_put_many = saved
                 else:
                     got = outcome(compiled.put_many, batch, 0)
                     want = outcome(pure.put_many_pure, batch, 0)
