@@ -15,7 +15,7 @@ DASHBOARD_PORT ?= 8080
 
 .PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean proto
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py protocol/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -49,6 +49,8 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest
+	# the protocol and store tests again on the pure-Python codecs (protocol/speedups.py)
+	AIOROCKETMQ_PURE=1 $(VENV)/bin/pytest tests/protocol tests/store -q
 
 # Apache RocketMQ's jars (Maven) and the Go client (Go modules) for tests/interop, built into a
 # cache outside the repository; the test session does the same on first use.

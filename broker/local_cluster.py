@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from aiorocketmq.protocol import speedups
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m aiorocketmq.broker.local_cluster", description=__doc__)
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
+    print(f"local cluster: {speedups.describe()}", file=sys.stderr, flush=True)
     while not stopping and namesrv.poll() is None and all(b.poll() is None for b in brokers.values()):
         time.sleep(0.2)
     failed = not stopping

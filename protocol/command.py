@@ -21,6 +21,7 @@ from pydantic_core import from_json, to_json
 
 from .codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, RpcFlag, SerializeType
 from .errors import ProtocolError
+from .speedups import compiled as _compiled
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 _MAX_HEADER_LENGTH = 0xFFFFFF
@@ -454,6 +455,37 @@ def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     return decoder(bytes(mv[4 : 4 + header_len]), bytes(mv[4 + header_len :]))
 
 
+# -- the compiled codecs, when active (see .speedups) -------------------------------------------
+
+#: The pure-Python codecs, whichever implementation is active (tests compare the two).
+pure_command_from_mapping = _command_from_mapping
+pure_decode_rocketmq_header = _decode_rocketmq_header
+pure_encode_json_header = _encode_json_header
+pure_encode_rocketmq_header = _encode_rocketmq_header
+
+if _compiled is not None:
+    _compiled.setup_commands(
+        ProtocolError, RemotingCommand, _LANGUAGE_NAMES, _LANGUAGE_CODES, pure_command_from_mapping
+    )
+    _command_from_mapping = _compiled.command_from_mapping
+    _decode_rocketmq_header = _compiled.decode_rocketmq_header
+    _HEADER_DECODERS[_ROCKETMQ] = _decode_rocketmq_header
+    _c_encode_json_header = _compiled.encode_json_header
+    _c_encode_rocketmq_header = _compiled.encode_rocketmq_header
+
+    # The compiled writers leave what they do not model (values other than str, int, bool
+    # and None; fields out of range; unencodable text) to the pure ones, which word the errors.
+    def _encode_json_header(cmd: RemotingCommand) -> bytes:
+        return _c_encode_json_header(cmd) or pure_encode_json_header(cmd)
+
+    def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+        return _c_encode_rocketmq_header(cmd) or pure_encode_rocketmq_header(cmd)
+
+
+#: The compiled frame splitter (FrameDecoder.feed's general loop), when active.
+_split_frames = _compiled.split_frames if _compiled is not None else None
+
+
 class FrameDecoder:
     """Incremental frame decoder: feed any chunking of the byte stream, get whole commands.
 
@@ -493,42 +525,56 @@ class FrameDecoder:
             view: bytes | bytearray | memoryview = buffer
         else:
             view = data
-        size = len(view)
-        pos = 0
-        commands = []
-        max_frame = self.max_frame_size
-        decoders = _HEADER_DECODERS
-        try:
-            while size - pos >= 8:
-                total, word = _FRAME_HEAD.unpack_from(view, pos)
-                if total < 4 or total > max_frame:
-                    raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
-                # Judge the frame by its first 8 bytes, before waiting for the rest of it.
-                header_len = word & _MAX_HEADER_LENGTH
-                if header_len > total - 4:
-                    raise ProtocolError(
-                        f"header length {header_len} exceeds the frame's {total - 4} remaining bytes"
-                    )
-                decoder = decoders.get(word >> 24)
-                if decoder is None:
-                    raise ProtocolError(f"unknown serialize type {word >> 24}")
-                end = pos + 4 + total
-                if end > size:
-                    break
-                header_end = pos + 8 + header_len
-                commands.append(decoder(bytes(view[pos + 8 : header_end]), bytes(view[header_end:end])))
-                pos = end
-            if size - pos >= 4:
-                # Reject an oversized frame as soon as its length is known, not after buffering it.
-                (total,) = _I32.unpack_from(view, pos)
-                if total < 4 or total > max_frame:
-                    raise ProtocolError(f"frame length {total} is outside the allowed range 4..{max_frame}")
-        except ProtocolError as exc:
-            if not commands:
-                raise
-            # Hand over the good frames that came before the bad one; the next feed fails.
-            self.error = exc
-            return commands
+        if _split_frames is not None:
+            commands, pos, error = _split_frames(view, self.max_frame_size, _HEADER_DECODERS)
+            if error is not None:
+                if not commands:
+                    raise error
+                # Hand over the good frames that came before the bad one; the next feed fails.
+                self.error = error
+                return commands
+            size = len(view)
+        else:
+            size = len(view)
+            pos = 0
+            commands = []
+            max_frame = self.max_frame_size
+            decoders = _HEADER_DECODERS
+            try:
+                while size - pos >= 8:
+                    total, word = _FRAME_HEAD.unpack_from(view, pos)
+                    if total < 4 or total > max_frame:
+                        raise ProtocolError(
+                            f"frame length {total} is outside the allowed range 4..{max_frame}"
+                        )
+                    # Judge the frame by its first 8 bytes, before waiting for the rest of it.
+                    header_len = word & _MAX_HEADER_LENGTH
+                    if header_len > total - 4:
+                        raise ProtocolError(
+                            f"header length {header_len} exceeds the frame's {total - 4} remaining bytes"
+                        )
+                    decoder = decoders.get(word >> 24)
+                    if decoder is None:
+                        raise ProtocolError(f"unknown serialize type {word >> 24}")
+                    end = pos + 4 + total
+                    if end > size:
+                        break
+                    header_end = pos + 8 + header_len
+                    commands.append(decoder(bytes(view[pos + 8 : header_end]), bytes(view[header_end:end])))
+                    pos = end
+                if size - pos >= 4:
+                    # Reject an oversized frame as soon as its length is known, not after buffering it.
+                    (total,) = _I32.unpack_from(view, pos)
+                    if total < 4 or total > max_frame:
+                        raise ProtocolError(
+                            f"frame length {total} is outside the allowed range 4..{max_frame}"
+                        )
+            except ProtocolError as exc:
+                if not commands:
+                    raise
+                # Hand over the good frames that came before the bad one; the next feed fails.
+                self.error = exc
+                return commands
         if buffer:
             del buffer[:pos]
         elif pos < size:

@@ -32,6 +32,7 @@ import pydantic_core
 
 from .codes import COMPRESSION_TYPE_MASK, MessageSysFlag
 from .errors import ProtocolError
+from .speedups import compiled as _compiled
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
@@ -901,9 +902,9 @@ def java_hash_fast(text: str) -> int:
     the base-31 number whose digits are the characters; writing each ``c`` as ``31*q + r``
     splits it into two digit strings (``r`` digits, ``q`` digits shifted one place) that
     ``int(..., 31)`` evaluates in C."""
-    data = text.encode()
-    if len(data) != len(text):
+    if not text.isascii():  # (lone surrogates included, which a UTF-8 encode would refuse)
         return java_hash(text)
+    data = text.encode("ascii")
     if 0 < len(data) <= _HASH_CHUNK:  # the usual case, one step
         h = (int(data.translate(_HASH_LOW), 31) + int(data.translate(_HASH_HIGH) + b"0", 31)) & 0xFFFFFFFF
         return h - 0x100000000 if h & 0x80000000 else h
@@ -918,3 +919,39 @@ def java_hash_fast(text: str) -> int:
 
 
 _HASH_CHUNK = 4096
+
+
+# -- the compiled codecs, when active (see .speedups) -------------------------------------------
+
+#: The pure-Python codecs, whichever implementation is active (tests compare the two).
+pure_java_hash = java_hash
+pure_java_hash_fast = java_hash_fast
+pure_decode_properties = decode_properties
+pure_decode_record = decode_record
+
+if _compiled is not None:
+    _compiled.setup_records(ProtocolError, MessageExt, zlib.crc32, decompress_body)
+    java_hash = _compiled.java_hash
+    java_hash_fast = _compiled.java_hash
+    decode_properties = _compiled.decode_properties
+    _c_decode_record = _compiled.decode_record
+
+    def decode_record(
+        buf: Any, pos: int = 0, *, check_crc: bool = False, decompress: bool = False
+    ) -> tuple[MessageExt, int]:
+        """Decode the record at ``pos``; returns the message and the position after it."""
+        # None: a negative position, whose slicing semantics the pure code keeps.
+        return _c_decode_record(buf, pos, check_crc, decompress) or pure_decode_record(
+            buf, pos, check_crc=check_crc, decompress=decompress
+        )
+
+    def decode_records(buf: Any, *, check_crc: bool = False, decompress: bool = True) -> list[MessageExt]:
+        """Every record of a pull/query body, in order."""
+        messages = []
+        pos = 0
+        size = len(buf)
+        decode = _c_decode_record
+        while pos < size:
+            msg, pos = decode(buf, pos, check_crc, decompress)
+            messages.append(msg)
+        return messages

@@ -31,6 +31,7 @@ from aiorocketmq.protocol.message import (
     RECORD_FIXED_SIZE,
     record_head_struct,
 )
+from aiorocketmq.protocol.speedups import compiled as _compiled
 
 from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, allocate
 from .messages import PutStatus, StoreMessage
@@ -60,6 +61,11 @@ def _host_layout(sys_flag: int) -> tuple[int, int]:
     store = 20 if sys_flag & _STORE_V6 else 8
     return 48 + born, 68 + born + store
 
+
+#: The commit log's compiled record encoder, when active (aiorocketmq.protocol.speedups).
+_encode_records = _compiled.encode_records if _compiled is not None else None
+#: Its refusals, by the code it returns them as.
+_ENCODE_STATUSES = {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_EXCEEDED}
 
 _LAYOUTS = {flags: _host_layout(flags) for flags in (0, _BORN_V6, _STORE_V6, _BORN_V6 | _STORE_V6)}
 
@@ -190,6 +196,22 @@ class CommitLog:
     ) -> tuple[list[bytes], list[int], list[int], list[int], int] | PutStatus:
         """The records of ``msgs`` as if written at ``phys``: their parts, offsets, sizes and
         store timestamps, and the queue offset after them."""
+        if _encode_records is not None:
+            encoded = _encode_records(
+                msgs, prefix, queue_offset, now_ms, phys, self.store_host, self.max_body_size
+            )
+            if type(encoded) is tuple:
+                data, offsets, sizes, stamps, next_queue_offset = encoded
+                return [data], offsets, sizes, stamps, next_queue_offset
+            if type(encoded) is int:
+                return _ENCODE_STATUSES[encoded]
+            # None: a field the compiled encoder leaves to the pure one (which words the error)
+        return self.encode_pure(msgs, prefix, queue_offset, now_ms, phys)
+
+    def encode_pure(
+        self, msgs: Sequence[StoreMessage], prefix: bytes, queue_offset: int, now_ms: int, phys: int
+    ) -> tuple[list[bytes], list[int], list[int], list[int], int] | PutStatus:
+        """:meth:`_encode` in pure Python (what runs without the compiled codecs)."""
         # Record size without body, properties and the born host's extra IPv6 bytes. With
         # bodies within maxMessageSize, a record never exceeds it by more than 64 KiB.
         fixed = RECORD_FIXED_SIZE - 1 + len(prefix) + self._store_extra

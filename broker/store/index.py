@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from aiorocketmq.protocol.message import KEY_SEPARATOR, java_hash_fast
+from aiorocketmq.protocol.speedups import compiled as _compiled
 
 from .mapped_file import StoreError, check_space, is_sparse, reserve, sync_directory, zero_range
 
@@ -39,6 +40,8 @@ ENTRY_SIZE = 20
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
 _TX_ROLLBACK = 0xC
 _INT_MAX = 0x7FFFFFFF
+#: The compiled index writer, when active (aiorocketmq.protocol.speedups).
+_index_put_many = _compiled.index_put_many if _compiled is not None else None
 
 
 def key_hash(key: str) -> int:
@@ -142,6 +145,10 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one key; False when the file is full. The header is written by :meth:`write_header`."""
+        if _index_put_many is not None:
+            done = self._put_compiled([(key, phy_offset, store_timestamp)], 0)
+            if done is not None:
+                return done == 1
         count = self.index_count
         if count >= self.index_num:
             return False
@@ -177,6 +184,34 @@ class IndexFile:
     def put_many(self, items: Sequence[tuple[str, int, int]], start: int) -> int:
         """:meth:`put_key` for ``items[start:]`` (key, commit-log offset, store time) until the
         file is full; returns how many went in."""
+        if _index_put_many is not None:
+            done = self._put_compiled(items, start)
+            if done is not None:
+                return done
+        return self.put_many_pure(items, start)
+
+    def _put_compiled(self, items: Sequence[tuple[str, int, int]], start: int) -> int | None:
+        """:meth:`put_many` by the compiled codecs; None for the pure code to decide."""
+        assert _index_put_many is not None
+        result = _index_put_many(
+            self.view, items, start, self.index_count, self.index_num, self.slot_num, self.begin_timestamp
+        )
+        if result is None:
+            return None
+        done, used_slots, begin_phy_offset, begin_timestamp, end_phy_offset, end_timestamp = result
+        if done:
+            if begin_phy_offset is not None:
+                self.begin_phy_offset = begin_phy_offset
+                self.begin_timestamp = begin_timestamp
+            self.hash_slot_count += used_slots
+            self.index_count += done
+            self.end_phy_offset = end_phy_offset
+            self.end_timestamp = end_timestamp
+            self.dirty = True
+        return done
+
+    def put_many_pure(self, items: Sequence[tuple[str, int, int]], start: int) -> int:
+        """:meth:`put_many` in pure Python (what runs without the compiled codecs)."""
         count = self.index_count
         room = self.index_num - count
         if room <= 0:

@@ -71,6 +71,8 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
     ):
         assert f"aiorocketmq/{package}/__init__.py" in files, package
     assert "aiorocketmq/py.typed" in files
+    # the compiled codecs, built by setup.py where a C compiler is present (as here)
+    assert any(f.startswith("aiorocketmq/protocol/_speedups.") and f.endswith(".so") for f in files), files
     # The dashboard serves its pages and assets from the installed package.
     for asset in ("templates/base.html", "templates/cluster.html", "static/style.css", "static/live.js"):
         assert f"aiorocketmq/dashboard/{asset}" in files, asset

@@ -1,0 +1,1584 @@
+/*
+ * Compiled versions of the protocol's hot codecs: Java's String.hashCode, the JSON header's
+ * extFields normalization and command construction, the ROCKETMQ binary header, the JSON
+ * header writer, the properties string, and the stored record (encode and decode).
+ *
+ * Each function gives exactly what its pure-Python twin in command.py / message.py gives,
+ * errors included: where input is unusual (a value the fast path does not model, a field out
+ * of range), the function hands the work to the pure-Python twin (registered through
+ * setup()) or returns None so the caller runs it, instead of re-implementing every corner.
+ * aiorocketmq.protocol.speedups decides whether this module is used at all.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Registered by setup(): the classes and pure-Python fallbacks of the protocol package. */
+static PyObject *ProtocolError = NULL;
+static PyObject *RemotingCommand = NULL;   /* class with __slots__ */
+static PyObject *MessageExt = NULL;        /* class with __slots__ */
+static PyObject *language_names = NULL;    /* dict int -> str */
+static PyObject *language_codes = NULL;    /* dict str -> int */
+static PyObject *pure_command_from_mapping = NULL;
+static PyObject *crc32_func = NULL;        /* zlib.crc32 */
+static PyObject *decompress_func = NULL;   /* message.decompress_body */
+
+static PyObject *s_code, *s_language, *s_version, *s_opaque, *s_flag, *s_remark, *s_ext_fields,
+    *s_body, *s_serialize_type, *s_extFields, *s_OTHER, *s_true, *s_false;
+static PyObject *s_topic, *s_properties, *s_queue_id, *s_queue_offset, *s_commit_log_offset,
+    *s_sys_flag, *s_born_timestamp, *s_born_host, *s_store_timestamp, *s_store_host,
+    *s_reconsume_times, *s_prepared_transaction_offset, *s_body_crc, *s_store_size,
+    *s_broker_name, *s_msg_born_host, *s_msg_store_host;
+
+#define INT32_MIN_ (-2147483647L - 1)
+#define INT32_MAX_ 2147483647L
+
+static int
+require_setup(void)
+{
+    if (RemotingCommand == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: setup_commands() was not called");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+require_records(void)
+{
+    if (MessageExt == NULL || ProtocolError == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: setup_records() was not called");
+        return -1;
+    }
+    return 0;
+}
+
+/* type(obj).__name__ (a new reference), as the pure code words its messages. */
+static PyObject *
+type_name(PyObject *obj)
+{
+    return PyType_GetName(Py_TYPE(obj));
+}
+
+static void
+protocol_error(const char *fmt, ...)
+{
+    va_list vargs;
+    va_start(vargs, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, vargs);
+    va_end(vargs);
+    if (msg != NULL) {
+        PyErr_SetObject(ProtocolError, msg);
+        Py_DECREF(msg);
+    }
+}
+
+/* -- big-endian helpers ----------------------------------------------------------------- */
+
+static inline int32_t
+rd_i32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int16_t
+rd_i16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static inline int64_t
+rd_i64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)rd_i32(p) << 32) | (uint32_t)rd_i32(p + 4));
+}
+
+static inline void
+wr_i32(unsigned char *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24);
+    p[1] = (unsigned char)(u >> 16);
+    p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+
+static inline void
+wr_i16(unsigned char *p, int16_t v)
+{
+    uint16_t u = (uint16_t)v;
+    p[0] = (unsigned char)(u >> 8);
+    p[1] = (unsigned char)u;
+}
+
+static inline void
+wr_i64(unsigned char *p, int64_t v)
+{
+    wr_i32(p, (int32_t)((uint64_t)v >> 32));
+    wr_i32(p + 4, (int32_t)(uint64_t)v);
+}
+
+/* A new reference to a slot set by name, through the class's member descriptor. */
+static inline int
+set_attr(PyObject *obj, PyObject *name, PyObject *value)
+{
+    return PyObject_GenericSetAttr(obj, name, value);
+}
+
+static PyObject *
+new_instance(PyObject *cls)
+{
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    return tp->tp_alloc(tp, 0);
+}
+
+/* -- java_hash ---------------------------------------------------------------------------- */
+
+static PyObject *
+java_hash(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "java_hash() takes a str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31 * h + s[i];
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *s = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31 * h + s[i];
+    }
+    else {
+        const Py_UCS4 *s = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = s[i];
+            if (c > 0xFFFF) { /* a UTF-16 surrogate pair, as Java holds it */
+                c -= 0x10000;
+                h = 31 * h + (0xD800 + (c >> 10));
+                h = 31 * h + (0xDC00 + (c & 0x3FF));
+            }
+            else {
+                h = 31 * h + c;
+            }
+        }
+    }
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* -- extFields ---------------------------------------------------------------------------- */
+
+static PyObject *
+wire_string(PyObject *value)
+{
+    if (value == Py_True)
+        return Py_NewRef(s_true);
+    if (value == Py_False)
+        return Py_NewRef(s_false);
+    return PyObject_Str(value);
+}
+
+static PyObject *
+normalize_fields_impl(PyObject *raw)
+{
+    if (raw == Py_None)
+        return PyDict_New();
+    if (!PyDict_CheckExact(raw)) {
+        PyObject *tn = type_name(raw);
+        if (tn != NULL) {
+            protocol_error("extFields must be a JSON object, got %U", tn);
+            Py_DECREF(tn);
+        }
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int all_str = 1;
+    while (PyDict_Next(raw, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(value)) {
+            all_str = 0;
+            break;
+        }
+    }
+    if (all_str)
+        return Py_NewRef(raw);
+    PyObject *fields = PyDict_New();
+    if (fields == NULL)
+        return NULL;
+    pos = 0;
+    while (PyDict_Next(raw, &pos, &key, &value)) {
+        if (value == Py_None)
+            continue;
+        PyObject *text;
+        if (PyUnicode_CheckExact(value)) {
+            text = Py_NewRef(value);
+        }
+        else if (PyUnicode_Check(value) || PyLong_Check(value) || PyFloat_Check(value)) {
+            text = wire_string(value);
+        }
+        else {
+            PyObject *r = PyObject_Repr(key);
+            PyObject *tn = r == NULL ? NULL : type_name(value);
+            if (tn != NULL)
+                protocol_error("extFields[%U] must be a scalar, got %U", r, tn);
+            Py_XDECREF(r);
+            Py_XDECREF(tn);
+            Py_DECREF(fields);
+            return NULL;
+        }
+        if (text == NULL || PyDict_SetItem(fields, key, text) < 0) {
+            Py_XDECREF(text);
+            Py_DECREF(fields);
+            return NULL;
+        }
+        Py_DECREF(text);
+    }
+    return fields;
+}
+
+static PyObject *
+normalize_fields(PyObject *self, PyObject *raw)
+{
+    if (require_setup() < 0)
+        return NULL;
+    return normalize_fields_impl(raw);
+}
+
+/* -- commands --------------------------------------------------------------------------- */
+
+static PyObject *
+make_command(long code, PyObject *language, long version, long opaque, long flag, PyObject *remark,
+             PyObject *fields, PyObject *body, long st)
+{
+    PyObject *cmd = new_instance(RemotingCommand);
+    if (cmd == NULL)
+        return NULL;
+    PyObject *v;
+#define SET_LONG(name, x)                                            \
+    v = PyLong_FromLong(x);                                          \
+    if (v == NULL || set_attr(cmd, name, v) < 0) {                   \
+        Py_XDECREF(v);                                               \
+        goto fail;                                                   \
+    }                                                                \
+    Py_DECREF(v);
+    SET_LONG(s_code, code);
+    if (set_attr(cmd, s_language, language) < 0)
+        goto fail;
+    SET_LONG(s_version, version);
+    SET_LONG(s_opaque, opaque);
+    SET_LONG(s_flag, flag);
+    if (set_attr(cmd, s_remark, remark) < 0 || set_attr(cmd, s_ext_fields, fields) < 0 ||
+        set_attr(cmd, s_body, body) < 0)
+        goto fail;
+    SET_LONG(s_serialize_type, st);
+#undef SET_LONG
+    return cmd;
+fail:
+    Py_DECREF(cmd);
+    return NULL;
+}
+
+static int
+small_int(PyObject *value, long *out)
+{
+    if (value == NULL || !PyLong_CheckExact(value))
+        return 0;
+    int overflow;
+    long x = PyLong_AsLongAndOverflow(value, &overflow);
+    if (overflow || x < INT32_MIN_ || x > INT32_MAX_)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* command_from_mapping(header, body, st, kind): the JSON and msgpack headers' command. */
+static PyObject *
+command_from_mapping(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "command_from_mapping() takes 4 arguments");
+        return NULL;
+    }
+    if (require_setup() < 0)
+        return NULL;
+    PyObject *header = args[0], *body = args[1];
+    long st = PyLong_AsLong(args[2]);
+    if (st == -1 && PyErr_Occurred())
+        return NULL;
+    long code, opaque = 0, flag = 0, version = 0;
+    PyObject *o;
+    if (!PyDict_CheckExact(header) || !small_int(PyDict_GetItemWithError(header, s_code), &code) ||
+        ((o = PyDict_GetItemWithError(header, s_opaque)) != NULL && !small_int(o, &opaque)) ||
+        ((o = PyDict_GetItemWithError(header, s_flag)) != NULL && !small_int(o, &flag)) ||
+        ((o = PyDict_GetItemWithError(header, s_version)) != NULL && !small_int(o, &version))) {
+        if (PyErr_Occurred())
+            return NULL;
+        /* Anything but four plain 32-bit ints: the pure code words every error. */
+        return PyObject_Vectorcall(pure_command_from_mapping, args, 4, NULL);
+    }
+    PyObject *remark = PyDict_GetItemWithError(header, s_remark);
+    PyObject *language = PyDict_GetItemWithError(header, s_language);
+    PyObject *raw = PyDict_GetItemWithError(header, s_extFields);
+    if (PyErr_Occurred())
+        return NULL;
+    if ((remark != NULL && remark != Py_None && !PyUnicode_CheckExact(remark)) ||
+        (language != NULL && !PyUnicode_CheckExact(language)))
+        return PyObject_Vectorcall(pure_command_from_mapping, args, 4, NULL);
+    PyObject *fields;
+    if (st == 2) {
+        /* msgpack: native values, kept as they are; a falsy extFields is an empty map */
+        int truth = raw == NULL ? 0 : PyObject_IsTrue(raw);
+        if (truth < 0)
+            return NULL;
+        if (!truth)
+            fields = PyDict_New();
+        else if (PyDict_CheckExact(raw))
+            fields = Py_NewRef(raw);
+        else
+            return PyObject_Vectorcall(pure_command_from_mapping, args, 4, NULL);
+    }
+    else {
+        fields = normalize_fields_impl(raw == NULL ? Py_None : raw);
+    }
+    if (fields == NULL)
+        return NULL;
+    PyObject *cmd = make_command(code, language == NULL ? s_OTHER : language, version, opaque, flag,
+                                 remark == NULL ? Py_None : remark, fields, body, st);
+    Py_DECREF(fields);
+    return cmd;
+}
+
+/* decode_rocketmq_header(data, body) -> RemotingCommand */
+static PyObject *
+decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_rocketmq_header() takes 2 arguments");
+        return NULL;
+    }
+    if (require_setup() < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *remark = NULL, *fields = NULL, *result = NULL;
+    if (size < 21) {
+        protocol_error("ROCKETMQ header of %zd bytes is shorter than its 21-byte fixed part", size);
+        goto done;
+    }
+    long code = rd_i16(d);
+    long language = d[2];
+    long version = rd_i16(d + 3);
+    long opaque = rd_i32(d + 5);
+    long flag = rd_i32(d + 9);
+    long remark_len = rd_i32(d + 13);
+    Py_ssize_t pos = 17;
+    if (remark_len < 0 || pos + remark_len + 4 > size) {
+        protocol_error("ROCKETMQ header remark length %ld overruns the header", remark_len);
+        goto done;
+    }
+    if (remark_len) {
+        remark = PyUnicode_DecodeUTF8((const char *)d + pos, remark_len, NULL);
+        if (remark == NULL)
+            goto utf8_error;
+    }
+    else {
+        remark = Py_NewRef(Py_None);
+    }
+    pos += remark_len;
+    long ext_len = rd_i32(d + pos);
+    pos += 4;
+    if (ext_len < 0 || pos + ext_len != size) {
+        protocol_error("ROCKETMQ header extFields length %ld does not match the header size %zd", ext_len,
+                       size);
+        goto done;
+    }
+    fields = PyDict_New();
+    if (fields == NULL)
+        goto done;
+    Py_ssize_t end = pos + ext_len;
+    while (pos < end) {
+        if (pos + 2 > end) {
+            protocol_error("ROCKETMQ header extFields entry truncated in its key length");
+            goto done;
+        }
+        long key_len = rd_i16(d + pos);
+        pos += 2;
+        if (key_len < 0 || pos + key_len + 4 > end) {
+            protocol_error("ROCKETMQ header key length %ld overruns extFields", key_len);
+            goto done;
+        }
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)d + pos, key_len, NULL);
+        if (key == NULL)
+            goto utf8_error;
+        pos += key_len;
+        long value_len = rd_i32(d + pos);
+        pos += 4;
+        if (value_len < 0 || pos + value_len > end) {
+            Py_DECREF(key);
+            protocol_error("ROCKETMQ header value length %ld overruns extFields", value_len);
+            goto done;
+        }
+        if (key_len) {
+            PyObject *value = PyUnicode_DecodeUTF8((const char *)d + pos, value_len, NULL);
+            if (value == NULL) {
+                Py_DECREF(key);
+                goto utf8_error;
+            }
+            int rc = PyDict_SetItem(fields, key, value);
+            Py_DECREF(value);
+            if (rc < 0) {
+                Py_DECREF(key);
+                goto done;
+            }
+        }
+        Py_DECREF(key);
+        pos += value_len;
+    }
+    goto build;
+utf8_error:
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        protocol_error("ROCKETMQ header holds invalid UTF-8: %S", value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    goto done;
+build: {
+    PyObject *lang_key = PyLong_FromLong(language);
+    if (lang_key == NULL)
+        goto done;
+    PyObject *name = PyDict_GetItemWithError(language_names, lang_key);
+    Py_DECREF(lang_key);
+    if (name == NULL && PyErr_Occurred())
+        goto done;
+    result = make_command(code, name == NULL ? s_OTHER : name, version, opaque, flag, remark, fields,
+                          args[1], 1);
+}
+done:
+    Py_XDECREF(remark);
+    Py_XDECREF(fields);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- header encoders ---------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int
+out_reserve(Out *o, Py_ssize_t extra)
+{
+    if (o->len + extra <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + extra)
+        cap *= 2;
+    char *b = PyMem_Realloc(o->buf, cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int
+out_write(Out *o, const void *p, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
+#define OUT_LIT(o, s) out_write((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+static int
+out_long(Out *o, long v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%ld", v);
+    return out_write(o, tmp, n);
+}
+
+/* A JSON string as serde_json (pydantic_core.to_json) writes it: UTF-8, with only '"', '\\'
+ * and control characters escaped. Returns 1 when the text cannot be written (lone surrogates),
+ * with no exception set. */
+static int
+out_json_string(Out *o, PyObject *text)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    if (out_reserve(o, n * 6 + 2) < 0)
+        return -1;
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    static const char hex[] = "0123456789abcdef";
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *w++ = (char)c;
+            continue;
+        }
+        *w++ = '\\';
+        switch (c) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\r': *w++ = 'r'; break;
+        case '\t': *w++ = 't'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = hex[c >> 4];
+            *w++ = hex[c & 15];
+        }
+    }
+    *w++ = '"';
+    o->len = w - o->buf;
+    return 0;
+}
+
+/* The ext field value as the wire string, or NULL with no exception when the pure code must
+ * decide (a value type the fast path does not model). Sets *skip for None. */
+static PyObject *
+field_text(PyObject *value, int *skip)
+{
+    *skip = 0;
+    if (PyUnicode_CheckExact(value))
+        return Py_NewRef(value);
+    if (value == Py_None) {
+        *skip = 1;
+        return NULL;
+    }
+    if (value == Py_True || value == Py_False || PyLong_CheckExact(value))
+        return wire_string(value);
+    return NULL;
+}
+
+/* A command's int field (an IntEnum such as ResponseCode too, written as its value; a bool is
+ * left to the pure encoder, which JSON writes as true/false). 1: out of range or not an int. */
+static int
+cmd_long(PyObject *cmd, PyObject *name, long lo, long hi, long *out)
+{
+    PyObject *v = PyObject_GetAttr(cmd, name);
+    if (v == NULL)
+        return -1;
+    int ok = 0;
+    if (PyLong_Check(v) && !PyBool_Check(v)) {
+        int overflow;
+        long x = PyLong_AsLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(v);
+            return -1;
+        }
+        ok = !overflow && x >= lo && x <= hi;
+        *out = x;
+    }
+    Py_DECREF(v);
+    return ok ? 0 : 1;
+}
+
+/* encode_json_header(cmd) -> bytes, or None for the pure encoder to handle the command. */
+static PyObject *
+encode_json_header(PyObject *self, PyObject *cmd)
+{
+    if (require_setup() < 0)
+        return NULL;
+    long code, flag, opaque, version;
+    int rc;
+    if ((rc = cmd_long(cmd, s_code, INT32_MIN_, INT32_MAX_, &code)) ||
+        (rc = cmd_long(cmd, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
+        (rc = cmd_long(cmd, s_opaque, INT32_MIN_, INT32_MAX_, &opaque)) ||
+        (rc = cmd_long(cmd, s_version, INT32_MIN_, INT32_MAX_, &version)))
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *fields = PyObject_GetAttr(cmd, s_ext_fields);
+    PyObject *language = PyObject_GetAttr(cmd, s_language);
+    PyObject *remark = PyObject_GetAttr(cmd, s_remark);
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0};
+    if (fields == NULL || language == NULL || remark == NULL)
+        goto done;
+    if (!PyDict_CheckExact(fields) || !PyUnicode_CheckExact(language) ||
+        (remark != Py_None && !PyUnicode_CheckExact(remark))) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (OUT_LIT(&o, "{\"code\":") < 0 || out_long(&o, code) < 0 || OUT_LIT(&o, ",\"extFields\":{") < 0)
+        goto done;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int first = 1;
+    while (PyDict_Next(fields, &pos, &key, &value)) {
+        int skip;
+        if (!PyUnicode_CheckExact(key)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyObject *text = field_text(value, &skip);
+        if (skip)
+            continue;
+        if (text == NULL) {
+            if (!PyErr_Occurred())
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (!first && OUT_LIT(&o, ",") < 0) {
+            Py_DECREF(text);
+            goto done;
+        }
+        first = 0;
+        int r1 = out_json_string(&o, key);
+        int r2 = r1 ? r1 : OUT_LIT(&o, ":");
+        int r3 = r2 ? r2 : out_json_string(&o, text);
+        Py_DECREF(text);
+        if (r3) {
+            if (r3 > 0)
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (OUT_LIT(&o, "},\"flag\":") < 0 || out_long(&o, flag) < 0 || OUT_LIT(&o, ",\"language\":") < 0)
+        goto done;
+    if ((rc = out_json_string(&o, language))) {
+        if (rc > 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (OUT_LIT(&o, ",\"opaque\":") < 0 || out_long(&o, opaque) < 0)
+        goto done;
+    if (remark != Py_None) {
+        if (OUT_LIT(&o, ",\"remark\":") < 0)
+            goto done;
+        if ((rc = out_json_string(&o, remark))) {
+            if (rc > 0)
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (OUT_LIT(&o, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") < 0 || out_long(&o, version) < 0 ||
+        OUT_LIT(&o, "}") < 0)
+        goto done;
+    result = PyBytes_FromStringAndSize(o.buf, o.len);
+done:
+    PyMem_Free(o.buf);
+    Py_XDECREF(fields);
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    return result;
+}
+
+/* encode_rocketmq_header(cmd) -> bytes, or None for the pure encoder to handle the command. */
+static PyObject *
+encode_rocketmq_header(PyObject *self, PyObject *cmd)
+{
+    if (require_setup() < 0)
+        return NULL;
+    long code, flag, opaque, version;
+    int rc;
+    if ((rc = cmd_long(cmd, s_code, -32768, 32767, &code)) ||
+        (rc = cmd_long(cmd, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
+        (rc = cmd_long(cmd, s_opaque, INT32_MIN_, INT32_MAX_, &opaque)) ||
+        (rc = cmd_long(cmd, s_version, -32768, 32767, &version)))
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *fields = PyObject_GetAttr(cmd, s_ext_fields);
+    PyObject *language = PyObject_GetAttr(cmd, s_language);
+    PyObject *remark = PyObject_GetAttr(cmd, s_remark);
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0};
+    if (fields == NULL || language == NULL || remark == NULL)
+        goto done;
+    if (!PyDict_CheckExact(fields) || (remark != Py_None && !PyUnicode_CheckExact(remark))) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long lang = -1;
+    if (!PyUnicode_CheckExact(language)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *lang_code = PyDict_GetItemWithError(language_codes, language);
+    if (lang_code == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        lang_code = PyDict_GetItemWithError(language_codes, s_OTHER);
+        if (lang_code == NULL)
+            goto done;
+    }
+    if (!small_int(lang_code, &lang) || lang < 0 || lang > 255) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const char *remark_s = NULL;
+    Py_ssize_t remark_n = 0;
+    if (remark != Py_None) {
+        remark_s = PyUnicode_AsUTF8AndSize(remark, &remark_n);
+        if (remark_s == NULL) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (remark_n > INT32_MAX_ || out_reserve(&o, 21 + remark_n) < 0) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    unsigned char *w = (unsigned char *)o.buf;
+    wr_i16(w, (int16_t)code);
+    w[2] = (unsigned char)lang;
+    wr_i16(w + 3, (int16_t)version);
+    wr_i32(w + 5, (int32_t)opaque);
+    wr_i32(w + 9, (int32_t)flag);
+    wr_i32(w + 13, (int32_t)remark_n);
+    if (remark_n)
+        memcpy(w + 17, remark_s, remark_n);
+    o.len = 21 + remark_n; /* the ext length at 17 + remark_n is written last */
+    Py_ssize_t ext_start = o.len;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(fields, &pos, &key, &value)) {
+        int skip;
+        if (!PyUnicode_CheckExact(key)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyObject *text = field_text(value, &skip);
+        if (skip)
+            continue;
+        if (text == NULL) {
+            if (!PyErr_Occurred())
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_ssize_t kn, vn;
+        const char *ks = PyUnicode_AsUTF8AndSize(key, &kn);
+        const char *vs = ks == NULL ? NULL : PyUnicode_AsUTF8AndSize(text, &vn);
+        if (vs == NULL || kn > 32767 || vn > INT32_MAX_) {
+            Py_DECREF(text);
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (out_reserve(&o, 6 + kn + vn) < 0) {
+            Py_DECREF(text);
+            goto done;
+        }
+        w = (unsigned char *)o.buf + o.len;
+        wr_i16(w, (int16_t)kn);
+        memcpy(w + 2, ks, kn);
+        wr_i32(w + 2 + kn, (int32_t)vn);
+        memcpy(w + 6 + kn, vs, vn);
+        o.len += 6 + kn + vn;
+        Py_DECREF(text);
+    }
+    if (o.len - ext_start > INT32_MAX_) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    wr_i32((unsigned char *)o.buf + ext_start - 4, (int32_t)(o.len - ext_start));
+    result = PyBytes_FromStringAndSize(o.buf, o.len);
+done:
+    PyMem_Free(o.buf);
+    Py_XDECREF(fields);
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    return result;
+}
+
+/* -- properties --------------------------------------------------------------------------- */
+
+static PyObject *
+decode_properties(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "decode_properties() takes a str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    PyObject *result = PyDict_New();
+    if (result == NULL)
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t start = 0;
+    while (start <= n && n > 0) {
+        /* the segment [start, end) and its first \x01 */
+        Py_ssize_t end = start, sep = -1;
+        while (end < n) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, end);
+            if (c == 2)
+                break;
+            if (c == 1 && sep < 0)
+                sep = end;
+            end++;
+        }
+        /* Java's string2messageProperties drops a segment whose name or value is empty. */
+        if (sep > start && sep + 1 < end) {
+            PyObject *name = PyUnicode_Substring(text, start, sep);
+            PyObject *value = name == NULL ? NULL : PyUnicode_Substring(text, sep + 1, end);
+            if (value == NULL || PyDict_SetItem(result, name, value) < 0) {
+                Py_XDECREF(name);
+                Py_XDECREF(value);
+                Py_DECREF(result);
+                return NULL;
+            }
+            Py_DECREF(name);
+            Py_DECREF(value);
+        }
+        start = end + 1;
+    }
+    return result;
+}
+
+/* -- stored records --------------------------------------------------------------------- */
+
+#define MESSAGE_MAGIC (-626843481)
+#define BORN_V6 0x10
+#define STORE_V6 0x20
+#define COMPRESSED 0x1
+
+static int
+get_long_attr(PyObject *obj, PyObject *name, long long lo, long long hi, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    if (!PyLong_CheckExact(v)) {
+        Py_DECREF(v);
+        return 1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || x < lo || x > hi)
+        return 1;
+    *out = x;
+    return 0;
+}
+
+static long
+crc32_of(PyObject *body)
+{
+    PyObject *r = PyObject_CallOneArg(crc32_func, body);
+    if (r == NULL)
+        return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/*
+ * encode_records(msgs, prefix, queue_offset, now_ms, phys, store_host, max_body)
+ *   -> (data, offsets, sizes, stamps, next_queue_offset), an int status code (1: MESSAGE_ILLEGAL,
+ *      2: PROPERTIES_SIZE_EXCEEDED), or None for the pure encoder (a field it must judge).
+ * The commit log's batch encoder (commit_log.CommitLog._encode): the records of msgs as if
+ * written at phys, in one buffer.
+ */
+static PyObject *
+encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode_records() takes 7 arguments");
+        return NULL;
+    }
+    if (require_records() < 0)
+        return NULL;
+    PyObject *msgs = args[0], *prefix = args[1], *store_host = args[5];
+    long long qoff = PyLong_AsLongLong(args[2]);
+    long long now_ms = PyLong_AsLongLong(args[3]);
+    long long phys = PyLong_AsLongLong(args[4]);
+    long long max_body = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(msgs) && !PyTuple_CheckExact(msgs))
+        return Py_NewRef(Py_None);
+    if (!PyBytes_CheckExact(prefix) || !PyBytes_CheckExact(store_host))
+        return Py_NewRef(Py_None);
+    Py_ssize_t store_len = PyBytes_GET_SIZE(store_host);
+    if (store_len != 8 && store_len != 20)
+        return Py_NewRef(Py_None);
+    Py_ssize_t prefix_len = PyBytes_GET_SIZE(prefix);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(msgs);
+    PyObject **items = PySequence_Fast_ITEMS(msgs);
+    PyObject *offsets = PyList_New(count), *sizes = PyList_New(count), *stamps = PyList_New(count);
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0};
+    if (offsets == NULL || sizes == NULL || stamps == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *msg = items[i];
+        PyObject *body = PyObject_GetAttr(msg, s_body);
+        PyObject *props_s = body == NULL ? NULL : PyObject_GetAttr(msg, s_properties);
+        PyObject *born = props_s == NULL ? NULL : PyObject_GetAttr(msg, s_born_host);
+        if (born == NULL) {
+            Py_XDECREF(body);
+            Py_XDECREF(props_s);
+            goto done;
+        }
+        int fallback = !PyBytes_CheckExact(body) || !PyUnicode_CheckExact(props_s) || !PyBytes_CheckExact(born);
+        const char *props = NULL;
+        Py_ssize_t props_len = 0;
+        if (!fallback) {
+            props = PyUnicode_AsUTF8AndSize(props_s, &props_len);
+            if (props == NULL) {
+                PyErr_Clear(); /* lone surrogates: not representable on the wire */
+                Py_DECREF(body);
+                Py_DECREF(props_s);
+                Py_DECREF(born);
+                result = PyLong_FromLong(1);
+                goto done;
+            }
+        }
+        Py_ssize_t born_len = fallback ? 0 : PyBytes_GET_SIZE(born);
+        long status = 0;
+        if (!fallback) {
+            if (born_len != 8 && born_len != 20)
+                status = 1;
+            else if (props_len > 32767)
+                status = 2;
+            else if (PyBytes_GET_SIZE(body) > max_body || memchr(props, 0, props_len) != NULL)
+                status = 1;
+        }
+        long long sys_flag, queue_id, flag, born_ts, store_ts, reconsume, prepared;
+        int rc = 0;
+        if (!fallback && !status) {
+            if ((rc = get_long_attr(msg, s_sys_flag, INT32_MIN_, INT32_MAX_, &sys_flag)) ||
+                (rc = get_long_attr(msg, s_queue_id, INT32_MIN_, INT32_MAX_, &queue_id)) ||
+                (rc = get_long_attr(msg, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
+                (rc = get_long_attr(msg, s_born_timestamp, INT64_MIN, INT64_MAX, &born_ts)) ||
+                (rc = get_long_attr(msg, s_store_timestamp, INT64_MIN, INT64_MAX, &store_ts)) ||
+                (rc = get_long_attr(msg, s_reconsume_times, INT32_MIN_, INT32_MAX_, &reconsume)) ||
+                (rc = get_long_attr(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX, &prepared)))
+                fallback = 1;
+        }
+        if (rc < 0 || fallback || status) {
+            Py_DECREF(body);
+            Py_DECREF(props_s);
+            Py_DECREF(born);
+            if (rc >= 0)
+                result = status ? PyLong_FromLong(status) : Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+        Py_ssize_t head_len = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 + 4;
+        Py_ssize_t size = head_len + body_len + prefix_len + 2 + props_len;
+        long long host_flags = (born_len == 20 ? BORN_V6 : 0) | (store_len == 20 ? STORE_V6 : 0);
+        long long sf = (sys_flag & ~(long long)(BORN_V6 | STORE_V6)) | host_flags;
+        long long tx = sf & 0xC;
+        long long record_qoff;
+        if (tx == 0x4 || tx == 0xC) {
+            record_qoff = 0; /* half and rolled-back transaction messages take no queue slot */
+        }
+        else {
+            record_qoff = qoff;
+            qoff += 1;
+        }
+        long long stamp = store_ts ? store_ts : now_ms;
+        long crc = crc32_of(body);
+        if ((crc == -1 && PyErr_Occurred()) || size > INT32_MAX_ || out_reserve(&o, size) < 0) {
+            Py_DECREF(body);
+            Py_DECREF(props_s);
+            Py_DECREF(born);
+            if (!PyErr_Occurred())
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        unsigned char *w = (unsigned char *)o.buf + o.len;
+        wr_i32(w, (int32_t)size);
+        wr_i32(w + 4, MESSAGE_MAGIC);
+        wr_i32(w + 8, (int32_t)(crc & 0x7FFFFFFF));
+        wr_i32(w + 12, (int32_t)queue_id);
+        wr_i32(w + 16, (int32_t)flag);
+        wr_i64(w + 20, record_qoff);
+        wr_i64(w + 28, phys);
+        wr_i32(w + 36, (int32_t)sf);
+        wr_i64(w + 40, born_ts);
+        w += 48;
+        memcpy(w, PyBytes_AS_STRING(born), born_len);
+        w += born_len;
+        wr_i64(w, stamp);
+        w += 8;
+        memcpy(w, PyBytes_AS_STRING(store_host), store_len);
+        w += store_len;
+        wr_i32(w, (int32_t)reconsume);
+        wr_i64(w + 4, prepared);
+        wr_i32(w + 12, (int32_t)body_len);
+        w += 16;
+        memcpy(w, PyBytes_AS_STRING(body), body_len);
+        w += body_len;
+        memcpy(w, PyBytes_AS_STRING(prefix), prefix_len);
+        w += prefix_len;
+        wr_i16(w, (int16_t)props_len);
+        memcpy(w + 2, props, props_len);
+        o.len += size;
+        Py_DECREF(body);
+        Py_DECREF(props_s);
+        Py_DECREF(born);
+        PyObject *a = PyLong_FromLongLong(phys), *b = PyLong_FromSsize_t(size), *c = PyLong_FromLongLong(stamp);
+        if (a == NULL || b == NULL || c == NULL) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            Py_XDECREF(c);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, i, a);
+        PyList_SET_ITEM(sizes, i, b);
+        PyList_SET_ITEM(stamps, i, c);
+        phys += size;
+    }
+    {
+        PyObject *data = PyBytes_FromStringAndSize(o.buf, o.len);
+        if (data != NULL)
+            result = Py_BuildValue("(NOOOL)", data, offsets, sizes, stamps, qoff);
+    }
+done:
+    PyMem_Free(o.buf);
+    Py_XDECREF(offsets);
+    Py_XDECREF(sizes);
+    Py_XDECREF(stamps);
+    return result;
+}
+
+/*
+ * decode_record(buf, pos, check_crc, decompress) -> (MessageExt, end)
+ * The pure decode_record's twin: same checks in the same order, same messages.
+ */
+static PyObject *
+decode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "decode_record() takes 4 arguments");
+        return NULL;
+    }
+    if (require_records() < 0)
+        return NULL;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    int check_crc = PyObject_IsTrue(args[2]);
+    int decompress = PyObject_IsTrue(args[3]);
+    if (check_crc < 0 || decompress < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *result = NULL, *body = NULL, *topic = NULL, *props_text = NULL, *properties = NULL,
+             *msg = NULL, *born = NULL, *store = NULL;
+    if (pos < 0) {
+        /* negative or past-the-end positions: Python's slicing rules decide, in the pure code */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t available = size - pos;
+    if (available < 91) {
+        protocol_error("record at %zd truncated: %zd bytes left", pos, available);
+        goto done;
+    }
+    const unsigned char *r = d + pos;
+    int32_t sys_flag = rd_i32(r + 36);
+    Py_ssize_t born_len = (sys_flag & BORN_V6) ? 20 : 8;
+    Py_ssize_t store_len = (sys_flag & STORE_V6) ? 20 : 8;
+    Py_ssize_t head_len = 72 + born_len + store_len;
+    if (available < head_len + 3) {
+        protocol_error("record at %zd truncated: %zd bytes left", pos, available);
+        goto done;
+    }
+    int32_t total = rd_i32(r);
+    int32_t magic = rd_i32(r + 4);
+    if (magic != MESSAGE_MAGIC) {
+        char hex_magic[16];
+        snprintf(hex_magic, sizeof hex_magic, "0x%x", (unsigned int)(uint32_t)magic);
+        protocol_error("record at %zd has magic code %s, not a message", pos, hex_magic);
+        goto done;
+    }
+    Py_ssize_t end = pos + total;
+    const unsigned char *after_born = r + 48 + born_len;
+    const unsigned char *after_store = after_born + 8 + store_len;
+    int32_t body_len = rd_i32(after_store + 12);
+    Py_ssize_t body_pos = pos + head_len;
+    Py_ssize_t topic_pos = body_pos + body_len;
+    if (end > size || body_len < 0 || topic_pos + 3 > end) {
+        protocol_error("record at %zd is truncated or has inconsistent lengths", pos);
+        goto done;
+    }
+    Py_ssize_t topic_len = d[topic_pos];
+    Py_ssize_t props_pos = topic_pos + 1 + topic_len;
+    if (props_pos + 2 > end || props_pos + 2 + ((d[props_pos] << 8) | d[props_pos + 1]) != end) {
+        protocol_error("record at %zd has field lengths that disagree with its size %ld", pos, (long)total);
+        goto done;
+    }
+    int32_t body_crc = rd_i32(r + 8);
+    body = PyBytes_FromStringAndSize((const char *)d + body_pos, body_len);
+    if (body == NULL)
+        goto done;
+    if (check_crc) {
+        long crc = crc32_of(body);
+        if (crc == -1 && PyErr_Occurred())
+            goto done;
+        if ((crc & 0x7FFFFFFF) != body_crc) {
+            protocol_error("record at %zd fails its body CRC check", pos);
+            goto done;
+        }
+    }
+    topic = PyUnicode_DecodeUTF8((const char *)d + topic_pos + 1, topic_len, NULL);
+    if (topic != NULL)
+        props_text = PyUnicode_DecodeUTF8((const char *)d + props_pos + 2, end - props_pos - 2, NULL);
+    if (props_text == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            protocol_error("record at %zd has a topic or properties that is not UTF-8", pos);
+        }
+        goto done;
+    }
+    properties = decode_properties(NULL, props_text);
+    if (properties == NULL)
+        goto done;
+    if (decompress && (sys_flag & COMPRESSED)) {
+        PyObject *flag_obj = PyLong_FromLong(sys_flag);
+        if (flag_obj == NULL)
+            goto done;
+        PyObject *inflated = PyObject_CallFunctionObjArgs(decompress_func, body, flag_obj, NULL);
+        Py_DECREF(flag_obj);
+        if (inflated == NULL)
+            goto done;
+        Py_SETREF(body, inflated);
+    }
+    born = PyBytes_FromStringAndSize((const char *)r + 48, born_len);
+    store = born == NULL ? NULL : PyBytes_FromStringAndSize((const char *)after_born + 8, store_len);
+    msg = store == NULL ? NULL : new_instance(MessageExt);
+    if (msg == NULL)
+        goto done;
+    {
+        struct {
+            PyObject *name;
+            PyObject *value;
+            int owned;
+        } slots[] = {
+            {s_topic, topic, 0},
+            {s_body, body, 0},
+            {s_flag, PyLong_FromLong(rd_i32(r + 16)), 1},
+            {s_properties, properties, 0},
+            {s_queue_id, PyLong_FromLong(rd_i32(r + 12)), 1},
+            {s_queue_offset, PyLong_FromLongLong(rd_i64(r + 20)), 1},
+            {s_commit_log_offset, PyLong_FromLongLong(rd_i64(r + 28)), 1},
+            {s_sys_flag, PyLong_FromLong(sys_flag), 1},
+            {s_born_timestamp, PyLong_FromLongLong(rd_i64(r + 40)), 1},
+            {s_msg_born_host, born, 0},
+            {s_store_timestamp, PyLong_FromLongLong(rd_i64(after_born)), 1},
+            {s_msg_store_host, store, 0},
+            {s_reconsume_times, PyLong_FromLong(rd_i32(after_store)), 1},
+            {s_prepared_transaction_offset, PyLong_FromLongLong(rd_i64(after_store + 4)), 1},
+            {s_body_crc, PyLong_FromLong(body_crc), 1},
+            {s_store_size, PyLong_FromLong(total), 1},
+            {s_broker_name, Py_None, 0},
+        };
+        int failed = 0;
+        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+            if (!failed && (slots[i].value == NULL || set_attr(msg, slots[i].name, slots[i].value) < 0))
+                failed = 1;
+            if (slots[i].owned)
+                Py_XDECREF(slots[i].value);
+        }
+        if (failed)
+            goto done;
+    }
+    {
+        PyObject *end_obj = PyLong_FromSsize_t(end);
+        if (end_obj != NULL)
+            result = PyTuple_Pack(2, msg, end_obj);
+        Py_XDECREF(end_obj);
+    }
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(topic);
+    Py_XDECREF(props_text);
+    Py_XDECREF(properties);
+    Py_XDECREF(born);
+    Py_XDECREF(store);
+    Py_XDECREF(msg);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- index entries ------------------------------------------------------------------------ */
+
+static uint32_t
+java_hash_of(PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        }
+        else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+/*
+ * index_put_many(view, items, start, count, index_num, slot_num, begin_timestamp)
+ *   -> (done, used_slots, begin_phy_offset or None, begin_timestamp, end_phy_offset, end_timestamp)
+ *   or None for the pure code (an item it must judge, a file too small for its header).
+ * The index file's IndexFile.put_many: items[start:] (key, commit-log offset, store time)
+ * into the hash slots and entries of the mapped file, until the file is full.
+ */
+static PyObject *
+index_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_put_many() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *items = args[1];
+    long long numbers[5];
+    for (int i = 0; i < 5; i++) {
+        int overflow = 0;
+        if (!PyLong_Check(args[2 + i]))
+            Py_RETURN_NONE;
+        numbers[i] = PyLong_AsLongLongAndOverflow(args[2 + i], &overflow);
+        if (numbers[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow) /* a header field beyond 64 bits: the pure code decides */
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t start = (Py_ssize_t)numbers[0];
+    long long count = numbers[1], index_num = numbers[2], slot_num = numbers[3], begin = numbers[4];
+    if (!(PyList_CheckExact(items) || PyTuple_CheckExact(items)) || start < 0 || slot_num <= 0 || count < 0 ||
+        count > INT32_MAX_)
+        Py_RETURN_NONE;
+    Py_ssize_t n_items = PySequence_Fast_GET_SIZE(items);
+    PyObject **all = PySequence_Fast_ITEMS(items);
+    long long room = index_num - count;
+    if (room <= 0)
+        return Py_BuildValue("(iiOLLL)", 0, 0, Py_None, begin, 0LL, 0LL);
+    Py_ssize_t stop = start + room < n_items ? (Py_ssize_t)(start + room) : n_items;
+    if (start > n_items)
+        stop = start;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    unsigned char *d = (unsigned char *)view.buf;
+    long long entries = 40 + slot_num * 4;
+    /* Every item checked first, so that the pure code, when it has to decide, starts from
+     * an untouched file. */
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *item = all[i];
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(item, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 2)))
+            goto fallback;
+        int overflow;
+        PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 1), &overflow);
+        if (overflow)
+            goto fallback;
+        PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 2), &overflow);
+        if (overflow)
+            goto fallback;
+    }
+    if (entries + (count + (stop - start)) * 20 > view.len)
+        goto fallback;
+    long long used = 0, phy = 0, stamp = 0, new_begin_phy = 0, new_begin_ts = 0;
+    int begin_set = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *item = all[i];
+        phy = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        stamp = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+        int32_t hs = (int32_t)java_hash_of(PyTuple_GET_ITEM(item, 0));
+        long long h = hs;
+        if (h < 0) /* Java: Math.abs, and 0 for Integer.MIN_VALUE */
+            h = h == INT32_MIN_ ? 0 : -h;
+        long long slot_pos = 40 + (h % slot_num) * 4;
+        long long prev = rd_i32(d + slot_pos);
+        if (prev <= 0 || prev > count) {
+            prev = 0;
+            used += 1;
+        }
+        long long diff;
+        if (begin <= 0) {
+            diff = 0;
+            if (count <= 1) {
+                new_begin_phy = phy;
+                new_begin_ts = begin = stamp;
+                begin_set = 1;
+            }
+        }
+        else if (stamp <= begin) {
+            diff = 0;
+        }
+        else {
+            diff = (stamp - begin) / 1000;
+            if (diff > INT32_MAX_)
+                diff = INT32_MAX_;
+        }
+        unsigned char *e = d + entries + count * 20;
+        wr_i32(e, (int32_t)h);
+        wr_i64(e + 4, phy);
+        wr_i32(e + 12, (int32_t)diff);
+        wr_i32(e + 16, (int32_t)prev);
+        wr_i32(d + slot_pos, (int32_t)count);
+        count += 1;
+    }
+    PyBuffer_Release(&view);
+    if (begin_set)
+        return Py_BuildValue("(nLLLLL)", stop - start, used, new_begin_phy, new_begin_ts, phy, stamp);
+    return Py_BuildValue("(nLOLLL)", stop - start, used, Py_None, begin, phy, stamp);
+fallback:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+/* -- frame splitting ------------------------------------------------------------------------ */
+
+/*
+ * split_frames(data, max_frame, decoders) -> (commands, consumed, error)
+ * The general loop of FrameDecoder.feed: every whole frame of data decoded by the decoder of
+ * its serialize type (decoders: dict type -> callable(header, body)), the bytes consumed, and
+ * the ProtocolError that stopped it (None if none). The checks and messages are the pure
+ * loop's, in its order; an exception other than ProtocolError propagates, as there.
+ */
+static PyObject *
+split_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "split_frames() takes 3 arguments");
+        return NULL;
+    }
+    if (require_setup() < 0)
+        return NULL;
+    long long max_frame = PyLong_AsLongLong(args[1]);
+    if (max_frame == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *decoders = args[2];
+    if (!PyDict_Check(decoders)) {
+        PyErr_SetString(PyExc_TypeError, "split_frames() needs a dict of decoders");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len, pos = 0;
+    PyObject *commands = PyList_New(0), *error = NULL, *result = NULL;
+    if (commands == NULL)
+        goto done;
+    while (size - pos >= 8) {
+        long long total = rd_i32(d + pos);
+        uint32_t word = (uint32_t)rd_i32(d + pos + 4);
+        if (total < 4 || total > max_frame) {
+            protocol_error("frame length %lld is outside the allowed range 4..%lld", total, max_frame);
+            goto protocol_failure;
+        }
+        long long header_len = word & 0xFFFFFF;
+        if (header_len > total - 4) {
+            protocol_error("header length %lld exceeds the frame's %lld remaining bytes", header_len, total - 4);
+            goto protocol_failure;
+        }
+        PyObject *type_obj = PyLong_FromUnsignedLong(word >> 24);
+        if (type_obj == NULL)
+            goto done;
+        PyObject *decoder = PyDict_GetItemWithError(decoders, type_obj);
+        Py_DECREF(type_obj);
+        if (decoder == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            protocol_error("unknown serialize type %lu", (unsigned long)(word >> 24));
+            goto protocol_failure;
+        }
+        Py_ssize_t end = pos + 4 + (Py_ssize_t)total;
+        if (end > size)
+            break;
+        Py_ssize_t header_end = pos + 8 + (Py_ssize_t)header_len;
+        PyObject *parts[2];
+        parts[0] = PyBytes_FromStringAndSize((const char *)d + pos + 8, (Py_ssize_t)header_len);
+        parts[1] = parts[0] == NULL ? NULL : PyBytes_FromStringAndSize((const char *)d + header_end, end - header_end);
+        if (parts[1] == NULL) {
+            Py_XDECREF(parts[0]);
+            goto done;
+        }
+        Py_INCREF(decoder); /* the dict could change under a decoder */
+        PyObject *cmd = PyObject_Vectorcall(decoder, parts, 2, NULL);
+        Py_DECREF(decoder);
+        Py_DECREF(parts[0]);
+        Py_DECREF(parts[1]);
+        if (cmd == NULL) {
+            if (PyErr_ExceptionMatches(ProtocolError))
+                goto protocol_failure;
+            goto done;
+        }
+        int rc = PyList_Append(commands, cmd);
+        Py_DECREF(cmd);
+        if (rc < 0)
+            goto done;
+        pos = end;
+    }
+    if (size - pos >= 4) {
+        /* an oversized frame is refused as soon as its length is known */
+        long long total = rd_i32(d + pos);
+        if (total < 4 || total > max_frame) {
+            protocol_error("frame length %lld is outside the allowed range 4..%lld", total, max_frame);
+            goto protocol_failure;
+        }
+    }
+    error = Py_NewRef(Py_None);
+    goto build;
+protocol_failure: {
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, &error, &tb);
+    PyErr_NormalizeException(&type, &error, &tb);
+    if (error != NULL && tb != NULL)
+        PyException_SetTraceback(error, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (error == NULL)
+        goto done;
+}
+build:
+    result = Py_BuildValue("(OnO)", commands, pos, error);
+done:
+    Py_XDECREF(commands);
+    Py_XDECREF(error);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- setup ---------------------------------------------------------------------------------- */
+
+static PyObject *
+setup_commands(PyObject *self, PyObject *args)
+{
+    PyObject *err, *cmd_cls, *names, *codes, *pure_cfm;
+    if (!PyArg_ParseTuple(args, "OOO!O!O:setup_commands", &err, &cmd_cls, &PyDict_Type, &names, &PyDict_Type,
+                          &codes, &pure_cfm))
+        return NULL;
+    if (!PyType_Check(cmd_cls)) {
+        PyErr_SetString(PyExc_TypeError, "setup_commands() needs the RemotingCommand class");
+        return NULL;
+    }
+    Py_XSETREF(RemotingCommand, Py_NewRef(cmd_cls));
+    Py_XSETREF(language_names, Py_NewRef(names));
+    Py_XSETREF(language_codes, Py_NewRef(codes));
+    Py_XSETREF(pure_command_from_mapping, Py_NewRef(pure_cfm));
+    Py_XSETREF(ProtocolError, Py_NewRef(err));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+setup_records(PyObject *self, PyObject *args)
+{
+    PyObject *err, *ext_cls, *crc, *decomp;
+    if (!PyArg_ParseTuple(args, "OOOO:setup_records", &err, &ext_cls, &crc, &decomp))
+        return NULL;
+    if (!PyType_Check(ext_cls)) {
+        PyErr_SetString(PyExc_TypeError, "setup_records() needs the MessageExt class");
+        return NULL;
+    }
+    Py_XSETREF(crc32_func, Py_NewRef(crc));
+    Py_XSETREF(decompress_func, Py_NewRef(decomp));
+    Py_XSETREF(ProtocolError, Py_NewRef(err));
+    Py_XSETREF(MessageExt, Py_NewRef(ext_cls));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
+    {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
+    {"java_hash", java_hash, METH_O, "Java String.hashCode() of a str."},
+    {"normalize_fields", normalize_fields, METH_O, "extFields as decoded from JSON, as strings."},
+    {"command_from_mapping", (PyCFunction)(void (*)(void))command_from_mapping, METH_FASTCALL,
+     "The command of a decoded JSON or msgpack header."},
+    {"decode_rocketmq_header", (PyCFunction)(void (*)(void))decode_rocketmq_header, METH_FASTCALL,
+     "The command of a ROCKETMQ binary header."},
+    {"encode_json_header", encode_json_header, METH_O, "A command's JSON header, or None."},
+    {"encode_rocketmq_header", encode_rocketmq_header, METH_O, "A command's ROCKETMQ header, or None."},
+    {"decode_properties", decode_properties, METH_O, "Parse a properties string."},
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
+     "The commit log's records of a batch."},
+    {"index_put_many", (PyCFunction)(void (*)(void))index_put_many, METH_FASTCALL,
+     "Index entries of many keys."},
+    {"split_frames", (PyCFunction)(void (*)(void))split_frames, METH_FASTCALL,
+     "Decode the whole frames of a byte stream."},
+    {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
+     "Decode one stored record."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups", "Compiled hot paths of aiorocketmq.protocol.", -1, methods,
+};
+
+#define INTERN(var, text)                          \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) \
+        return NULL;
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    INTERN(s_code, "code");
+    INTERN(s_language, "language");
+    INTERN(s_version, "version");
+    INTERN(s_opaque, "opaque");
+    INTERN(s_flag, "flag");
+    INTERN(s_remark, "remark");
+    INTERN(s_ext_fields, "ext_fields");
+    INTERN(s_body, "body");
+    INTERN(s_serialize_type, "serialize_type");
+    INTERN(s_extFields, "extFields");
+    INTERN(s_OTHER, "OTHER");
+    INTERN(s_true, "true");
+    INTERN(s_false, "false");
+    INTERN(s_topic, "topic");
+    INTERN(s_properties, "properties");
+    INTERN(s_queue_id, "queue_id");
+    INTERN(s_queue_offset, "queue_offset");
+    INTERN(s_commit_log_offset, "commit_log_offset");
+    INTERN(s_sys_flag, "sys_flag");
+    INTERN(s_born_timestamp, "born_timestamp");
+    INTERN(s_born_host, "born_host");
+    INTERN(s_store_timestamp, "store_timestamp");
+    INTERN(s_store_host, "store_host");
+    INTERN(s_reconsume_times, "reconsume_times");
+    INTERN(s_prepared_transaction_offset, "prepared_transaction_offset");
+    INTERN(s_body_crc, "body_crc");
+    INTERN(s_store_size, "store_size");
+    INTERN(s_broker_name, "broker_name");
+    INTERN(s_msg_born_host, "_born_host");
+    INTERN(s_msg_store_host, "_store_host");
+    return PyModule_Create(&module);
+}

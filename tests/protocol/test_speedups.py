@@ -1,0 +1,471 @@
+"""The compiled codecs (protocol/_speedups.c) and the pure-Python ones give identical results:
+the same bytes, the same objects, the same errors (type and message), on random and malformed
+input. The extension is loaded here directly, whichever implementation the process runs
+(``AIOROCKETMQ_PURE=1`` runs the rest of the suite on the pure codecs)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from aiorocketmq.broker.store.commit_log import CommitLog
+from aiorocketmq.broker.store.messages import PutStatus, StoreMessage
+from aiorocketmq.protocol import command, message, speedups
+from aiorocketmq.protocol.codes import ResponseCode, SerializeType
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.message import MessageExt, encode_record, pack_host
+
+try:
+    C: Any = importlib.import_module("aiorocketmq.protocol._speedups")
+except ImportError as exc:  # pragma: no cover - the build (setup.py) warned about it
+    pytest.fail(f"the compiled codecs were not built: {exc}", pytrace=False)
+
+# The classes and fallbacks the extension works with, registered even when this process runs
+# the pure codecs (registering again is harmless: the same objects).
+C.setup_commands(
+    ProtocolError,
+    RemotingCommand,
+    command._LANGUAGE_NAMES,
+    command._LANGUAGE_CODES,
+    command.pure_command_from_mapping,
+)
+C.setup_records(ProtocolError, MessageExt, zlib.crc32, message.decompress_body)
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """What a call gives: its value, or its exception's type and message."""
+    try:
+        return "value", fn(*args, **kwargs)
+    except Exception as exc:
+        return "error", (type(exc), str(exc))
+
+
+def command_state(cmd: Any) -> Any:
+    if not isinstance(cmd, RemotingCommand):
+        return cmd
+    return tuple((name, getattr(cmd, name)) for name in RemotingCommand.__slots__)
+
+
+def message_state(result: Any) -> Any:
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], MessageExt)):
+        return result
+    msg, end = result
+    return (_slots(msg), end)
+
+
+def _slots(msg: MessageExt) -> tuple[Any, ...]:
+    names: list[str] = []
+    for klass in type(msg).__mro__:
+        names.extend(getattr(klass, "__slots__", ()))
+    return tuple((name, getattr(msg, name)) for name in names)
+
+
+# Text with what makes codecs stumble: separators, control characters, non-ASCII, emoji and
+# lone surrogates (valid in a Java string, not encodable as UTF-8).
+text = st.lists(
+    st.one_of(
+        st.characters(codec=None),
+        st.sampled_from(["\x01", "\x02", "\x00", '"', "\\", "\n", "\x7f", "\u2028", "\U0001f600"]),
+        st.integers(0xD800, 0xDFFF).map(chr),
+    ),
+    max_size=40,
+).map("".join)
+scalar = st.one_of(
+    text,
+    st.integers(),
+    st.integers(-(2**31), 2**31 - 1),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def test_the_active_implementation_is_announced_and_bound() -> None:
+    pure = os.environ.get(speedups.PURE_ENV) == "1"
+    assert ("pure" if pure else "C") == speedups.ACTIVE
+    assert speedups.describe().startswith(f"codecs: {speedups.ACTIVE}")
+    if pure:
+        assert speedups.compiled is None and command._split_frames is None
+        assert message.decode_properties is message.pure_decode_properties
+        assert command._command_from_mapping is command.pure_command_from_mapping
+    else:
+        assert speedups.compiled is C and command._split_frames is C.split_frames
+        assert message.decode_properties is C.decode_properties
+        assert message.java_hash is C.java_hash
+        assert command._HEADER_DECODERS[SerializeType.ROCKETMQ.value] is C.decode_rocketmq_header
+
+
+def test_the_environment_variable_forces_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(speedups.PURE_ENV, raising=False)
+    assert speedups._load()[0] is C
+    monkeypatch.setenv(speedups.PURE_ENV, "0")
+    assert speedups._load()[0] is C
+    monkeypatch.setenv(speedups.PURE_ENV, "1")
+    assert speedups._load() == (None, "AIOROCKETMQ_PURE is set")
+
+
+@SETTINGS
+@given(text)
+def test_java_hash(value: str) -> None:
+    assert C.java_hash(value) == message.pure_java_hash(value) == message.pure_java_hash_fast(value)
+
+
+def test_java_hash_known_values() -> None:
+    # String.hashCode() as Java computes it
+    assert C.java_hash("") == 0
+    assert C.java_hash("TagA") == 2598919
+    assert C.java_hash("hello") == 99162322
+    assert C.java_hash("polygenelubricants") == -(2**31)  # Java's famous Integer.MIN_VALUE hash
+    assert C.java_hash("\U0001f600") == 31 * 0xD83D + 0xDE00
+
+
+@SETTINGS
+@given(st.lists(st.tuples(text, text), max_size=6), text)
+def test_decode_properties(pairs: list[tuple[str, str]], noise: str) -> None:
+    for value in ("\x02".join(f"{k}\x01{v}" for k, v in pairs), noise, noise + "\x02", "\x01" + noise):
+        assert outcome(C.decode_properties, value) == outcome(message.pure_decode_properties, value)
+        assert list(C.decode_properties(value).items()) == list(message.pure_decode_properties(value).items())
+
+
+@SETTINGS
+@given(st.one_of(st.none(), st.dictionaries(text, scalar, max_size=6), scalar))
+def test_normalize_fields(raw: Any) -> None:
+    assert outcome(C.normalize_fields, raw) == outcome(command._normalize_fields, raw)
+
+
+headers = st.one_of(
+    st.fixed_dictionaries(
+        {"code": st.one_of(st.integers(-(2**31), 2**31 - 1), scalar)},
+        optional={
+            "opaque": st.one_of(st.integers(-(2**31), 2**31 - 1), scalar),
+            "flag": st.one_of(st.integers(0, 3), scalar),
+            "version": st.one_of(st.integers(0, 500), scalar),
+            "remark": scalar,
+            "language": st.one_of(st.sampled_from(["JAVA", "CPP", "PYTHON"]), scalar),
+            "extFields": st.one_of(st.dictionaries(text, scalar, max_size=5), scalar),
+        },
+    ),
+    scalar,
+)
+
+
+@SETTINGS
+@given(headers, st.binary(max_size=8), st.sampled_from([0, 2]))
+def test_command_from_mapping(header: Any, body: bytes, st_: int) -> None:
+    kind = "JSON" if st_ == 0 else "msgpack"
+    got = outcome(C.command_from_mapping, header, body, st_, kind)
+    want = outcome(command.pure_command_from_mapping, header, body, st_, kind)
+    assert (got[0], command_state(got[1])) == (want[0], command_state(want[1]))
+
+
+commands = st.builds(
+    lambda code, opaque, flag, version, language, remark, fields, st_: RemotingCommand(
+        code,
+        opaque=opaque,
+        flag=flag,
+        version=version,
+        language=language,
+        remark=remark,
+        ext_fields=fields,
+        serialize_type=st_,
+    ),
+    st.one_of(
+        st.integers(-(2**15), 2**15 - 1),
+        st.integers(-(2**40), 2**40),
+        st.sampled_from(list(ResponseCode)),  # IntEnum codes, written as their values
+        st.booleans(),
+    ),
+    st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**40), 2**40)),
+    st.integers(0, 3),
+    st.integers(-(2**16), 2**16),
+    st.one_of(st.sampled_from(["JAVA", "CPP", "PYTHON", "OTHER", "COBOL"]), text),
+    st.one_of(st.none(), text),
+    st.dictionaries(text, scalar, max_size=6),
+    st.sampled_from([SerializeType.JSON.value, SerializeType.ROCKETMQ.value]),
+)
+
+
+@SETTINGS
+@given(commands)
+def test_header_encoders(cmd: RemotingCommand) -> None:
+    for compiled, pure in (
+        (C.encode_json_header, command.pure_encode_json_header),
+        (C.encode_rocketmq_header, command.pure_encode_rocketmq_header),
+    ):
+        fast = compiled(cmd)
+        expected = outcome(pure, cmd)
+        if fast is not None:  # None: left to the pure encoder
+            assert expected == ("value", fast)
+
+
+@SETTINGS
+@given(commands, st.binary(max_size=16))
+def test_rocketmq_header_decoder_on_valid_headers(cmd: RemotingCommand, body: bytes) -> None:
+    try:
+        header = command.pure_encode_rocketmq_header(cmd)
+    except Exception:
+        assume(False)
+    got = outcome(C.decode_rocketmq_header, header, body)
+    want = outcome(command.pure_decode_rocketmq_header, header, body)
+    assert (got[0], command_state(got[1])) == (want[0], command_state(want[1]))
+
+
+@SETTINGS
+@given(st.binary(max_size=80), st.data())
+def test_rocketmq_header_decoder_on_malformed_headers(data: bytes, draw: st.DataObject) -> None:
+    valid = command.pure_encode_rocketmq_header(
+        RemotingCommand(10, opaque=7, remark="ok", ext_fields={"a": "1", "topic": "T"})
+    )
+    candidates = [data, valid[: len(data) % (len(valid) + 1)], valid + data]
+    if data:
+        at = draw.draw(st.integers(0, len(valid) - 1))
+        candidates.append(valid[:at] + data[:1] + valid[at + 1 :])
+    for header in candidates:
+        got = outcome(C.decode_rocketmq_header, header, b"")
+        want = outcome(command.pure_decode_rocketmq_header, header, b"")
+        assert (got[0], command_state(got[1])) == (want[0], command_state(want[1]))
+
+
+hosts = st.sampled_from(
+    [pack_host("10.0.0.7", 52001), pack_host("::1", 10911), pack_host("::ffff:1.2.3.4", 1)]
+)
+
+
+@st.composite
+def records(draw: st.DrawFn) -> bytes:
+    props = draw(st.dictionaries(text, text, max_size=4))
+    prop_text = message.encode_properties(props).encode("utf-8", "surrogatepass")
+    sys_flag = draw(st.sampled_from([0, 1, 0x4, 0x8, 0xC]))
+    body = draw(st.binary(max_size=64))
+    if sys_flag & 1 and draw(st.booleans()):
+        body = zlib.compress(body)
+    return encode_record(
+        topic=draw(st.sampled_from([b"T", b"TopicTest", "t\u00e9".encode()])),
+        body=body,
+        properties=prop_text[:300],
+        queue_id=draw(st.integers(-(2**31), 2**31 - 1)),
+        flag=draw(st.integers(-(2**31), 2**31 - 1)),
+        queue_offset=draw(st.integers(-(2**63), 2**63 - 1)),
+        commit_log_offset=draw(st.integers(0, 2**40)),
+        sys_flag=sys_flag,
+        born_timestamp=draw(st.integers(0, 2**45)),
+        born_host=draw(hosts),
+        store_timestamp=draw(st.integers(0, 2**45)),
+        store_host=draw(hosts),
+        reconsume_times=draw(st.integers(0, 16)),
+        prepared_transaction_offset=draw(st.integers(0, 2**40)),
+        body_crc=draw(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1))),
+    )
+
+
+def compare_record_decoders(buf: Any, pos: int, check_crc: bool, decompress: bool) -> None:
+    got = outcome(message.decode_record, buf, pos, check_crc=check_crc, decompress=decompress)
+    want = outcome(message.pure_decode_record, buf, pos, check_crc=check_crc, decompress=decompress)
+    assert (got[0], message_state(got[1])) == (want[0], message_state(want[1]))
+    if pos >= 0:  # (a negative position is left to the pure decoder)
+        direct = outcome(C.decode_record, buf, pos, check_crc, decompress)
+        assert (direct[0], message_state(direct[1])) == (want[0], message_state(want[1]))
+
+
+@SETTINGS
+@given(st.lists(records(), min_size=1, max_size=3), st.booleans(), st.booleans(), st.data())
+def test_record_decoder(recs: list[bytes], check_crc: bool, decompress: bool, data: st.DataObject) -> None:
+    if speedups.compiled is None:
+        # this process runs the pure codecs: compare the compiled decoder directly
+        buf = b"".join(recs)
+        for pos in (0, len(recs[0])):
+            got = outcome(C.decode_record, buf, pos, check_crc, decompress)
+            want = outcome(message.pure_decode_record, buf, pos, check_crc=check_crc, decompress=decompress)
+            assert (got[0], message_state(got[1])) == (want[0], message_state(want[1]))
+        return
+    buf = b"".join(recs)
+    compare_record_decoders(buf, 0, check_crc, decompress)
+    compare_record_decoders(memoryview(bytearray(buf)), len(recs[0]) % len(buf), check_crc, decompress)
+    # malformed: cut, flipped and shifted bytes, odd positions
+    cut = data.draw(st.integers(0, len(buf)))
+    compare_record_decoders(buf[:cut], 0, check_crc, decompress)
+    flip = data.draw(st.integers(0, len(buf) - 1))
+    value = data.draw(st.integers(0, 255))
+    compare_record_decoders(buf[:flip] + bytes([value]) + buf[flip + 1 :], 0, check_crc, decompress)
+    compare_record_decoders(buf, data.draw(st.integers(-5, len(buf) + 5)), check_crc, decompress)
+    compare_record_decoders(data.draw(st.binary(max_size=200)), 0, check_crc, decompress)
+
+
+_STORE_DIR = Path(tempfile.mkdtemp(prefix="speedups-commit-log-"))
+
+store_messages = st.builds(
+    StoreMessage,
+    topic=st.just("T"),
+    queue_id=st.one_of(st.integers(0, 7), st.integers(-(2**33), 2**33)),
+    body=st.binary(max_size=80),
+    properties=text,
+    flag=st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**33), 2**33)),
+    sys_flag=st.sampled_from([0, 0x4, 0x8, 0xC, 0x10, 0x20, 0x30, 2**40]),
+    born_timestamp=st.integers(0, 2**45),
+    born_host=st.one_of(hosts, st.binary(min_size=8, max_size=8), st.binary(max_size=24)),
+    reconsume_times=st.one_of(st.integers(0, 16), st.integers(-(2**33), 2**33)),
+    prepared_transaction_offset=st.integers(0, 2**40),
+    store_timestamp=st.one_of(st.just(0), st.integers(0, 2**45)),
+)
+
+
+@SETTINGS
+@given(
+    st.lists(store_messages, min_size=1, max_size=4),
+    st.sampled_from([pack_host("127.0.0.1", 10911), pack_host("::1", 10911)]),
+    st.integers(0, 2**40),
+    st.integers(0, 2**40),
+)
+def test_commit_log_record_encoder(msgs: list[StoreMessage], store_host: bytes, phys: int, qoff: int) -> None:
+    log = CommitLog(_STORE_DIR, 1 << 20, store_host, 64)
+    prefix = log.topic_prefix("T")
+    assert prefix is not None
+    fast = C.encode_records(msgs, prefix, qoff, 1_700_000_000_000, phys, store_host, 64)
+    want = outcome(log.encode_pure, msgs, prefix, qoff, 1_700_000_000_000, phys)
+    if fast is None:
+        return  # left to the pure encoder, which then decides
+    if isinstance(fast, int):
+        assert want == ("value", {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_EXCEEDED}[fast])
+        return
+    data, offsets, sizes, stamps, next_qoff = fast
+    assert want[0] == "value" and not isinstance(want[1], PutStatus)
+    parts, w_offsets, w_sizes, w_stamps, w_next = want[1]
+    assert data == b"".join(parts)
+    assert (offsets, sizes, stamps, next_qoff) == (w_offsets, w_sizes, w_stamps, w_next)
+
+
+def test_commit_log_encoder_takes_the_compiled_path_for_ordinary_messages() -> None:
+    msg = StoreMessage("T", 1, b"body", "UNIQ_KEY\x01ABC\x02TAGS\x01a", born_host=pack_host("10.0.0.1", 5))
+    log = CommitLog(_STORE_DIR, 1 << 20, pack_host("127.0.0.1", 10911), 1024)
+    prefix = log.topic_prefix("T")
+    fast = C.encode_records([msg], prefix, 0, 1, 0, log.store_host, 1024)
+    assert isinstance(fast, tuple)
+    encoded = log.encode_pure([msg], prefix, 0, 1, 0)
+    assert not isinstance(encoded, PutStatus)
+    assert fast[0] == b"".join(encoded[0])
+    decoded, end = C.decode_record(fast[0], 0, True, False)
+    assert (decoded.topic, decoded.body, decoded.properties, end) == (
+        "T",
+        b"body",
+        {"UNIQ_KEY": "ABC", "TAGS": "a"},
+        len(fast[0]),
+    )
+
+
+def test_whole_frames_are_identical_both_ways() -> None:
+    frame = RemotingCommand(
+        310, opaque=9, remark='a"b\\c\n', ext_fields={"a": "x", "b": 5, "c": True, "d": None}
+    )
+    for st_ in (SerializeType.JSON.value, SerializeType.ROCKETMQ.value):
+        frame.serialize_type = st_
+        header = (C.encode_json_header if st_ == 0 else C.encode_rocketmq_header)(frame)
+        pure = (command.pure_encode_json_header if st_ == 0 else command.pure_encode_rocketmq_header)(frame)
+        assert header == pure
+        assert struct.unpack(">i", frame.encode()[:4])[0] == len(frame.encode()) - 4
+
+
+def feed_all(chunks: list[bytes], compiled: bool, max_frame: int) -> list[Any]:
+    """What a FrameDecoder gives for each chunk, with the compiled splitter or the pure loop."""
+    saved = command._split_frames
+    command._split_frames = C.split_frames if compiled else None
+    try:
+        decoder = command.FrameDecoder(max_frame)
+        seen: list[Any] = []
+        for chunk in chunks:
+            got = outcome(decoder.feed, chunk)
+            if got[0] == "value":
+                got = ("value", [command_state(cmd) for cmd in got[1]])
+            seen.append((got, decoder.buffered, str(decoder.error)))
+        return seen
+    finally:
+        command._split_frames = saved
+
+
+_FRAMES = [
+    RemotingCommand(10, opaque=1, ext_fields={"topic": "T"}, body=b"x" * 40).encode(),
+    RemotingCommand(11, opaque=2, serialize_type=SerializeType.ROCKETMQ.value, remark="r").encode(),
+    RemotingCommand(12, opaque=3, serialize_type=SerializeType.MSGPACK.value, body=b"\0\1").encode(),
+]
+
+
+@SETTINGS
+@given(
+    st.lists(st.one_of(st.sampled_from(_FRAMES), st.binary(max_size=24)), min_size=1, max_size=6),
+    st.lists(st.integers(1, 80), max_size=8),
+    st.sampled_from([64, 1 << 20]),
+    st.booleans(),
+)
+def test_frame_splitting(pieces: list[bytes], cuts: list[int], max_frame: int, as_bytearray: bool) -> None:
+    stream = b"".join(pieces)
+    chunks: list[bytes] = []
+    pos = 0
+    for cut in cuts:
+        chunks.append(stream[pos : pos + cut])
+        pos += cut
+    chunks.append(stream[pos:])
+    if as_bytearray:
+        chunks = [bytearray(c) for c in chunks]  # type: ignore[misc]
+    assert feed_all(chunks, True, max_frame) == feed_all(chunks, False, max_frame)
+
+
+_INDEX_STATE = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count")
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(text, st.sampled_from(["T#k1", "T#k2"])),
+                st.one_of(st.integers(0, 2**40), st.integers(-(2**64), 2**64)),
+                st.one_of(st.integers(0, 2**45), st.just(0), st.integers(-(2**64), 2**64)),
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 7),
+    st.integers(2, 12),
+)
+def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int, index_num: int) -> None:
+    from aiorocketmq.broker.store import index as index_module
+    from aiorocketmq.broker.store.index import IndexFile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        compiled = IndexFile(Path(tmp, "c"), slot_num, index_num, create=True)
+        pure = IndexFile(Path(tmp, "p"), slot_num, index_num, create=True)
+        try:
+            for batch in batches:
+                if len(batch) == 1:  # one key, as a single send indexes it
+                    got = outcome(compiled.put_key, *batch[0])
+                    saved, index_module._index_put_many = index_module._index_put_many, None
+                    try:
+                        want = outcome(pure.put_key, *batch[0])
+                    finally:
+                        index_module._index_put_many = saved
+                else:
+                    got = outcome(compiled.put_many, batch, 0)
+                    want = outcome(pure.put_many_pure, batch, 0)
+                assert got == want
+                assert bytes(compiled.view) == bytes(pure.view)
+                assert [getattr(compiled, a) for a in (*_INDEX_STATE, "index_count")] == [
+                    getattr(pure, a) for a in (*_INDEX_STATE, "index_count")
+                ]
+        finally:
+            compiled.close()
+            pure.close()
