@@ -1516,6 +1516,76 @@ setup_records(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- ACL signing content ------------------------------------------------------------------
+ * acl_field_values(fields: dict, skip) -> bytes: the string values of ``fields`` in key order,
+ * but the keys in ``skip`` and None values, UTF-8 encoded (protocol/acl.py's _field_values):
+ * str values as they are, True/False as "true"/"false", anything else as str(value). */
+
+static PyObject *
+acl_field_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "acl_field_values(fields: dict, skip)");
+        return NULL;
+    }
+    PyObject *fields = args[0], *skip = args[1];
+    PyObject *keys = PyDict_Keys(fields);
+    if (keys == NULL)
+        return NULL;
+    PyObject *parts = NULL, *joined = NULL, *result = NULL;
+    if (PyList_Sort(keys) < 0)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    parts = PyList_New(0);
+    if (parts == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        PyObject *value = PyDict_GetItemWithError(fields, key);  /* borrowed */
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            continue;
+        }
+        if (value == Py_None)
+            continue;
+        int skipped = PySequence_Contains(skip, key);
+        if (skipped < 0)
+            goto done;
+        if (skipped)
+            continue;
+        PyObject *text;
+        if (PyUnicode_CheckExact(value))
+            text = Py_NewRef(value);
+        else if (value == Py_True)
+            text = PyUnicode_FromString("true");
+        else if (value == Py_False)
+            text = PyUnicode_FromString("false");
+        else
+            text = PyObject_Str(value);
+        if (text == NULL)
+            goto done;
+        int appended = PyList_Append(parts, text);
+        Py_DECREF(text);
+        if (appended < 0)
+            goto done;
+    }
+    {
+        PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+        if (empty == NULL)
+            goto done;
+        joined = PyUnicode_Join(empty, parts);
+        Py_DECREF(empty);
+    }
+    if (joined != NULL)
+        result = PyUnicode_AsUTF8String(joined);
+done:
+    Py_DECREF(keys);
+    Py_XDECREF(parts);
+    Py_XDECREF(joined);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
     {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
@@ -1536,6 +1606,8 @@ static PyMethodDef methods[] = {
      "Decode the whole frames of a byte stream."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
      "Decode one stored record."},
+    {"acl_field_values", (PyCFunction)(void (*)(void))acl_field_values, METH_FASTCALL,
+     "The field values an ACL signature covers, in key order, as UTF-8."},
     {NULL, NULL, 0, NULL},
 };
 

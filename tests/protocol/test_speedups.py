@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from aiorocketmq.broker.store.commit_log import CommitLog
 from aiorocketmq.broker.store.messages import PutStatus, StoreMessage
-from aiorocketmq.protocol import command, message, speedups
+from aiorocketmq.protocol import acl, command, message, speedups
 from aiorocketmq.protocol.codes import ResponseCode, SerializeType
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ProtocolError
@@ -469,3 +469,23 @@ def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int,
         finally:
             compiled.close()
             pure.close()
+
+
+_FIELD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=20),
+    st.floats(allow_nan=False),
+)
+
+
+@SETTINGS
+@given(
+    fields=st.dictionaries(st.text(max_size=8), _FIELD_VALUES, max_size=20),
+    skip=st.frozensets(st.text(max_size=8), max_size=4),
+)
+def test_acl_field_values_agree(fields: dict[str, Any], skip: frozenset[str]) -> None:
+    """What an ACL signature covers: the same bytes from both, unicode keys and values,
+    big integers, booleans, None values and skipped keys included."""
+    assert outcome(C.acl_field_values, fields, skip) == outcome(acl.pure_field_values, fields, skip)
