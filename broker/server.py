@@ -165,7 +165,9 @@ class Broker:
             groups_changed=lambda: self._group_saver.request(),
             delay_changed=self.delay.save_soon,
         )
-        self.registration = NameServerRegistration(config, topics.wrapper, self.ha.registered)
+        self.registration = NameServerRegistration(
+            config, topics.wrapper, self.ha.registered, topics.take_changed
+        )
         self.pop = PopService(
             config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
         )
