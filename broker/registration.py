@@ -71,6 +71,9 @@ class NameServerRegistration:
         self.changed_topics = changed_topics
         #: Per name server, the connection that carried the last full registration.
         self._full_over: dict[str, Connection] = {}
+        #: One registration of changes at a time, so a caller waiting for its change to be
+        #: registered also waits for a round that took it already.
+        self._changes_lock = asyncio.Lock()
         #: TLS towards the name servers when ``tls.enable=true`` (RocketMQ's client-side key).
         self._ssl = config.client_ssl_context()
         self._conns: dict[str, Connection] = {}
@@ -183,13 +186,21 @@ class NameServerRegistration:
     async def register_all(self) -> None:
         await self._register_with(self.addresses)
 
+    async def register_changes(self) -> None:
+        """Register the topic changes made so far; returns once every name server answered
+        (a topic created through the admin API is routable when its creation returns)."""
+        await self._register_changes()
+
     async def _register_changes(self) -> None:
         """After a topic change: the changed topics alone to every name server that holds the
         full table over its current connection, the full table to the others."""
         if self.changed_topics is None:
             await self.register_all()
             return
-        await self._register_with(self.addresses, self.changed_topics())
+        async with self._changes_lock:
+            changed = self.changed_topics()
+            if changed or not self._all_registered:
+                await self._register_with(self.addresses, changed)
 
     async def _register_missing(self) -> None:
         """Register with the name servers the last round missed (all, if none is known)."""

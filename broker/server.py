@@ -222,7 +222,7 @@ class Broker:
                 clients=clients,
                 runtime_info=self.runtime_info,
                 delay_offsets=self.delay.encode,
-                register=self.registration.register_all,
+                register=self.registration.register_changes,
             ),
             AclHandlers(config, self.access),
             MaintenanceHandlers(

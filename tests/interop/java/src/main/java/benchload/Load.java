@@ -247,6 +247,10 @@ public final class Load {
             senders.add(sender);
             sender.start();
         }
+        // The measuring window opens now: bench/side_by_side.py samples the broker's CPU from here.
+        TimeUnit.NANOSECONDS.sleep(Math.max(0, measureFrom - System.nanoTime()));
+        System.out.println("{\"event\": \"window\"}");
+        System.out.flush();
         for (Sender sender : senders) {
             sender.join();
         }
