@@ -329,9 +329,9 @@ class Loads:
             f"namesrv={system.namesrv_addr}",
             *(f"{k}={v}" for k, v in opts.items()),
         ]
-        proc = subprocess.Popen(
-            cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
+        errors = self.work / f"load-{mode}.err"
+        with errors.open("w") as err:
+            proc = subprocess.Popen(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True)
         assert proc.stdout is not None
         cpu = 0.0
         seen = []
@@ -346,8 +346,22 @@ class Loads:
         proc.wait(600)
         lines = [line for line in out.splitlines() if line.startswith("{") and '"event"' not in line]
         if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"Load {mode} failed ({proc.returncode}):\n{out[-3000:]}")
+            raise RuntimeError(
+                f"Load {mode} failed ({proc.returncode}):\n{out[-2000:]}\n{errors.read_text()[-3000:]}"
+            )
         return json.loads(lines[-1]), cpu
+
+    def topic(self, system: System, **opts: Any) -> dict[str, Any]:
+        """Create a topic on every master; a failure (an admin call timing out on a busy
+        machine) is shown and tried again, twice at most."""
+        for attempt in range(3):
+            try:
+                return self.java(system, "topic", **opts)[0]
+            except RuntimeError as exc:
+                if attempt == 2:
+                    raise
+                print(f"topic creation failed, trying again: {str(exc)[-1500:]}", file=sys.stderr, flush=True)
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _cpu_over(system: System, start_at: float, seconds: float) -> float:
@@ -392,7 +406,7 @@ def measure(
     try:
         broker = system.start_broker("broker-a")
         report("startup", {"startup_s": broker.startup_s})
-        loads.java(system, "topic", topic=TOPIC, queues=QUEUES)
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
 
         def sends(name: str, mode: str, **opts: Any) -> dict[str, Any]:
             result, cpu = loads.java(system, mode, topic=TOPIC, seconds=seconds, warmup=warmup, **opts)
@@ -433,7 +447,7 @@ def measure(
                 "failed": result["failed"],
             },
         )
-        loads.java(system, "topic", topic=f"{TOPIC}E2E", queues=QUEUES)
+        loads.topic(system, topic=f"{TOPIC}E2E", queues=QUEUES)
         e2e, _ = loads.java(
             system, "e2e", topic=f"{TOPIC}E2E", rate=5000, senders=32, seconds=seconds, warmup=warmup
         )
@@ -446,7 +460,7 @@ def measure(
         system.stop_brokers()
         shutil.rmtree(system.root / "broker-a", ignore_errors=True)
         system.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
-        loads.java(system, "topic", topic=TOPIC, queues=QUEUES)
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
         prewarm(system, loads, args, threads=64)
         sends("SYNC_FLUSH -w 64", "producer", threads=64, size=128)
     finally:
@@ -471,7 +485,7 @@ def measure_ours_only(
         try:
             for i in range(count):
                 system.start_broker(f"broker-{'ab'[i]}")
-            loads.java(system, "topic", topic=TOPIC, queues=QUEUES)
+            loads.topic(system, topic=TOPIC, queues=QUEUES)
             if args.prewarm:
                 loads.java(
                     system,
@@ -500,9 +514,9 @@ def measure_ours_only(
         # broker/store/mapped_file.py): 8,000 consume queues of the default 6 MB would take 48 GB,
         # so these consume-queue files hold 6,000 entries (120 KB) each.
         system.start_broker("broker-a", mappedFileSizeConsumeQueue=MANY_TOPICS_CQ_FILE)
-        made, _ = loads.java(system, "topic", topic="Many", queues=QUEUES, count=1000)
+        made = loads.topic(system, topic="Many", queues=QUEUES, count=1000)
         report("topics: create 1,000 x 8 queues", {"seconds": made["seconds"]})
-        loads.java(system, "topic", topic=TOPIC, queues=QUEUES)
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
         for label, opts in (
             ("one topic", {"topic": TOPIC}),
             ("1,000 topics", {"topic": "Many", "topics": 1000}),
