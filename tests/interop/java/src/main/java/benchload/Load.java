@@ -38,13 +38,14 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *
  * <pre>
  * Load topic    namesrv=H:P topic=T queues=8 [count=N]          create T (or T_0..T_{N-1}) on every master
- * Load producer namesrv=H:P topic=T threads=16 size=128 seconds=S warmup=W [topics=N]
+ * Load producer namesrv=H:P topic=T threads=16 size=128 seconds=S warmup=W [topics=N] [limit=M]
  * Load batch    namesrv=H:P topic=T threads=16 size=128 batch=32 seconds=S warmup=W
  * Load consumer namesrv=H:P topic=T group=G count=N timeout=S threads=20
  * Load e2e      namesrv=H:P topic=T rate=5000 seconds=S warmup=W threads=8
  * </pre>
  * The last line printed is one JSON object with the results (tps, avg_rt_ms, max_rt_ms, p99_ms,
- * count, failed, ...); bench/side_by_side.py reads it.
+ * count, failed, ...); bench/side_by_side.py reads it. {@code limit} stops the senders after M
+ * sends in all (with {@code topics=N}, round-robin over the topics: 8 x N touches every queue).
  */
 public final class Load {
     private final Map<String, String> opts;
@@ -193,6 +194,8 @@ public final class Load {
         int size = num("size", 128);
         int batch = batched ? num("batch", 32) : 1;
         int topics = num("topics", 1);
+        long limit = Long.parseLong(str("limit", "0"));
+        AtomicLong started = new AtomicLong();
         long warmupNs = TimeUnit.SECONDS.toNanos(num("warmup", 3));
         long windowNs = TimeUnit.SECONDS.toNanos(num("seconds", 10));
         DefaultMQProducer producer = producer(batched ? "benchmark_batch_producer" : "benchmark_producer");
@@ -214,7 +217,7 @@ public final class Load {
                     while (true) {
                         String name = names[(int) (i++ % names.length)];
                         long begin = System.nanoTime();
-                        if (begin >= stopAt) {
+                        if (begin >= stopAt || (limit > 0 && started.incrementAndGet() > limit)) {
                             return;
                         }
                         boolean ok;
