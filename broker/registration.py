@@ -198,9 +198,10 @@ class NameServerRegistration:
             await self.register_all()
             return
         async with self._changes_lock:
+            # A change that names no topic (a slave taking its master's whole table, a delete)
+            # registers the whole table.
             changed = self.changed_topics()
-            if changed or not self._all_registered:
-                await self._register_with(self.addresses, changed)
+            await self._register_with(self.addresses, changed or None)
 
     async def _register_missing(self) -> None:
         """Register with the name servers the last round missed (all, if none is known)."""
