@@ -84,7 +84,7 @@ async def test_a_topic_change_registers_only_the_changed_topic(tmp_path: Path) -
     namesrv = FakeNameServer()
     port = await namesrv.server.listen("127.0.0.1", 0)
     topics = broker_topics(tmp_path, port, 1500)
-    registration = NameServerRegistration(topics.config, topics.wrapper, topics.take_changed)
+    registration = NameServerRegistration(topics.config, topics.wrapper, changed_topics=topics.take_changed)
     topics.on_change = registration.register_soon
     await registration.start()
     try:
@@ -122,7 +122,7 @@ async def test_small_tables_and_system_flags_register_as_json(tmp_path: Path) ->
     flagged.topics["T3"] = TopicConfig(topic_name="T3", topic_sys_flag=1)
     forced = broker_topics(tmp_path / "forced", port, 10, compressedRegister="true")
     for topics, expect_compressed in ((small, False), (flagged, False), (forced, True)):
-        registration = NameServerRegistration(topics.config, topics.wrapper, topics.take_changed)
+        registration = NameServerRegistration(topics.config, topics.wrapper, changed_topics=topics.take_changed)
         await registration.start()
         try:
             compressed, table, _, _ = await namesrv.next()
