@@ -122,7 +122,9 @@ async def test_small_tables_and_system_flags_register_as_json(tmp_path: Path) ->
     flagged.topics["T3"] = TopicConfig(topic_name="T3", topic_sys_flag=1)
     forced = broker_topics(tmp_path / "forced", port, 10, compressedRegister="true")
     for topics, expect_compressed in ((small, False), (flagged, False), (forced, True)):
-        registration = NameServerRegistration(topics.config, topics.wrapper, changed_topics=topics.take_changed)
+        registration = NameServerRegistration(
+            topics.config, topics.wrapper, changed_topics=topics.take_changed
+        )
         await registration.start()
         try:
             compressed, table, _, _ = await namesrv.next()
