@@ -92,6 +92,9 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     #: Let the master steer slow consumers to a slave (``suggestWhichBrokerId``), and let a
     #: slave answer pulls as a master would.
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    #: Always send the registration body in its compressed form (a large topic table is
+    #: compressed anyway, see ``broker.registration``).
+    compressed_register: bool = Field(False, alias="compressedRegister")
 
     @field_validator("message_delay_level")
     @classmethod

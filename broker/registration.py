@@ -1,6 +1,15 @@
 """Registration with every name server: at start-up, every ``registerNameServerPeriod``
 (30 s, clamped to 10-60 s), promptly after any topic change, and an unregister at shutdown.
 
+A topic change registers only the topics created or updated since the last registration, with
+the new data version, as Apache 4.9's broker does (``registerIncrementBrokerData``): name servers
+add the topics a registration lists and never drop those it leaves out, so a broker with 10,000
+topics does not resend its whole table for each new one. That partial registration goes only
+over a connection that already carried a full one (a name server forgets a broker whose
+connection closes, so a new connection starts with the full table). The full table of a large
+broker goes in RocketMQ's compressed form (``compressed=true``: a zlib stream with one line per
+topic), which Apache's name server reads too.
+
 Each name server gets one long-lived connection: name servers drop a broker whose
 connection closes, so it stays open between registrations. When that connection closes (the
 name server restarted, or the network cut it), the broker reconnects at once and then every
@@ -38,6 +47,10 @@ REGISTER_TIMEOUT = 6.0
 #: unreachable name server is tried again at least every ``RECONNECT_MAX`` seconds.
 RETRY_FIRST = 0.25
 RECONNECT_MAX = 0.5
+#: A registration listing this many topics goes compressed: 10,000 topics are about 1.4 MB of
+#: JSON and 26 KB compressed. The compressed form has no topicSysFlag, so a table using one
+#: goes as JSON unless ``compressedRegister`` asks for compression anyway (as Apache does).
+COMPRESS_OVER_TOPICS = 1000
 
 
 class NameServerRegistration:
@@ -46,12 +59,21 @@ class NameServerRegistration:
         config: BrokerConfig,
         topics: Callable[[], TopicConfigSerializeWrapper],
         on_registered: Callable[[RegisterBrokerResponseHeader], None] | None = None,
+        changed_topics: Callable[[], set[str]] | None = None,
     ) -> None:
         """``topics()`` is the topic table as each registration carries it; ``on_registered``
-        gets each name server's answer (a slave learns its master's addresses from it)."""
+        gets each name server's answer (a slave learns its master's addresses from it);
+        ``changed_topics()`` takes the names created or updated since it was last called
+        (without it, every change registers the whole table)."""
         self.config = config
         self.topics = topics
         self.on_registered = on_registered
+        self.changed_topics = changed_topics
+        #: Per name server, the connection that carried the last full registration.
+        self._full_over: dict[str, Connection] = {}
+        #: One registration of changes at a time, so a caller waiting for its change to be
+        #: registered also waits for a round that took it already.
+        self._changes_lock = asyncio.Lock()
         #: TLS towards the name servers when ``tls.enable=true`` (RocketMQ's client-side key).
         self._ssl = config.client_ssl_context()
         self._conns: dict[str, Connection] = {}
@@ -107,8 +129,10 @@ class NameServerRegistration:
             await wait_event(self._soon, wait)
             self._soon.clear()
             try:
-                if self._all_registered or self._everywhere:
+                if self._everywhere:
                     self._everywhere = False
+                    await self._register_changes()
+                elif self._all_registered:
                     await self.register_all()
                 else:
                     await self._register_missing()
@@ -137,16 +161,24 @@ class NameServerRegistration:
         if self._soon is not None:
             self._soon.set()
 
-    def _registration(self) -> RemotingCommand:
+    def _encode(self, wrapper: TopicConfigSerializeWrapper) -> tuple[bytes, bool]:
+        """The registration body and whether it is compressed."""
+        table = wrapper.topic_config_table
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper)
+        compress = self.config.compressed_register or (
+            len(table) >= COMPRESS_OVER_TOPICS and not any(t.topic_sys_flag for t in table.values())
+        )
+        return (body.encode_compressed(), True) if compress else (body.encode(), False)
+
+    def _registration(self, body: bytes, compressed: bool) -> RemotingCommand:
         cfg = self.config
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics()).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=cfg.broker_name,
             broker_addr=cfg.broker_addr,
             cluster_name=cfg.broker_cluster_name,
             ha_server_addr=cfg.ha_server_addr,
             broker_id=cfg.broker_id,
-            compressed=False,
+            compressed=compressed,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         )
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_fields(), body)
@@ -154,14 +186,51 @@ class NameServerRegistration:
     async def register_all(self) -> None:
         await self._register_with(self.addresses)
 
+    async def register_changes(self) -> None:
+        """Register the topic changes made so far; returns once every name server answered
+        (a topic created through the admin API is routable when its creation returns)."""
+        await self._register_changes()
+
+    async def _register_changes(self) -> None:
+        """After a topic change: the changed topics alone to every name server that holds the
+        full table over its current connection, the full table to the others."""
+        if self.changed_topics is None:
+            await self.register_all()
+            return
+        async with self._changes_lock:
+            # A change that names no topic (a slave taking its master's whole table, a delete)
+            # registers the whole table.
+            changed = self.changed_topics()
+            await self._register_with(self.addresses, changed or None)
+
     async def _register_missing(self) -> None:
         """Register with the name servers the last round missed (all, if none is known)."""
         missing = [a for a in self.addresses if a not in self._registered]
         await self._register_with(missing or self.addresses)
 
-    async def _register_with(self, addresses: list[str]) -> None:
+    async def _register_with(self, addresses: list[str], changed: set[str] | None = None) -> None:
         self._unreachable = False
-        results = await asyncio.gather(*(self._register(address) for address in addresses))
+        full = self.topics()
+        bodies: dict[bool, tuple[bytes, bool]] = {}
+
+        def body(partial: bool) -> tuple[bytes, bool]:
+            # Encoded once per round, whichever name servers need it.
+            if partial not in bodies:
+                wrapper = full
+                if partial:
+                    table = full.topic_config_table
+                    wrapper = TopicConfigSerializeWrapper(
+                        topic_config_table={
+                            name: table[name] for name in sorted(changed or ()) if name in table
+                        },
+                        data_version=full.data_version,
+                    )
+                bodies[partial] = self._encode(wrapper)
+            return bodies[partial]
+
+        results = await asyncio.gather(
+            *(self._register(address, body, partial_ok=changed is not None) for address in addresses)
+        )
         for address, ok in zip(addresses, results, strict=True):
             if ok:
                 self._registered.add(address)
@@ -169,7 +238,9 @@ class NameServerRegistration:
                 self._registered.discard(address)
         self._all_registered = all(a in self._registered for a in self.addresses)
 
-    async def _register(self, address: str) -> bool:
+    async def _register(
+        self, address: str, body: Callable[[bool], tuple[bytes, bool]], *, partial_ok: bool = False
+    ) -> bool:
         try:
             conn = await self._connection(address)
         except (MQError, ValueError) as exc:
@@ -179,8 +250,9 @@ class NameServerRegistration:
             self._unreachable = True
             return False
         self._unreachable_logged.pop(address, None)
+        partial = partial_ok and self._full_over.get(address) is conn
         try:
-            response = await conn.request(self._registration(), REGISTER_TIMEOUT)
+            response = await conn.request(self._registration(*body(partial)), REGISTER_TIMEOUT)
         except MQError as exc:
             # A connection that times out may be half-open: start over with a new one.
             conn.abort()
@@ -189,6 +261,8 @@ class NameServerRegistration:
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused the registration: %s", address, response.remark)
             return False
+        if not partial:
+            self._full_over[address] = conn
         if self.on_registered is not None:
             try:
                 self.on_registered(RegisterBrokerResponseHeader.from_fields(response.ext_fields or {}))

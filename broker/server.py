@@ -166,7 +166,9 @@ class Broker:
             groups_changed=lambda: self._group_saver.request(),
             delay_changed=self.delay.save_soon,
         )
-        self.registration = NameServerRegistration(config, topics.wrapper, self.ha.registered)
+        self.registration = NameServerRegistration(
+            config, topics.wrapper, self.ha.registered, topics.take_changed
+        )
         self.pop = PopService(
             config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
         )
@@ -221,7 +223,7 @@ class Broker:
                 clients=clients,
                 runtime_info=self.runtime_info,
                 delay_offsets=self.delay.encode,
-                register=self.registration.register_all,
+                register=self.registration.register_changes,
             ),
             AclHandlers(config, self.access),
             MaintenanceHandlers(

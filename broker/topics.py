@@ -4,7 +4,9 @@ The names of system topics and the rules for valid names live in
 :mod:`aiorocketmq.protocol.names`.
 
 Every change bumps the data version; the broker persists the table and re-registers with the
-name servers through the ``on_change`` callback.
+name servers through the ``on_change`` callback. The topics created or updated since the last
+registration are kept (:meth:`TopicTable.take_changed`), so that registration carries only them,
+as Apache 4.9's broker does (``registerIncrementBrokerData``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class TopicTable:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
         self.on_change = on_change
+        #: Topics put since the name-server registration last took them.
+        self._changed_names: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -108,6 +112,7 @@ class TopicTable:
     def put(self, topic: TopicConfig) -> TopicConfig:
         """Create or replace a topic config."""
         self.topics[topic.topic_name] = topic
+        self._changed_names.add(topic.topic_name)
         self._changed()
         log.info(
             "topic %s: read=%d write=%d perm=%d",
@@ -164,6 +169,12 @@ class TopicTable:
                 topic_sys_flag=topic_sys_flag,
             )
         )
+
+    def take_changed(self) -> set[str]:
+        """The topics created or updated since the last call (the name-server registration
+        sends only these after a change)."""
+        names, self._changed_names = self._changed_names, set()
+        return names
 
     def _changed(self) -> None:
         self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)

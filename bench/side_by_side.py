@@ -1,0 +1,769 @@
+"""Apache RocketMQ and aiorocketmq side by side on the same machine, the same loads, in turn.
+
+Each round starts Apache RocketMQ 4.9.7 (name server + broker on Java 17, ``-Xms1g -Xmx1g``,
+G1 as Apache's ``runbroker.sh``) and our cluster (``python -m aiorocketmq.namesrv`` + one
+``python -m aiorocketmq.broker``), alternating which goes first, each with a fresh store, the
+same broker settings (ASYNC_FLUSH) and the same topic (8 queues), and drives each with:
+
+* ``producer``: the Java load (``tests/interop/java/.../benchload/Load.java``, the official
+  rocketmq-client 4.9.8) as Apache's ``Producer -w 16 -s 128``: 16 threads of sync sends;
+* ``batch``: as ``BatchProducer -b 32`` (16 threads, batches of 32 messages of 128 bytes);
+* ``consume``: as ``Consumer``: one push consumer (20 threads) draining what ``producer`` sent;
+* ``cpp``: ``bench/cpp_load.c``, the official C++ client, 16 threads of sync sends;
+* ``e2e``: end-to-end latency at 5,000 msg/s (paced sync sends, a push consumer in the same JVM,
+  latency from the send call to the listener);
+* ``sync64``: the broker restarted with SYNC_FLUSH, 64 threads of sync sends.
+
+For each it records TPS (messages/s), average / max / p99 RT, the broker's CPU per message
+(utime + stime from ``/proc/<pid>/stat`` over the measuring window), the broker's peak RSS
+(``VmHWM``) and its start-up time (process spawn to the first SEND_OK from the broker itself).
+Ours only: ``scale`` (2 broker processes in one cluster vs 1, batched sends) and ``topics``
+(1,000 topics x 8 queues vs one topic, sync sends; and a broker with 10,000 topics: time until
+the name server lists them all, and how long ``topicList`` takes).
+
+Output: one line per measurement as it goes, then one table: per round the ratio ours/Apache
+and the median of the rounds.
+
+Run: ``.venv/bin/python -m bench.side_by_side`` (5 rounds, 10 s windows; about 25 minutes on two
+cores), ``--quick`` (3 rounds, 5 s windows), ``--rounds N``. Needs java 17, mvn and gcc (what the
+interop suite needs); the first run builds the Java load through tests/interop/harness.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.broker_bench import build_cpp_load  # noqa: E402
+from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
+
+TOPIC = "SideBySide"
+QUEUES = 8
+#: Consume-queue file size for the 1,000-topic run (6,000 entries of 20 bytes).
+MANY_TOPICS_CQ_FILE = 6000 * 20
+#: Apache's runbroker.sh options, with the heap the issue asks for on a small machine.
+APACHE_BROKER_JVM = [
+    "-server",
+    "-Xms1g",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:G1ReservePercent=25",
+    "-XX:InitiatingHeapOccupancyPercent=30",
+    "-XX:SoftRefLRUPolicyMSPerMB=0",
+]
+#: runserver.sh gives the name server a smaller heap (and it is not measured).
+APACHE_NAMESRV_JVM = ["-server", "-Xms512m", "-Xmx512m", "-XX:+UseG1GC"]
+#: Apache's benchmark scripts (runclass.sh).
+LOAD_JVM = ["-Xms1g", "-Xmx1g", "-Xmn256m"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ports_free(*ports: int) -> bool:
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def broker_port() -> int:
+    """A port whose neighbours (-2 for the VIP channel, +1 for HA) are free too."""
+    while True:
+        port = free_port()
+        if port > 2 and ports_free(port - 2, port + 1):
+            return port
+
+
+def proc_stat(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    peak = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} never opened")
+
+
+def first_send(port: int, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
+    """Until the broker answers SEND_OK to a send (a new topic, auto-created from TBW102, as a
+    first producer does; system topics refuse sends on Apache)."""
+    from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+    from aiorocketmq.protocol.command import RemotingCommand
+    from aiorocketmq.protocol.errors import MQError
+    from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
+
+    async def attempt() -> bool:
+        from aiorocketmq.protocol.transport import connect
+
+        try:
+            conn = await connect("127.0.0.1", port, timeout=2)
+        except (MQError, OSError):
+            return False
+        try:
+            header = SendMessageRequestHeaderV2(
+                producer_group="side_by_side_probe",
+                default_topic_queue_nums=QUEUES,
+                topic="StartupProbe",
+                queue_id=0,
+                born_timestamp=int(time.time() * 1000),
+            )
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_fields(), b"probe")
+            response = await conn.request(cmd, 3)
+            return response.code == ResponseCode.SUCCESS
+        except MQError:
+            return False
+        finally:
+            conn.close()
+
+    async def loop() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode}")
+            if await attempt():
+                return
+            await asyncio.sleep(0.02)
+        raise RuntimeError("the broker never accepted a send")
+
+    asyncio.run(loop())
+
+
+def store_settings(root: Path) -> dict[str, Any]:
+    """Broker settings both systems get (RocketMQ's keys)."""
+    store = root / "store"
+    return {
+        "brokerClusterName": "BenchCluster",
+        "brokerId": 0,
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": store,
+        "storePathCommitLog": store / "commitlog",
+        "autoCreateTopicEnable": True,
+        "autoCreateSubscriptionGroup": True,
+        "diskMaxUsedSpaceRatio": 98,
+        "flushDiskType": "ASYNC_FLUSH",
+        # Ours only (Apache ignores keys it does not know): no fixed extra ports, so several
+        # brokers fit on one host, and no work the comparison does not ask for.
+        "metricsPromExporterEnable": False,
+        "enableGrpcServer": False,
+    }
+
+
+def write_properties(path: Path, settings: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in settings.items())
+    )
+    return path
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---- the two systems ------------------------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    proc: subprocess.Popen[Any]
+    port: int
+    startup_s: float
+
+
+@dataclass
+class System:
+    """One cluster under test: a name server and brokers, started and stopped as processes."""
+
+    name: str
+    toolchain: Toolchain
+    root: Path
+    namesrv: subprocess.Popen[Any] | None = None
+    namesrv_port: int = 0
+    brokers: list[Broker] = field(default_factory=list)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def start_namesrv(self) -> None:
+        self.namesrv_port = free_port()
+        home = self.root / "namesrv"
+        home.mkdir(parents=True, exist_ok=True)
+        if self.name == "apache":
+            conf = write_properties(home / "namesrv.conf", {"listenPort": self.namesrv_port})
+            cmd = [
+                self.toolchain.java,
+                *APACHE_NAMESRV_JVM,
+                f"-Duser.home={home}",
+                "-cp",
+                self.toolchain.server_classpath,
+                "org.apache.rocketmq.namesrv.NamesrvStartup",
+                "-c",
+                str(conf),
+            ]
+            env = {**os.environ, "ROCKETMQ_HOME": str(rocketmq_home(home))}
+        else:
+            cmd = [sys.executable, "-m", "aiorocketmq.namesrv", "--listen-port", str(self.namesrv_port)]
+            cmd += ["--store-dir", str(home)]
+            env = dict(os.environ)
+        self.namesrv = subprocess.Popen(
+            cmd, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_port(self.namesrv_port, self.namesrv)
+
+    def start_broker(self, name: str, **overrides: Any) -> Broker:
+        port = broker_port()
+        home = self.root / name
+        settings = {
+            **store_settings(home),
+            "brokerName": name,
+            "listenPort": port,
+            "namesrvAddr": self.namesrv_addr,
+            **overrides,
+        }
+        conf = write_properties(home / "broker.conf", settings)
+        if self.name == "apache":
+            cmd = [
+                self.toolchain.java,
+                *APACHE_BROKER_JVM,
+                f"-Duser.home={home}",
+                "-cp",
+                self.toolchain.server_classpath,
+                "org.apache.rocketmq.broker.BrokerStartup",
+                "-c",
+                str(conf),
+            ]
+            env = {**os.environ, "ROCKETMQ_HOME": str(rocketmq_home(home))}
+        else:
+            cmd = [sys.executable, "-m", "aiorocketmq.broker", "-c", str(conf), "--log-level", "WARNING"]
+            env = dict(os.environ)
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        first_send(port, proc)
+        broker = Broker(proc, port, time.monotonic() - started)
+        self.brokers.append(broker)
+        return broker
+
+    def stop_brokers(self) -> None:
+        for broker in self.brokers:
+            stop(broker.proc)
+        self.brokers.clear()
+
+    def stop(self) -> None:
+        self.stop_brokers()
+        if self.namesrv is not None:
+            stop(self.namesrv)
+            self.namesrv = None
+
+    def broker_stat(self) -> tuple[float, int]:
+        """CPU seconds and peak RSS summed over the brokers."""
+        stats = [proc_stat(b.proc.pid) for b in self.brokers]
+        return sum(s[0] for s in stats), sum(s[1] for s in stats)
+
+
+# ---- loads ---------------------------------------------------------------------------------
+
+
+class Loads:
+    def __init__(self, toolchain: Toolchain, cpp_load: Path, work: Path, args: argparse.Namespace) -> None:
+        self.toolchain = toolchain
+        self.cpp_load = cpp_load
+        self.work = work
+        self.args = args
+
+    def java(self, system: System, mode: str, **opts: Any) -> tuple[dict[str, Any], float]:
+        """Run the Java load; returns its result and the brokers' CPU seconds in its window."""
+        window = float(opts.get("seconds", 0))
+        cmd = [
+            self.toolchain.java,
+            *LOAD_JVM,
+            "-Dorg.apache.rocketmq.client.sendSmartMsg=true",
+            f"-Drocketmq.client.logRoot={self.work / 'client-logs'}",
+            "-Drocketmq.client.logLevel=WARN",
+            "-cp",
+            self.toolchain.client_classpath,
+            "benchload.Load",
+            mode,
+            f"namesrv={system.namesrv_addr}",
+            *(f"{k}={v}" for k, v in opts.items()),
+        ]
+        errors = self.work / f"load-{mode}.err"
+        with errors.open("w") as err:
+            proc = subprocess.Popen(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert proc.stdout is not None
+        cpu = 0.0
+        seen = []
+        if window and mode in ("producer", "batch"):
+            # The load prints {"event": "window"} as its measuring window opens.
+            for line in proc.stdout:
+                seen.append(line)
+                if line.startswith('{"event": "window"}'):
+                    cpu = self._cpu_over(system, time.monotonic(), window)
+                    break
+        out = "".join(seen) + proc.stdout.read()
+        proc.wait(600)
+        lines = [line for line in out.splitlines() if line.startswith("{") and '"event"' not in line]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(
+                f"Load {mode} failed ({proc.returncode}):\n{out[-2000:]}\n{errors.read_text()[-3000:]}"
+            )
+        return json.loads(lines[-1]), cpu
+
+    def topic(self, system: System, **opts: Any) -> dict[str, Any]:
+        """Create a topic on every master; a failure (an admin call timing out on a busy
+        machine) is shown and tried again, twice at most."""
+        for attempt in range(3):
+            try:
+                return self.java(system, "topic", **opts)[0]
+            except RuntimeError as exc:
+                if attempt == 2:
+                    raise
+                print(f"topic creation failed, trying again: {str(exc)[-1500:]}", file=sys.stderr, flush=True)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _cpu_over(system: System, start_at: float, seconds: float) -> float:
+        time.sleep(max(0.0, start_at - time.monotonic()))
+        before = system.broker_stat()[0]
+        time.sleep(seconds)
+        return system.broker_stat()[0] - before
+
+    def cpp(self, system: System, threads: int, seconds: float) -> tuple[dict[str, Any], float]:
+        start_at = time.time() + 3.0
+        cmd = [str(self.cpp_load), "produce", system.namesrv_addr, TOPIC, str(threads), str(seconds), "128"]
+        proc = subprocess.Popen(
+            [*cmd, f"{start_at:.3f}"],
+            cwd=self.work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        cpu = self._cpu_over(system, time.monotonic() + (start_at - time.time()), seconds)
+        out, _ = proc.communicate(timeout=300)
+        result = json.loads(out.strip().splitlines()[-1])
+        sent = result["sent"]
+        return {
+            "tps": sent / seconds,
+            "count": sent,
+            "avg_rt_ms": result["rt_sum_us"] / 1000 / max(1, sent),
+            "max_rt_ms": result["rt_max_us"] / 1000,
+            "failed": result["failed"],
+        }, cpu
+
+
+# ---- one round on one system ---------------------------------------------------------------
+
+Row = dict[str, float]
+
+
+def measure(
+    system: System, loads: Loads, args: argparse.Namespace, report: Callable[[str, Row], None]
+) -> None:
+    seconds, warmup = args.seconds, args.warmup
+    system.start_namesrv()
+    try:
+        broker = system.start_broker("broker-a")
+        report("startup", {"startup_s": broker.startup_s})
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
+
+        def sends(name: str, mode: str, **opts: Any) -> dict[str, Any]:
+            result, cpu = loads.java(system, mode, topic=TOPIC, seconds=seconds, warmup=warmup, **opts)
+            count = max(1, result["count"])
+            report(
+                name,
+                {
+                    "tps": result["mps"],
+                    "avg_rt_ms": result["avg_rt_ms"],
+                    "max_rt_ms": result["max_rt_ms"],
+                    "p99_ms": result["p99_ms"],
+                    "cpu_us_per_msg": 1e6 * cpu * (result["seconds"] / seconds) / count,
+                    "failed": result["failed"],
+                },
+            )
+            return result
+
+        prewarm(system, loads, args, threads=16)
+        produced = sends("producer -w 16", "producer", threads=16, size=128)
+        sends("batch -b 32", "batch", threads=16, size=128, batch=32)
+        cpu_before = system.broker_stat()[0]
+        consumed, _ = loads.java(
+            system, "consumer", topic=TOPIC, group="benchmark_consumer", count=produced["count"], timeout=180
+        )
+        cpu = system.broker_stat()[0] - cpu_before
+        report(
+            "consumer",
+            {"tps": consumed["tps"], "cpu_us_per_msg": 1e6 * cpu / max(1, consumed["count"])},
+        )
+        result, cpu = loads.cpp(system, 16, seconds)
+        report(
+            "cpp_load -w 16",
+            {
+                "tps": result["tps"],
+                "avg_rt_ms": result["avg_rt_ms"],
+                "max_rt_ms": result["max_rt_ms"],
+                "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
+                "failed": result["failed"],
+            },
+        )
+        loads.topic(system, topic=f"{TOPIC}E2E", queues=QUEUES)
+        e2e, _ = loads.java(
+            system, "e2e", topic=f"{TOPIC}E2E", rate=5000, senders=32, seconds=seconds, warmup=warmup
+        )
+        report(
+            "e2e @5000/s",
+            {"p99_ms": e2e["p99_ms"], "p50_ms": e2e["p50_ms"], "max_rt_ms": e2e["max_ms"],
+             "received_pct": 100 * e2e["received"] / max(1, 5000 * seconds)},
+        )  # fmt: skip
+        report("broker RSS", {"peak_rss_mb": system.broker_stat()[1] / 2**20})
+        system.stop_brokers()
+        shutil.rmtree(system.root / "broker-a", ignore_errors=True)
+        system.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
+        prewarm(system, loads, args, threads=64)
+        sends("SYNC_FLUSH -w 64", "producer", threads=64, size=128)
+    finally:
+        system.stop()
+
+
+def prewarm(system: System, loads: Loads, args: argparse.Namespace, threads: int) -> None:
+    """Unmeasured sends on a fresh broker first: the JVM's JIT needs them (and both brokers
+    create their first commit-log file meanwhile)."""
+    if args.prewarm:
+        loads.java(system, "producer", topic=TOPIC, seconds=args.prewarm, warmup=0, threads=threads, size=128)
+
+
+def measure_ours_only(
+    loads: Loads, args: argparse.Namespace, work: Path, report: Callable[[str, Row], None]
+) -> None:
+    """Scale across cores and many topics (our broker only)."""
+    seconds, warmup = args.seconds, args.warmup
+    for count in (1, 2):
+        system = System("ours", loads.toolchain, work / f"scale{count}")
+        system.start_namesrv()
+        try:
+            for i in range(count):
+                system.start_broker(f"broker-{'ab'[i]}")
+            loads.topic(system, topic=TOPIC, queues=QUEUES)
+            if args.prewarm:
+                loads.java(
+                    system,
+                    "batch",
+                    topic=TOPIC,
+                    seconds=args.prewarm,
+                    warmup=0,
+                    threads=16,
+                    size=128,
+                    batch=32,
+                )
+            result, _ = loads.java(
+                system, "batch", topic=TOPIC, seconds=seconds, warmup=warmup, threads=16, size=128, batch=32
+            )
+            report(
+                f"scale: batch -b 32, {count} broker(s)", {"tps": result["mps"], "p99_ms": result["p99_ms"]}
+            )
+        finally:
+            system.stop()
+        shutil.rmtree(system.root, ignore_errors=True)
+
+    system = System("ours", loads.toolchain, work / "topics")
+    system.start_namesrv()
+    try:
+        # Our store allocates every file for real (no sparse mapped files, see
+        # broker/store/mapped_file.py): 8,000 consume queues of the default 6 MB would take 48 GB,
+        # so these consume-queue files hold 6,000 entries (120 KB) each.
+        system.start_broker("broker-a", mappedFileSizeConsumeQueue=MANY_TOPICS_CQ_FILE)
+        made = loads.topic(system, topic="Many", queues=QUEUES, count=1000)
+        report("topics: create 1,000 x 8 queues", {"seconds": made["seconds"]})
+        loads.topic(system, topic=TOPIC, queues=QUEUES)
+        for label, opts in (
+            ("one topic", {"topic": TOPIC}),
+            ("1,000 topics", {"topic": "Many", "topics": 1000}),
+        ):
+            # Unmeasured first, until every queue has messages: the client looks up 1,000 routes
+            # and the broker creates 8,000 consume queues (the steady state is what is compared).
+            topics = int(opts.get("topics", 1))
+            loads.java(
+                system,
+                "producer",
+                seconds=120,
+                warmup=0,
+                threads=16,
+                size=128,
+                limit=16 * QUEUES * topics,
+                **opts,
+            )
+            result, _ = loads.java(
+                system, "producer", seconds=seconds, warmup=warmup, threads=16, size=128, **opts
+            )
+            report(f"topics: producer -w 16, {label}", {"tps": result["mps"], "p99_ms": result["p99_ms"]})
+    finally:
+        system.stop()
+    shutil.rmtree(system.root, ignore_errors=True)
+    report("topics: 10,000-topic broker", ten_thousand_topics(loads.toolchain, work / "10k"))
+
+
+def ten_thousand_topics(toolchain: Toolchain, root: Path) -> Row:
+    """A broker whose topics.json has 10,000 topics: seconds from spawn until the name server
+    lists them all, and how long one GET_ALL_TOPIC_LIST_FROM_NAMESERVER takes then."""
+    from aiorocketmq.protocol.body import TopicConfig, TopicConfigSerializeWrapper, TopicList
+    from aiorocketmq.protocol.codes import RequestCode
+    from aiorocketmq.protocol.command import RemotingCommand
+    from aiorocketmq.protocol.transport import connect
+
+    system = System("ours", toolchain, root)
+    system.start_namesrv()
+    config = root / "broker-a" / "store" / "config"
+    config.mkdir(parents=True)
+    names = [f"Many10k_{i}" for i in range(10_000)]
+    table = {n: TopicConfig(topic_name=n, read_queue_nums=8, write_queue_nums=8) for n in names}
+    (config / "topics.json").write_bytes(TopicConfigSerializeWrapper(topic_config_table=table).encode())
+
+    async def listed(started: float) -> Row:
+        conn = await connect("127.0.0.1", system.namesrv_port)
+        try:
+            while True:
+                asked = time.monotonic()
+                response = await conn.request(
+                    RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), 10
+                )
+                topics = set(TopicList.decode(response.body).topic_list) if response.body else set()
+                if topics.issuperset(names):
+                    registered = time.monotonic() - started
+                    # topicList once the table is in: the median of five requests.
+                    times = []
+                    for _ in range(5):
+                        asked = time.monotonic()
+                        await conn.request(
+                            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), 10
+                        )
+                        times.append(time.monotonic() - asked)
+                    return {
+                        "registered_after_s": registered,
+                        "topic_list_ms": 1000 * statistics.median(times),
+                    }
+                if time.monotonic() - started > 60:
+                    raise RuntimeError(f"only {len(topics)} topics listed after 60 s")
+                await asyncio.sleep(0.05)
+        finally:
+            conn.close()
+
+    try:
+        started = time.monotonic()
+        system.start_broker("broker-a")
+        return asyncio.run(listed(started))
+    finally:
+        system.stop()
+
+
+# ---- the table -----------------------------------------------------------------------------
+
+#: (measurement, metric, higher is better)
+COLUMNS = [
+    ("producer -w 16", "tps", True),
+    ("producer -w 16", "cpu_us_per_msg", False),
+    ("producer -w 16", "avg_rt_ms", False),
+    ("producer -w 16", "p99_ms", False),
+    ("producer -w 16", "max_rt_ms", False),
+    ("batch -b 32", "tps", True),
+    ("batch -b 32", "cpu_us_per_msg", False),
+    ("batch -b 32", "p99_ms", False),
+    ("consumer", "tps", True),
+    ("consumer", "cpu_us_per_msg", False),
+    ("cpp_load -w 16", "tps", True),
+    ("cpp_load -w 16", "cpu_us_per_msg", False),
+    ("cpp_load -w 16", "avg_rt_ms", False),
+    ("SYNC_FLUSH -w 64", "tps", True),
+    ("SYNC_FLUSH -w 64", "cpu_us_per_msg", False),
+    ("SYNC_FLUSH -w 64", "p99_ms", False),
+    ("e2e @5000/s", "p99_ms", False),
+    ("e2e @5000/s", "received_pct", True),
+    ("broker RSS", "peak_rss_mb", False),
+    ("startup", "startup_s", False),
+]
+
+
+def table(results: list[dict[str, dict[str, Row]]]) -> str:
+    rounds = len(results)
+    head = ["measurement", "metric", *(f"r{i + 1} ours/apache" for i in range(rounds))]
+    head += ["median ours", "median apache", "median ratio"]
+    rows = [head]
+    for name, metric, _ in COLUMNS:
+        ratios, ours, theirs = [], [], []
+        for r in results:
+            o = r["ours"].get(name, {}).get(metric)
+            a = r["apache"].get(name, {}).get(metric)
+            if o is not None:
+                ours.append(o)
+            if a is not None:
+                theirs.append(a)
+            ratios.append(o / a if o is not None and a else None)
+        cells = [f"{x:.2f}x" if x is not None else "-" for x in ratios]
+        valid = [x for x in ratios if x is not None]
+        rows.append(
+            [
+                name,
+                metric,
+                *cells,
+                _fmt(statistics.median(ours)) if ours else "-",
+                _fmt(statistics.median(theirs)) if theirs else "-",
+                f"{statistics.median(valid):.2f}x" if valid else "-",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def ours_table(extra: list[dict[str, Row]]) -> str:
+    lines = [
+        "| measurement (ours only) | metric | "
+        + " | ".join(f"r{i + 1}" for i in range(len(extra)))
+        + " | median |"
+    ]
+    lines.append("|---|---|" + "---|" * (len(extra) + 1))
+    keys: list[tuple[str, str]] = []
+    for run in extra:
+        for name, row in run.items():
+            for metric in row:
+                if (name, metric) not in keys:
+                    keys.append((name, metric))
+    for name, metric in keys:
+        values = [run.get(name, {}).get(metric) for run in extra]
+        present = [v for v in values if v is not None]
+        median = _fmt(statistics.median(present)) if present else "-"
+        lines.append(
+            f"| {name} | {metric} | "
+            + " | ".join(_fmt(v) if v is not None else "-" for v in values)
+            + f" | {median} |"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def reporter(into: dict[str, Row], prefix: str) -> Callable[[str, Row], None]:
+    def report(what: str, row: Row) -> None:
+        into[what] = row
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in row.items())
+        print(f"{prefix} {what}: {shown}", flush=True)
+
+    return report
+
+
+@contextmanager
+def workdir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="side-by-side-"))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; 3 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 5 s windows")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring window per load (default 10)")
+    parser.add_argument("--warmup", type=float, default=None, help="warm-up before each window (default 3)")
+    parser.add_argument(
+        "--prewarm",
+        type=int,
+        default=None,
+        help="unmeasured sends on each fresh broker (default 10 s; 5 quick)",
+    )
+    parser.add_argument("--ours-only", action="store_true", help="only the scale and many-topics runs")
+    parser.add_argument("--no-ours-only", action="store_true", help="skip the scale and many-topics runs")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    args.seconds = int(args.seconds or (5 if args.quick else 10))
+    args.warmup = int(args.warmup or (2 if args.quick else 3))
+    args.prewarm = args.prewarm if args.prewarm is not None else (5 if args.quick else 10)
+    toolchain = build_java_only()
+    with workdir(args.keep) as work:
+        cpp_load = build_cpp_load(work)
+        loads = Loads(toolchain, cpp_load, work, args)
+        results: list[dict[str, dict[str, Row]]] = []
+        extra: list[dict[str, Row]] = []
+        for i in range(args.rounds):
+            round_results: dict[str, dict[str, Row]] = {"ours": {}, "apache": {}}
+            order = ["apache", "ours"] if i % 2 == 0 else ["ours", "apache"]
+            for name in [] if args.ours_only else order:
+                system = System(name, toolchain, work / f"r{i}-{name}")
+                measure(system, loads, args, reporter(round_results[name], f"round {i + 1} {name:6}"))
+                shutil.rmtree(system.root, ignore_errors=True)
+            if not args.ours_only:
+                results.append(round_results)
+            if not args.no_ours_only:
+                ours_extra: dict[str, Row] = {}
+                measure_ours_only(
+                    loads, args, work / f"r{i}-extra", reporter(ours_extra, f"round {i + 1} ours  ")
+                )
+                extra.append(ours_extra)
+        print()
+        print(
+            f"side by side: {args.rounds} rounds, {args.seconds:.0f} s windows after {args.warmup:.0f} s warm-up, "
+            f"{os.cpu_count()} cores; ratios are ours/Apache (higher is better for tps and received_pct, "
+            "lower for the rest)"
+        )
+        if results:
+            print(table(results))
+        if extra:
+            print()
+            print(ours_table(extra))
+
+
+if __name__ == "__main__":
+    main()
