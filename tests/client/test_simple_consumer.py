@@ -244,3 +244,26 @@ async def test_kill_9_mid_stream_loses_no_ack_and_redelivers_the_rest(
             assert (msg.delivery_attempt > 1) == (msg.body in received), msg
     finally:
         await cluster.stop()
+
+
+async def test_sql92_subscriptions_on_a_property_filtering_broker(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cluster = await start_cluster(tmp_path_factory.mktemp("pop-sql"), enablePropertyFilter="true")
+    try:
+        topic = unique("PopSql")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(topic, 2)
+        consumer = SimpleConsumer(unique("cg"), cluster.namesrv_addr)
+        consumer.subscribe(topic, "amount > 100 AND currency = 'EUR'", sql=True)
+        async with consumer, Producer(unique("pg"), cluster.namesrv_addr) as producer:
+            for amount, currency in [(50, "EUR"), (150, "EUR"), (500, "USD"), (101, "EUR")]:
+                message = Message(topic, f"{amount}{currency}".encode())
+                message.properties.update(amount=str(amount), currency=currency)
+                await producer.send(message)
+            got = await receive_until(consumer, 2, invisible=30.0)
+            await consumer.ack_batch(got)
+            assert await consumer.receive(32, 30.0, await_duration=0.5) == []
+        assert sorted(m.body for m in got) == [b"101EUR", b"150EUR"]
+    finally:
+        await cluster.stop()
