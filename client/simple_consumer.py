@@ -45,6 +45,7 @@ from aiorocketmq.protocol.pop import (
     encode_batch_ack_body,
     handles_for,
 )
+from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92
 
 from .client_instance import (
     ClientInstance,
@@ -54,7 +55,7 @@ from .client_instance import (
     release_instance,
 )
 from .errors import ClientError, ClientStateError, MQError, NoRouteError, RemotingError
-from .subscription import check_group, check_topic, parse_tags
+from .subscription import build_sql_subscription, check_group, check_topic, parse_tags
 
 #: Most messages one receive returns (the broker's limit per pop).
 MAX_RECEIVE = 32
@@ -170,6 +171,7 @@ class SimpleConsumer:
         self.instance_name = instance_name or f"simple-{default_instance_name()}"
         self.options = options or ClientOptions()
         self._subscriptions: dict[str, str] = {}
+        self._sql: set[str] = set()
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
         self._instance: ClientInstance | None = None
@@ -178,13 +180,22 @@ class SimpleConsumer:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = SUBSCRIBE_ALL) -> None:
+    def subscribe(self, topic: str, expression: str = SUBSCRIBE_ALL, *, sql: bool = False) -> None:
+        """Receive ``topic``'s messages whose tag the expression names (``"*"``: all), or,
+        with ``sql``, those whose properties match an SQL92 expression (the broker needs
+        ``enablePropertyFilter=true``)."""
         check_topic(topic)
+        if sql:
+            self._subscriptions[topic] = build_sql_subscription(topic, expression).sub_string
+            self._sql.add(topic)
+            return
         tags = parse_tags(expression)
         self._subscriptions[topic] = " || ".join(tags) if tags else SUBSCRIBE_ALL
+        self._sql.discard(topic)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
+        self._sql.discard(topic)
 
     @property
     def subscriptions(self) -> dict[str, str]:
@@ -274,7 +285,7 @@ class SimpleConsumer:
             poll_time=poll_ms,
             born_time=time.time_ns() // 1_000_000,
             init_mode=INIT_MODE_MAX,
-            exp_type="TAG",
+            exp_type=EXPRESSION_TYPE_SQL92 if topic in self._sql else "TAG",
             exp=self._subscriptions.get(topic, SUBSCRIBE_ALL),
             order=self.fifo,
         )

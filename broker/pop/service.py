@@ -31,6 +31,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from aiorocketmq.broker.store import FlushDiskType, GetStatus, MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
@@ -41,11 +42,18 @@ from aiorocketmq.protocol.errors import (
     ProtocolError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
+    SubscriptionParseFailedError,
     TopicNotExistError,
 )
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_record
-from aiorocketmq.protocol.names import RETRY_PREFIX, dlq_topic, parse_tag_expression, tag_codes
+from aiorocketmq.protocol.names import (
+    RETRY_PREFIX,
+    TIMER_REQUESTS,
+    dlq_topic,
+    parse_tag_expression,
+    tag_codes,
+)
 from aiorocketmq.protocol.pop import (
     INIT_MODE_MAX,
     ORDER_REVIVE_QID,
@@ -55,8 +63,10 @@ from aiorocketmq.protocol.pop import (
     pop_retry_topic,
     topic_type_of,
 )
+from aiorocketmq.protocol.sql92 import Sql92Error
 
 from ..config import BrokerConfig
+from ..filters import RecordFilter, compile_expression, is_tag_type, record_filter
 from ..groups import GroupTable
 from ..offsets import OffsetTable
 from ..topics import TopicTable
@@ -91,8 +101,7 @@ MAX_WAITING = 100_000
 #: How often the revive log's progress is committed to the offset table.
 PROGRESS_INTERVAL = 1.0
 #: Properties a redelivery must not carry: they would park it again.
-_DELAYING = (PropertyKey.DELAY_TIME_LEVEL, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-_STARTDELIVERTIME = PropertyKey.START_DELIVER_TIME
+_DELAYING = (PropertyKey.DELAY_TIME_LEVEL, *sorted(TIMER_REQUESTS))
 FIRST_POP_TIME = "1ST_POP_TIME"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
@@ -166,6 +175,14 @@ class PopResult:
     revive_qid: int = 0
     #: Messages left behind in the queues looked at.
     rest: int = 0
+
+
+class _Filter(NamedTuple):
+    """What a pop keeps: tag hash codes and exact tags, or an SQL92 record filter."""
+
+    codes: frozenset[int] | None
+    tags: frozenset[str] | None
+    matches: RecordFilter | None
 
 
 @dataclass(slots=True)
@@ -319,7 +336,7 @@ class PopService:
         init_mode: int = INIT_MODE_MAX,
     ) -> list[PoppedMessage]:
         """Pop up to ``max_messages`` (at most 32) of ``topic`` (``queue_id`` None: any
-        queue) matching a tag expression, invisible to others for ``invisible_ms``; wait up
+        queue) matching a tag expression (or an SQL92 one, with ``enablePropertyFilter``), invisible to others for ``invisible_ms``; wait up
         to ``poll_ms`` for messages when there are none. ``fifo``: orderly pop."""
         result = await self.pop(
             group=group,
@@ -353,14 +370,12 @@ class PopService:
     ) -> PopResult:
         """:meth:`receive`, with what a remoting response reports about the pop; a waiting
         pop whose ``alive()`` turns false (its client left) gives up without popping."""
-        codes, tags = self._check(
-            group, topic, queue_id, max_messages, invisible_ms, expression_type, expression
-        )
+        wanted = self._check(group, topic, queue_id, max_messages, invisible_ms, expression_type, expression)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + max(0, poll_ms) / 1000
         while True:
             result = self._pop_now(
-                group, topic, queue_id, max_messages, invisible_ms, codes, tags, fifo, init_mode, with_handles
+                group, topic, queue_id, max_messages, invisible_ms, wanted, fifo, init_mode, with_handles
             )
             remaining = give_up - loop.time()
             if result.messages or remaining <= 0:
@@ -521,7 +536,7 @@ class PopService:
         invisible_ms: int,
         expression_type: str,
         expression: str,
-    ) -> tuple[frozenset[int] | None, frozenset[str] | None]:
+    ) -> _Filter:
         config = self.config
         if not config.readable:
             raise NoPermissionError(f"the broker[{config.broker_ip1}] pop message is forbidden")
@@ -543,10 +558,20 @@ class PopService:
             raise MessageIllegalError(f"max messages {max_messages} is outside [1, {MAX_POP_MESSAGES}]")
         if not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
             raise MessageIllegalError(f"invisible time {invisible_ms} ms is outside [0, {MAX_INVISIBLE_MS}]")
-        if (expression_type or "TAG").upper() != "TAG":
-            raise MessageIllegalError(f"POP filters by TAG only, not {expression_type}")
+        if not is_tag_type(expression_type):
+            # SQL92 (enablePropertyFilter): the store evaluates it on each record's properties.
+            if not config.enable_property_filter:
+                raise MessageIllegalError(
+                    f"The broker does not support consumer to filter message by {expression_type}"
+                )
+            try:
+                return _Filter(None, None, record_filter(compile_expression(expression, expression_type)))
+            except Sql92Error as exc:
+                raise SubscriptionParseFailedError(
+                    f"parse the consumer's subscription failed: {exc}"
+                ) from None
         tags = parse_tag_expression(expression)
-        return tag_codes(expression), (frozenset(tags) if tags else None)
+        return _Filter(tag_codes(expression), frozenset(tags) if tags else None, None)
 
     def _pop_now(
         self,
@@ -555,8 +580,7 @@ class PopService:
         queue_id: int | None,
         max_messages: int,
         invisible_ms: int,
-        codes: frozenset[int] | None,
-        tags: frozenset[str] | None,
+        flt: _Filter,
         fifo: bool,
         init_mode: int,
         with_handles: bool,
@@ -584,9 +608,9 @@ class PopService:
             if wanted <= 0:
                 break
             if fifo:
-                read = self._read_orderly(group, stored_topic, q, wanted, codes, tags, init_mode, now)
+                read = self._read_orderly(group, stored_topic, q, wanted, flt, init_mode, now)
             else:
-                read = self._read_queue(group, stored_topic, q, wanted, codes, tags, init_mode)
+                read = self._read_queue(group, stored_topic, q, wanted, flt, init_mode)
             if read is None:
                 continue
             rest += max(0, self.store.get_max_offset(stored_topic, q) - read.next_offset)
@@ -678,20 +702,21 @@ class PopService:
         topic: str,
         queue_id: int,
         wanted: int,
-        codes: frozenset[int] | None,
-        tags: frozenset[str] | None,
+        flt: _Filter,
         init_mode: int,
     ) -> _Read | None:
         offset = self._start_offset(group, topic, queue_id, init_mode)
         messages: list[tuple[MessageExt, bytes, int]] = []
         store = self.store
         for _ in range(8):
-            result = store.get_messages(group, topic, queue_id, offset, wanted - len(messages), codes)
+            result = store.get_messages(
+                group, topic, queue_id, offset, wanted - len(messages), flt.codes, flt.matches
+            )
             if result.status is GetStatus.FOUND:
                 for buf in result.buffers:
                     record = bytes(buf)
                     msg = decode_record(record)[0]
-                    if tags is not None and msg.tags not in tags:
+                    if flt.tags is not None and msg.tags not in flt.tags:
                         continue  # a tag-hash collision: not for this group
                     messages.append((msg, record, msg.reconsume_times + 1))
             moved = result.next_begin_offset != offset
@@ -707,8 +732,7 @@ class PopService:
         topic: str,
         queue_id: int,
         wanted: int,
-        codes: frozenset[int] | None,
-        tags: frozenset[str] | None,
+        flt: _Filter,
         init_mode: int,
         now: int,
     ) -> _Read | None:
@@ -736,7 +760,7 @@ class PopService:
                 return None
             offset = self.offsets.query(group, topic, queue_id)
             return _Read(topic, queue_id, messages, offset, superseded)
-        return self._read_queue(group, topic, queue_id, wanted, codes, tags, init_mode)
+        return self._read_queue(group, topic, queue_id, wanted, flt, init_mode)
 
     def _orderly_opens(self, group: str, topic: str, queue_id: int | None) -> int | None:
         """The earliest time a blocked orderly queue of ``topic`` opens again."""
@@ -999,7 +1023,6 @@ class PopService:
     def _prepare_copy(props: dict[str, str], msg: MessageExt, ck: CheckPoint) -> None:
         for key in _DELAYING:
             props.pop(key, None)
-        props.pop(_STARTDELIVERTIME, None)
         # The copy keeps the message's id, so every delivery of it shows the same one.
         props.setdefault(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, msg.msg_id)
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)

@@ -22,7 +22,7 @@ from aiorocketmq.broker.pop.handlers import PopHandlers
 from aiorocketmq.protocol.body import SubscriptionGroupConfig, TopicConfig
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import MessageIllegalError, TopicNotExistError
+from aiorocketmq.protocol.errors import MessageIllegalError, SubscriptionParseFailedError, TopicNotExistError
 from aiorocketmq.protocol.message import PropertyKey
 from aiorocketmq.protocol.pop import (
     POLLING_TIMEOUT,
@@ -385,3 +385,24 @@ async def test_a_broker_nobody_pops_from_has_no_revive_topic_and_no_revive_offse
     service.commit_progress()
     assert parts.topics.get(service.revive_topic) is not None
     assert parts.offsets.topics_of_group("CID_RMQ_SYS_REVIVE_GROUP") == [service.revive_topic]
+
+
+async def test_sql92_pops_filter_on_properties_when_the_broker_allows_it(tmp_path: Path) -> None:
+    async with broker_parts(tmp_path, enablePropertyFilter="true") as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        service = service_for(parts)
+        service.recover()
+        writer = parts.writer
+        for i, region in enumerate(["eu", "us", "eu"]):
+            props = {PropertyKey.TAGS: "t", "region": region, "n": str(i)}
+            assert writer.put(writer.build(TOPIC, 0, f"s{i}".encode(), props)).ok
+        got = await service.receive(
+            group=GROUP, topic=TOPIC, queue_id=None, max_messages=8, invisible_ms=60_000,
+            expression_type="SQL92", expression="region = 'eu' AND n > 0",
+        )  # fmt: skip
+        assert [m.message.body for m in got] == [b"s2"]
+        with pytest.raises(SubscriptionParseFailedError):
+            await service.receive(
+                group=GROUP, topic=TOPIC, queue_id=None, max_messages=8, invisible_ms=1000,
+                expression_type="SQL92", expression="region = ",
+            )  # fmt: skip
