@@ -73,7 +73,7 @@ async def consume(namesrv: str, want: set[str], got: list[str]) -> None:
     async with consumer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), 40)
-        await asyncio.sleep(1.0)  # let the progress reach the broker before stopping
+    # Leaving the block shut the consumer down, which persists its progress and waits for it.
     assert want <= set(got), f"missing {sorted(want - set(got))[:10]}"
 
 
@@ -107,7 +107,10 @@ async def test_clients_fail_over_to_the_slave_and_back(cluster: Cluster) -> None
         await wait_until(lambda: _committed_on_master(master.port, master_end), 30)
 
         # And consumers read from the master again, from where they left off.
-        await asyncio.sleep(1.5)  # the producer's route lists broker-a again
+        async def routed_to_a() -> bool:
+            return any(q.broker_name == "broker-a" for q in await producer.queues(TOPIC))
+
+        await wait_until(routed_to_a, 30)  # the producer's route lists broker-a again
         after = []
         while len({r.queue.broker_name for r in after}) < 2:
             after.append(await producer.send(Message(TOPIC, f"after {len(after)}".encode())))
