@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1586,6 +1587,301 @@ done:
     return result;
 }
 
+/* ---- batch bodies into store messages -------------------------------------------------------
+ * store_batch(data, topic, queue_id, extra, sys_flag, born_timestamp, born_host)
+ *   -> (messages, wait) or an int refusal (1: delay level, 2: delivery time, 3: properties too
+ *   large); raises ProtocolError for a malformed body. broker/batch.py's store_batch_pure, in one
+ *   pass: the entries are split, their properties scanned as UTF-8 bytes (the separators \x01 and
+ *   \x02 never occur inside a multi-byte character) and each StoreMessage filled slot by slot. */
+
+static PyObject *StoreMessage = NULL;
+static PyObject *batch_keys = NULL; /* (tags, keys, uniq, delay, wait, *timer keys) as str */
+static Py_ssize_t batch_max_props = 0;
+static PyObject *s_tags_code, *s_keys, *s_uniq_key;
+
+/* StoreMessage's slots in the order fill_store_message writes them; their byte offsets in an
+ * instance are read from the class's member descriptors once, by setup_batch. */
+enum {
+    SM_TOPIC, SM_QUEUE_ID, SM_BODY, SM_PROPERTIES, SM_FLAG, SM_SYS_FLAG, SM_BORN_TIMESTAMP,
+    SM_BORN_HOST, SM_RECONSUME_TIMES, SM_PREPARED_OFFSET, SM_TAGS_CODE, SM_KEYS, SM_UNIQ_KEY,
+    SM_STORE_TIMESTAMP, SM_FIELDS
+};
+static Py_ssize_t store_slot[SM_FIELDS];
+
+static int
+find_slots(PyObject *cls)
+{
+    PyObject *names[SM_FIELDS] = {
+        s_topic, s_queue_id, s_body, s_properties, s_flag, s_sys_flag, s_born_timestamp, s_born_host,
+        s_reconsume_times, s_prepared_transaction_offset, s_tags_code, s_keys, s_uniq_key, s_store_timestamp,
+    };
+    for (int i = 0; i < SM_FIELDS; i++) {
+        PyObject *descr = PyObject_GetAttr(cls, names[i]);
+        if (descr == NULL)
+            return -1;
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            store_slot[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "setup_batch(): %U is not a slot of the class", names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Set a slot of a fresh instance (empty until now), taking the reference. */
+static inline void
+put_slot(PyObject *obj, int field, PyObject *value)
+{
+    PyObject **slot = (PyObject **)((char *)obj + store_slot[field]);
+    Py_XSETREF(*slot, value);
+}
+
+enum { BK_TAGS, BK_KEYS, BK_UNIQ, BK_DELAY, BK_WAIT, BK_TIMER };
+
+static PyObject *
+setup_batch(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *tags, *keys, *uniq, *delay, *wait, *timers;
+    Py_ssize_t max_props;
+    if (!PyArg_ParseTuple(args, "OUUUUUO!n:setup_batch", &cls, &tags, &keys, &uniq, &delay, &wait,
+                          &PyTuple_Type, &timers, &max_props))
+        return NULL;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "setup_batch() needs the StoreMessage class");
+        return NULL;
+    }
+    PyObject *head = PyTuple_Pack(5, tags, keys, uniq, delay, wait);
+    if (head == NULL)
+        return NULL;
+    PyObject *all = PySequence_Concat(head, timers);
+    Py_DECREF(head);
+    if (all == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(all); i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(all, i)) || PyUnicode_AsUTF8(PyTuple_GET_ITEM(all, i)) == NULL) {
+            Py_DECREF(all);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "setup_batch() property names must be str");
+            return NULL;
+        }
+    }
+    if (find_slots(cls) < 0) {
+        Py_DECREF(all);
+        return NULL;
+    }
+    Py_XSETREF(StoreMessage, Py_NewRef(cls));
+    Py_XSETREF(batch_keys, all);
+    batch_max_props = max_props;
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    const char *value;
+    Py_ssize_t size;
+} prop_value;
+
+/* The last non-empty value of each property batch_keys names, as decode_properties keeps it;
+ * returns whether any delivery-time property is present. */
+static int
+scan_properties(const char *p, Py_ssize_t n, prop_value found[BK_TIMER])
+{
+    int timer = 0;
+    Py_ssize_t nkeys = PyTuple_GET_SIZE(batch_keys);
+    Py_ssize_t start = 0;
+    while (start < n) {
+        Py_ssize_t end = start, sep = -1;
+        while (end < n && p[end] != 2) {
+            if (p[end] == 1 && sep < 0)
+                sep = end;
+            end++;
+        }
+        if (sep > start && sep + 1 < end) {
+            Py_ssize_t name_len = sep - start;
+            for (Py_ssize_t k = 0; k < nkeys; k++) {
+                Py_ssize_t key_len;
+                const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(batch_keys, k), &key_len);
+                if (key_len == name_len && memcmp(key, p + start, name_len) == 0) {
+                    if (k >= BK_TIMER)
+                        timer = 1;
+                    else {
+                        found[k].value = p + sep + 1;
+                        found[k].size = end - sep - 1;
+                    }
+                    break;
+                }
+            }
+        }
+        start = end + 1;
+    }
+    return timer;
+}
+
+static PyObject *
+optional_str(const prop_value *v)
+{
+    if (v->value == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(v->value, v->size, "strict");
+}
+
+static int
+fill_store_message(PyObject *msg, PyObject *const *args, PyObject *body, PyObject *props, long flag,
+                   const prop_value found[BK_TIMER])
+{
+    PyObject *tags_code, *keys, *uniq, *flag_obj;
+    if (found[BK_TAGS].value != NULL) {
+        PyObject *tags = optional_str(&found[BK_TAGS]);
+        if (tags == NULL)
+            return -1;
+        tags_code = PyLong_FromLong((long)(int32_t)java_hash_of(tags));
+        Py_DECREF(tags);
+    }
+    else
+        tags_code = PyLong_FromLong(0);
+    if (tags_code == NULL)
+        return -1;
+    put_slot(msg, SM_TAGS_CODE, tags_code);
+    if ((keys = optional_str(&found[BK_KEYS])) == NULL)
+        return -1;
+    put_slot(msg, SM_KEYS, keys);
+    if ((uniq = optional_str(&found[BK_UNIQ])) == NULL)
+        return -1;
+    put_slot(msg, SM_UNIQ_KEY, uniq);
+    if ((flag_obj = PyLong_FromLong(flag)) == NULL)
+        return -1;
+    put_slot(msg, SM_FLAG, flag_obj);
+    put_slot(msg, SM_TOPIC, Py_NewRef(args[1]));
+    put_slot(msg, SM_QUEUE_ID, Py_NewRef(args[2]));
+    put_slot(msg, SM_BODY, Py_NewRef(body));
+    put_slot(msg, SM_PROPERTIES, Py_NewRef(props));
+    put_slot(msg, SM_SYS_FLAG, Py_NewRef(args[4]));
+    put_slot(msg, SM_BORN_TIMESTAMP, Py_NewRef(args[5]));
+    put_slot(msg, SM_BORN_HOST, Py_NewRef(args[6]));
+    put_slot(msg, SM_RECONSUME_TIMES, PyLong_FromLong(0));
+    put_slot(msg, SM_PREPARED_OFFSET, PyLong_FromLong(0));
+    put_slot(msg, SM_STORE_TIMESTAMP, PyLong_FromLong(0));
+    return 0;
+}
+
+static PyObject *
+store_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (StoreMessage == NULL || ProtocolError == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: setup_batch() and setup_records() were not called");
+        return NULL;
+    }
+    if (nargs != 7 || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "store_batch(data, topic, queue_id, extra: str, sys_flag, born_timestamp, born_host)");
+        return NULL;
+    }
+    Py_ssize_t extra_len;
+    const char *extra = PyUnicode_AsUTF8AndSize(args[3], &extra_len);
+    if (extra == NULL)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = view.buf;
+    Py_ssize_t size = view.len, pos = 0;
+    PyObject *messages = PyList_New(0);
+    char *joined = NULL;
+    Py_ssize_t joined_cap = 0;
+    int refusal = 0, wait = 1;
+    if (messages == NULL)
+        goto fail;
+    while (pos < size) {
+        if (size - pos < 20) {
+            protocol_error("batch entry at %zd truncated in its header", pos);
+            goto fail;
+        }
+        long flag = rd_i32(data + pos + 12);
+        long body_len = rd_i32(data + pos + 16);
+        Py_ssize_t body_pos = pos + 20;
+        if (body_len < 0 || body_pos + body_len + 2 > size) {
+            protocol_error("batch entry at %zd has body length %ld beyond the batch", pos, body_len);
+            goto fail;
+        }
+        Py_ssize_t props_pos = body_pos + body_len + 2;
+        long props_len = rd_i16(data + props_pos - 2);
+        if (props_len < 0 || props_pos + props_len > size) {
+            protocol_error("batch entry at %zd has properties length %ld beyond the batch", pos, props_len);
+            goto fail;
+        }
+        const char *raw = (const char *)data + props_pos;
+        /* The stored properties: the entry's own, a separator unless they end with one, extra. */
+        int sep = props_len > 0 && raw[props_len - 1] != 2;
+        Py_ssize_t total = props_len + sep + extra_len;
+        if (total > joined_cap) {
+            char *grown = PyMem_Realloc(joined, total);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            joined = grown;
+            joined_cap = total;
+        }
+        memcpy(joined, raw, props_len);
+        if (sep)
+            joined[props_len] = 2;
+        memcpy(joined + props_len + sep, extra, extra_len);
+        PyObject *props = PyUnicode_DecodeUTF8(joined, total, "strict");
+        if (props == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                goto fail;
+            PyErr_Clear();
+            protocol_error("batch entry at %zd has properties that are not UTF-8", pos);
+            goto fail;
+        }
+        if (!refusal) {
+            prop_value found[BK_TIMER] = {{NULL, 0}};
+            int timer = scan_properties(raw, props_len, found);
+            if (found[BK_DELAY].value != NULL && !(found[BK_DELAY].size == 1 && found[BK_DELAY].value[0] == '0'))
+                refusal = 1;
+            else if (timer)
+                refusal = 2;
+            else {
+                if (found[BK_WAIT].size == 5 && memcmp(found[BK_WAIT].value, "false", 5) == 0)
+                    wait = 0;
+                if (PyUnicode_GET_LENGTH(props) > batch_max_props)
+                    refusal = 3;
+            }
+            if (!refusal) {
+                PyObject *body = PyBytes_FromStringAndSize((const char *)data + body_pos, body_len);
+                PyObject *msg = body == NULL ? NULL : new_instance(StoreMessage);
+                if (msg == NULL || fill_store_message(msg, args, body, props, flag, found) < 0 ||
+                    PyList_Append(messages, msg) < 0) {
+                    Py_XDECREF(body);
+                    Py_XDECREF(msg);
+                    Py_DECREF(props);
+                    goto fail;
+                }
+                Py_DECREF(body);
+                Py_DECREF(msg);
+            }
+        }
+        Py_DECREF(props);
+        pos = props_pos + props_len;
+    }
+    PyMem_Free(joined);
+    PyBuffer_Release(&view);
+    if (refusal) {
+        Py_DECREF(messages);
+        return PyLong_FromLong(refusal);
+    }
+    PyObject *result = Py_BuildValue("(NO)", messages, wait ? Py_True : Py_False);
+    return result;
+fail:
+    PyMem_Free(joined);
+    PyBuffer_Release(&view);
+    Py_XDECREF(messages);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
     {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
@@ -1608,6 +1904,9 @@ static PyMethodDef methods[] = {
      "Decode one stored record."},
     {"acl_field_values", (PyCFunction)(void (*)(void))acl_field_values, METH_FASTCALL,
      "The field values an ACL signature covers, in key order, as UTF-8."},
+    {"setup_batch", setup_batch, METH_VARARGS, "Register broker/batch.py's class and property names."},
+    {"store_batch", (PyCFunction)(void (*)(void))store_batch, METH_FASTCALL,
+     "The store messages of a batch body."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1652,5 +1951,8 @@ PyInit__speedups(void)
     INTERN(s_broker_name, "broker_name");
     INTERN(s_msg_born_host, "_born_host");
     INTERN(s_msg_store_host, "_store_host");
+    INTERN(s_tags_code, "tags_code");
+    INTERN(s_keys, "keys");
+    INTERN(s_uniq_key, "uniq_key");
     return PyModule_Create(&module);
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable
 
-from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus, StoreMessage
+from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.codes import (
     PERM_READ_WRITE,
     MessageSysFlag,
@@ -41,13 +41,10 @@ from aiorocketmq.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     PropertyKey,
-    decode_batch,
     decode_properties,
-    tags_code,
 )
 from aiorocketmq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
-    TIMER_REQUESTS,
     TRANS_HALF_TOPIC,
     dlq_topic,
     group_of_retry_topic,
@@ -57,6 +54,7 @@ from aiorocketmq.protocol.names import (
 )
 from aiorocketmq.protocol.transport import Connection, Handler
 
+from ..batch import BatchRefusal, store_batch
 from ..config import BrokerConfig
 from ..groups import GroupTable
 from ..topics import TopicTable
@@ -76,6 +74,11 @@ _STATUS_CODES = {
 _CLUSTER = PropertyKey.CLUSTER
 _WAIT = PropertyKey.WAIT_STORE_MSG_OK
 _DELAY = PropertyKey.DELAY_TIME_LEVEL
+_BATCH_REFUSALS: dict[int, str] = {
+    BatchRefusal.DELAY: "a batch message cannot have a delay level",
+    BatchRefusal.DELIVERY_TIME: "a batch message cannot have a delivery time",
+    BatchRefusal.PROPERTIES_TOO_LARGE: "a batch message's properties are too large",
+}
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _RECONSUME_TIME = PropertyKey.RECONSUME_TIME
 #: Dead-letter topics are readable, so operators can consume and replay them (Java 4.9).
@@ -283,59 +286,23 @@ class Sender:
             raise MessageIllegalError(
                 f"the batch body size {len(body)} bytes is over the maximum {self.max_body}"
             )
-        try:
-            entries = decode_batch(body)
-        except ProtocolError as exc:
-            raise MessageIllegalError(f"bad batch body: {exc}") from None
-        if not entries:
-            raise MessageIllegalError("the batch holds no message")
         header_props = decode_properties(h.properties) if h.properties else {}
         wait = header_props.pop(_WAIT, "true") != "false"
-        born = born_host(conn)
-        born_timestamp = h.born_timestamp
         # What the broker appends to every entry's own properties (Java 4.9: the header's
         # properties, then the cluster); entries are stored with their own string plus this.
         extra = PROPERTY_SEPARATOR.join(
             [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in header_props.items()] + [self.cluster_property]
         )
-        tags_key, keys_key, uniq_key = (
-            PropertyKey.TAGS,
-            PropertyKey.KEYS,
-            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        )
-        messages: list[StoreMessage] = []
-        for entry in entries:
-            raw = entry.properties
-            props = decode_properties(raw) if raw else {}
-            if props.get(_DELAY, "0") not in ("", "0"):
-                raise MessageIllegalError("a batch message cannot have a delay level")
-            if not TIMER_REQUESTS.isdisjoint(props):
-                raise MessageIllegalError("a batch message cannot have a delivery time")
-            if props.get(_WAIT) == "false":
-                wait = False
-            if not raw or raw.endswith(PROPERTY_SEPARATOR):
-                encoded = raw + extra
-            else:
-                encoded = f"{raw}{PROPERTY_SEPARATOR}{extra}"
-            if len(encoded) > MAX_PROPERTIES_LENGTH:
-                raise MessageIllegalError("a batch message's properties are too large")
-            messages.append(
-                StoreMessage(
-                    topic,
-                    queue_id,
-                    entry.body,
-                    encoded,
-                    entry.flag,
-                    sys_flag,
-                    born_timestamp,
-                    born,
-                    0,
-                    0,
-                    tags_code(props.get(tags_key)),
-                    props.get(keys_key),
-                    props.get(uniq_key),
-                )
-            )
+        try:
+            stored = store_batch(body, topic, queue_id, extra, sys_flag, h.born_timestamp, born_host(conn))
+        except ProtocolError as exc:
+            raise MessageIllegalError(f"bad batch body: {exc}") from None
+        if isinstance(stored, int):
+            raise MessageIllegalError(_BATCH_REFUSALS[stored])
+        messages, entries_wait = stored
+        if not messages:
+            raise MessageIllegalError("the batch holds no message")
+        wait = wait and entries_wait
         result = self.writer.put_batch(messages)
         return self._respond(cmd, result, queue_id, wait)
 

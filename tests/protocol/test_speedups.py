@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from aiorocketmq.broker import batch
 from aiorocketmq.broker.store.commit_log import CommitLog
 from aiorocketmq.broker.store.messages import PutStatus, StoreMessage
 from aiorocketmq.protocol import acl, command, message, speedups
@@ -489,3 +490,90 @@ def test_acl_field_values_agree(fields: dict[str, Any], skip: frozenset[str]) ->
     """What an ACL signature covers: the same bytes from both, unicode keys and values,
     big integers, booleans, None values and skipped keys included."""
     assert outcome(C.acl_field_values, fields, skip) == outcome(acl.pure_field_values, fields, skip)
+
+
+# -- batch bodies into store messages (broker/batch.py) -----------------------------------------
+
+batch.setup_compiled(C)
+
+_BATCH_NAMES = st.sampled_from(
+    [
+        "TAGS",
+        "KEYS",
+        "UNIQ_KEY",
+        "DELAY",
+        "WAIT",
+        "TIMER_DELIVER_MS",
+        "__STARTDELIVERTIME",
+        "a",
+        "\u00e9t\u00e9",
+    ]
+)
+_BATCH_VALUES = st.one_of(
+    st.sampled_from(["", "0", "3", "false", "true", "k1 k2", "\U0001f600tag"]), st.text(max_size=12)
+)
+
+
+@st.composite
+def batch_entries(draw: st.DrawFn) -> bytes:
+    """One SEND_BATCH entry: head, body, properties; the properties as a client may send them
+    (separator-terminated or not, empty names or values) or as raw bytes that may not be UTF-8."""
+    body = draw(st.binary(max_size=40))
+    if draw(st.booleans()):
+        pairs = draw(st.lists(st.tuples(_BATCH_NAMES, _BATCH_VALUES), max_size=5))
+        props = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
+        if props and draw(st.booleans()):
+            props = props[:-1]
+        raw = props.encode("utf-8", "surrogatepass")
+    else:
+        raw = draw(st.binary(max_size=30))
+    flag = draw(st.integers(-(2**31), 2**31 - 1))
+    return (
+        struct.pack(">iiiii", 22 + len(body) + len(raw), 0, 0, flag, len(body))
+        + body
+        + struct.pack(">h", len(raw))
+        + raw
+    )
+
+
+@SETTINGS
+@given(
+    st.lists(batch_entries(), max_size=6),
+    st.sampled_from(["CLUSTER\x01DefaultCluster", "MSG_REGION\x01r\x02CLUSTER\x01c", "x" * 32760]),
+    st.one_of(st.none(), st.tuples(st.integers(0, 400), st.binary(min_size=1, max_size=4))),
+)
+def test_batch_bodies_become_the_same_store_messages(entries: list[bytes], extra: str, damage: Any) -> None:
+    data = b"".join(entries)
+    if damage is not None:  # overwrite some bytes: lengths beyond the batch, truncated heads
+        at, junk = damage
+        at = min(at, len(data))
+        data = data[:at] + junk + data[at + len(junk) :]
+    args = (data, "TopicB", 3, extra, 4, 1_700_000_000_000, b"\x7f\0\0\x01\0\0\x10\x00")
+    assert outcome(C.store_batch, *args) == outcome(batch.store_batch_pure, *args)
+
+
+def test_batch_refusals_and_wait_agree_on_known_cases() -> None:
+    def entry(props: str) -> bytes:
+        raw = props.encode()
+        return struct.pack(">iiiii", 0, 0, 0, 7, 2) + b"hi" + struct.pack(">h", len(raw)) + raw
+
+    cases = {
+        "DELAY\x012": batch.BatchRefusal.DELAY,
+        "DELAY\x010": None,
+        "TIMER_DELAY_SEC\x015": batch.BatchRefusal.DELIVERY_TIME,
+        "a\x01" + "b" * 32700: batch.BatchRefusal.PROPERTIES_TOO_LARGE,
+    }
+    for props, refusal in cases.items():
+        for fn in (C.store_batch, batch.store_batch_pure):
+            got = fn(entry("TAGS\x01t") + entry(props), "T", 0, "CLUSTER\x01" + "c" * 100, 0, 1, b"\0" * 8)
+            if refusal is None:
+                messages, wait = got
+                assert [m.tags_code for m in messages] == [ord("t"), 0] and wait is True
+            else:
+                assert got == refusal
+    messages, wait = C.store_batch(entry("WAIT\x01false\x02KEYS\x01a b"), "T", 0, "C\x01c", 0, 1, b"\0" * 8)
+    assert (
+        wait is False
+        and messages[0].keys == "a b"
+        and messages[0].properties == "WAIT\x01false\x02KEYS\x01a b\x02C\x01c"
+    )
