@@ -300,9 +300,15 @@ class TimerStore:
 
     def checkpoint(self) -> None:
         position = self._position()
-        if position == self._saved:
+        saved = self._saved
+        if position == saved:
             return
         cursor, scan_from, enqueued = position
+        if saved is not None and scan_from == enqueued and saved[1:] == position[1:]:
+            # Nothing parked and nothing new, only the clock moved: the cursor speaks of entries
+            # in [scanFrom, enqueuedUpTo), an empty range, so the file on disk says the same.
+            # (Rewriting it is a write and a rename on the event loop, every second.)
+            return
         self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.checkpoint_path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"cursorMs": cursor, "scanFrom": scan_from, "enqueuedUpTo": enqueued}))

@@ -577,3 +577,22 @@ def test_batch_refusals_and_wait_agree_on_known_cases() -> None:
         and messages[0].keys == "a b"
         and messages[0].properties == "WAIT\x01false\x02KEYS\x01a b\x02C\x01c"
     )
+
+
+def test_populate_write_faults_pages_in_without_changing_them(tmp_path: Path) -> None:
+    import mmap
+
+    path = tmp_path / "mapped"
+    size = 64 * mmap.PAGESIZE
+    path.write_bytes(bytes(range(256)) * (size // 256))
+    with path.open("r+b") as f, mmap.mmap(f.fileno(), size) as mm:
+        before = bytes(mm)
+        # Any start and length: clipped to the mapping, rounded out to whole pages.
+        assert C.populate_write(mm, 5, 10 * mmap.PAGESIZE) is True
+        assert C.populate_write(mm, size - 3, 100 * mmap.PAGESIZE) is True
+        assert C.populate_write(mm, 2 * size, 10) is True
+        assert bytes(mm) == before
+        with pytest.raises(ValueError):
+            C.populate_write(mm, -1, 10)
+    with pytest.raises(BufferError):
+        C.populate_write(b"read-only", 0, 1)
