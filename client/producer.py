@@ -74,6 +74,7 @@ RETRY_BACKOFF = 0.05
 RETRY_BACKOFF_MAX = 1.0
 
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY_LEVEL = PropertyKey.DELAY_TIME_LEVEL
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _SEND_REPLY_V2 = int(RequestCode.SEND_REPLY_MESSAGE_V2)
@@ -380,20 +381,25 @@ class Producer:
         if not messages:
             raise ClientError("the batch is empty")
         topic = messages[0].topic
-        ids = []
+        if topic.startswith(RETRY_PREFIX):
+            raise ClientError("retry topics cannot be sent in a batch")
+        missing = 0
         for msg in messages:
             if msg.topic != topic:
                 raise ClientError(f"a batch must have one topic; got {topic!r} and {msg.topic!r}")
-            if msg.topic.startswith(RETRY_PREFIX):
-                raise ClientError("retry topics cannot be sent in a batch")
-            if msg.delay_level:
+            props = msg.properties
+            if _DELAY_LEVEL in props and msg.delay_level:
                 raise ClientError("delayed messages cannot be sent in a batch")
             self._check_message(msg)
-            props = msg.properties
-            uniq = props.get(_UNIQ_KEY)
-            if uniq is None:
-                uniq = props[_UNIQ_KEY] = self.instance.unique_ids.next_id()
-            ids.append(uniq)
+            if _UNIQ_KEY not in props:
+                missing += 1
+        if missing:
+            fresh = iter(self.instance.unique_ids.next_ids(missing))
+            for msg in messages:
+                props = msg.properties
+                if _UNIQ_KEY not in props:
+                    props[_UNIQ_KEY] = next(fresh)
+        ids = [msg.properties[_UNIQ_KEY] for msg in messages]
         body = encode_batch(messages)
         if len(body) > self.max_message_size:
             raise ClientError(

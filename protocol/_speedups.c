@@ -1930,6 +1930,129 @@ populate_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(rc == 0);
 }
 
+/* ---- batch bodies from messages (the producer's side) ---------------------------------------
+ * encode_batch(messages, max_props) -> bytes, or None for the pure encoder (a message whose
+ * fields are not plain bytes / int / dict of str, or properties over max_props bytes: the pure
+ * code words that error). protocol/message.py's encode_batch: per message the 20-byte head,
+ * the body, the properties' length and the properties string (name \x01 value, \x02 between). */
+
+static int
+append_properties(PyObject *props, char **buf, Py_ssize_t *len, Py_ssize_t *cap)
+{
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    int first = 1;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value))
+            return 1;
+        Py_ssize_t nlen, vlen;
+        const char *n = PyUnicode_AsUTF8AndSize(name, &nlen);
+        const char *v = n == NULL ? NULL : PyUnicode_AsUTF8AndSize(value, &vlen);
+        if (v == NULL) {
+            PyErr_Clear(); /* a lone surrogate: the pure code raises as str.encode() does */
+            return 1;
+        }
+        Py_ssize_t need = *len + nlen + vlen + 2;
+        if (need > *cap) {
+            Py_ssize_t grown_cap = need * 2;
+            char *grown = PyMem_Realloc(*buf, grown_cap);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *buf = grown;
+            *cap = grown_cap;
+        }
+        if (!first)
+            (*buf)[(*len)++] = 2;
+        first = 0;
+        memcpy(*buf + *len, n, nlen);
+        *len += nlen;
+        (*buf)[(*len)++] = 1;
+        memcpy(*buf + *len, v, vlen);
+        *len += vlen;
+    }
+    return 0;
+}
+
+static PyObject *
+encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t max_props;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || (max_props = PyLong_AsSsize_t(args[1])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "encode_batch(messages: list, max_props: int)");
+        return NULL;
+    }
+    PyObject *messages = args[0];
+    char *out = NULL, *props = NULL;
+    Py_ssize_t out_len = 0, out_cap = 0, props_cap = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
+        PyObject *msg = PyList_GET_ITEM(messages, i);
+        PyObject *body = PyObject_GetAttr(msg, s_body);
+        PyObject *flag = body == NULL ? NULL : PyObject_GetAttr(msg, s_flag);
+        PyObject *dict = flag == NULL ? NULL : PyObject_GetAttr(msg, s_properties);
+        if (dict == NULL) {
+            Py_XDECREF(body);
+            Py_XDECREF(flag);
+            goto done;
+        }
+        Py_ssize_t props_len = 0;
+        int rc = 1, overflow = 0;
+        long flag_value = PyLong_CheckExact(flag) ? PyLong_AsLongAndOverflow(flag, &overflow) : 0;
+        if (PyBytes_CheckExact(body) && PyLong_CheckExact(flag) && !overflow && flag_value >= INT32_MIN_ &&
+            flag_value <= INT32_MAX_ && PyDict_CheckExact(dict))
+            rc = append_properties(dict, &props, &props_len, &props_cap);
+        if (rc == 0 && props_len > max_props)
+            rc = 1;
+        Py_ssize_t body_len = rc == 0 ? PyBytes_GET_SIZE(body) : 0;
+        if (rc == 0 && body_len > INT32_MAX_ - 22 - props_len)
+            rc = 1;
+        if (rc == 0) {
+            Py_ssize_t need = out_len + 22 + body_len + props_len;
+            if (need > out_cap) {
+                Py_ssize_t grown_cap = need * 2 + 4096;
+                char *grown = PyMem_Realloc(out, grown_cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    rc = -1;
+                }
+                else {
+                    out = grown;
+                    out_cap = grown_cap;
+                }
+            }
+        }
+        if (rc == 0) {
+            unsigned char *w = (unsigned char *)out + out_len;
+            wr_i32(w, (int32_t)(22 + body_len + props_len));
+            wr_i32(w + 4, 0);
+            wr_i32(w + 8, 0);
+            wr_i32(w + 12, (int32_t)flag_value);
+            wr_i32(w + 16, (int32_t)body_len);
+            memcpy(w + 20, PyBytes_AS_STRING(body), body_len);
+            wr_i16(w + 20 + body_len, (int16_t)props_len);
+            memcpy(w + 22 + body_len, props, props_len);
+            out_len += 22 + body_len + props_len;
+        }
+        Py_DECREF(body);
+        Py_DECREF(flag);
+        Py_DECREF(dict);
+        if (rc < 0)
+            goto done;
+        if (rc > 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize(out_len ? out : "", out_len);
+done:
+    PyMem_Free(out);
+    PyMem_Free(props);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
     {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
@@ -1955,6 +2078,8 @@ static PyMethodDef methods[] = {
     {"setup_batch", setup_batch, METH_VARARGS, "Register broker/batch.py's class and property names."},
     {"store_batch", (PyCFunction)(void (*)(void))store_batch, METH_FASTCALL,
      "The store messages of a batch body."},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
+     "A batch body of messages, or None for the pure encoder."},
     {"populate_write", (PyCFunction)(void (*)(void))populate_write, METH_FASTCALL,
      "Fault in the pages of a mapping range, writable, without holding the GIL."},
     {NULL, NULL, 0, NULL},

@@ -250,6 +250,13 @@ class UniqueIdGenerator:
         delta = (now_ms - self._month_start_ms) & 0xFFFFFFFF
         return f"{self._prefix}{delta:08X}{next(self._counter) & 0xFFFF:04X}"
 
+    def next_ids(self, count: int) -> list[str]:
+        """``count`` ids at once (a batch): one clock reading, consecutive counters."""
+        first = self.next_id()
+        head = first[:-4]
+        counter = self._counter
+        return [first, *[f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(count - 1)]]
+
 
 def local_ipv4() -> str:
     """The IPv4 address other hosts would see this one by (loopback when offline): the
@@ -928,6 +935,7 @@ pure_java_hash = java_hash
 pure_java_hash_fast = java_hash_fast
 pure_decode_properties = decode_properties
 pure_decode_record = decode_record
+pure_encode_batch = encode_batch
 
 if _compiled is not None:
     _compiled.setup_records(ProtocolError, MessageExt, zlib.crc32, decompress_body)
@@ -935,6 +943,15 @@ if _compiled is not None:
     java_hash_fast = _compiled.java_hash
     decode_properties = _compiled.decode_properties
     _c_decode_record = _compiled.decode_record
+    _c_encode_batch = _compiled.encode_batch
+
+    def encode_batch(messages: Iterable[Message]) -> bytes:
+        """A batch body (§4.7): each message's flag, body and properties."""
+        # None: a field of a type (or a size) the pure encoder judges and words the error for.
+        if type(messages) is not list:
+            messages = list(messages)
+        encoded: bytes | None = _c_encode_batch(messages, MAX_PROPERTIES_LENGTH)
+        return encoded if encoded is not None else pure_encode_batch(messages)
 
     def decode_record(
         buf: Any, pos: int = 0, *, check_crc: bool = False, decompress: bool = False

@@ -6,6 +6,7 @@ input. The extension is loaded here directly, whichever implementation the proce
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import struct
 import tempfile
@@ -596,3 +597,40 @@ def test_populate_write_faults_pages_in_without_changing_them(tmp_path: Path) ->
             C.populate_write(mm, -1, 10)
     with pytest.raises(BufferError):
         C.populate_write(b"read-only", 0, 1)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.binary(max_size=40), st.text(max_size=5)),
+            st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(2**31, 2**40)),
+            st.dictionaries(
+                st.text(min_size=1, max_size=8), st.one_of(st.text(max_size=8), st.integers()), max_size=4
+            ),
+        ),
+        max_size=5,
+    ),
+    st.booleans(),
+)
+def test_batch_encoder(specs: list[tuple[Any, int, dict[str, Any]]], huge: bool) -> None:
+    messages = []
+    for body, flag, props in specs:
+        msg = message.Message("T", b"")
+        msg.body, msg.flag, msg.properties = body, flag, props  # any types, as a caller could set them
+        messages.append(msg)
+    if huge and messages:
+        messages[0].properties = {"k": "v" * 40_000}
+    c_result = outcome(C.encode_batch, messages, message.MAX_PROPERTIES_LENGTH)
+    pure = outcome(message.pure_encode_batch, messages)
+    if c_result == ("value", None):  # left to the pure encoder, which judges the field
+        assert outcome(message.encode_batch, messages) == pure
+    else:
+        assert c_result == pure
+
+
+def test_unique_ids_in_bulk_are_distinct_and_consecutive() -> None:
+    ids = message.UniqueIdGenerator().next_ids(40)
+    assert len(set(ids)) == 40 and all(len(i) == 32 for i in ids)
+    counters = [int(i[-4:], 16) for i in ids]
+    assert all((b - a) % 0x10000 == 1 for a, b in itertools.pairwise(counters))
