@@ -14,8 +14,9 @@ active. Both give the same messages, the same refusal and the same error for a m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Any
 
 from aiorocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
@@ -48,17 +49,8 @@ _DELAY = PropertyKey.DELAY_TIME_LEVEL
 _WAIT = PropertyKey.WAIT_STORE_MSG_OK
 
 
-class StoreBatch(Protocol):
-    def __call__(
-        self,
-        data: bytes,
-        topic: str,
-        queue_id: int,
-        extra: str,
-        sys_flag: int,
-        born_timestamp: int,
-        born_host: bytes,
-    ) -> tuple[list[StoreMessage], bool] | int: ...
+#: (data, topic, queue_id, extra, sys_flag, born_timestamp, born_host) -> see store_batch_pure
+StoreBatch = Callable[[bytes, str, int, str, int, int, bytes], "tuple[list[StoreMessage], bool] | int"]
 
 
 def store_batch_pure(

@@ -1792,8 +1792,7 @@ store_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const unsigned char *data = view.buf;
     Py_ssize_t size = view.len, pos = 0;
     PyObject *messages = PyList_New(0);
-    char *joined = NULL;
-    Py_ssize_t joined_cap = 0;
+    Out joined = {NULL, 0, 0};
     int refusal = 0, wait = 1;
     if (messages == NULL)
         goto fail;
@@ -1818,21 +1817,11 @@ store_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         const char *raw = (const char *)data + props_pos;
         /* The stored properties: the entry's own, a separator unless they end with one, extra. */
         int sep = props_len > 0 && raw[props_len - 1] != 2;
-        Py_ssize_t total = props_len + sep + extra_len;
-        if (total > joined_cap) {
-            char *grown = PyMem_Realloc(joined, total);
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            joined = grown;
-            joined_cap = total;
-        }
-        memcpy(joined, raw, props_len);
-        if (sep)
-            joined[props_len] = 2;
-        memcpy(joined + props_len + sep, extra, extra_len);
-        PyObject *props = PyUnicode_DecodeUTF8(joined, total, "strict");
+        joined.len = 0;
+        if (out_write(&joined, raw, props_len) < 0 || (sep && OUT_LIT(&joined, "\x02") < 0) ||
+            out_write(&joined, extra, extra_len) < 0)
+            goto fail;
+        PyObject *props = PyUnicode_DecodeUTF8(joined.buf, joined.len, "strict");
         if (props == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
                 goto fail;
@@ -1870,7 +1859,7 @@ store_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(props);
         pos = props_pos + props_len;
     }
-    PyMem_Free(joined);
+    PyMem_Free(joined.buf);
     PyBuffer_Release(&view);
     if (refusal) {
         Py_DECREF(messages);
@@ -1879,7 +1868,7 @@ store_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = Py_BuildValue("(NO)", messages, wait ? Py_True : Py_False);
     return result;
 fail:
-    PyMem_Free(joined);
+    PyMem_Free(joined.buf);
     PyBuffer_Release(&view);
     Py_XDECREF(messages);
     return NULL;
@@ -1937,11 +1926,10 @@ populate_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * the body, the properties' length and the properties string (name \x01 value, \x02 between). */
 
 static int
-append_properties(PyObject *props, char **buf, Py_ssize_t *len, Py_ssize_t *cap)
+append_properties(PyObject *props, Out *o)
 {
     Py_ssize_t pos = 0;
     PyObject *name, *value;
-    int first = 1;
     while (PyDict_Next(props, &pos, &name, &value)) {
         if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value))
             return 1;
@@ -1952,25 +1940,9 @@ append_properties(PyObject *props, char **buf, Py_ssize_t *len, Py_ssize_t *cap)
             PyErr_Clear(); /* a lone surrogate: the pure code raises as str.encode() does */
             return 1;
         }
-        Py_ssize_t need = *len + nlen + vlen + 2;
-        if (need > *cap) {
-            Py_ssize_t grown_cap = need * 2;
-            char *grown = PyMem_Realloc(*buf, grown_cap);
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            *buf = grown;
-            *cap = grown_cap;
-        }
-        if (!first)
-            (*buf)[(*len)++] = 2;
-        first = 0;
-        memcpy(*buf + *len, n, nlen);
-        *len += nlen;
-        (*buf)[(*len)++] = 1;
-        memcpy(*buf + *len, v, vlen);
-        *len += vlen;
+        if ((o->len && OUT_LIT(o, "\x02") < 0) || out_write(o, n, nlen) < 0 || OUT_LIT(o, "\x01") < 0 ||
+            out_write(o, v, vlen) < 0)
+            return -1;
     }
     return 0;
 }
@@ -1985,8 +1957,7 @@ encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *messages = args[0];
-    char *out = NULL, *props = NULL;
-    Py_ssize_t out_len = 0, out_cap = 0, props_cap = 0;
+    Out out = {NULL, 0, 0}, props = {NULL, 0, 0};
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
         PyObject *msg = PyList_GET_ITEM(messages, i);
@@ -1998,43 +1969,29 @@ encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(flag);
             goto done;
         }
-        Py_ssize_t props_len = 0;
         int rc = 1, overflow = 0;
         long flag_value = PyLong_CheckExact(flag) ? PyLong_AsLongAndOverflow(flag, &overflow) : 0;
+        props.len = 0;
         if (PyBytes_CheckExact(body) && PyLong_CheckExact(flag) && !overflow && flag_value >= INT32_MIN_ &&
             flag_value <= INT32_MAX_ && PyDict_CheckExact(dict))
-            rc = append_properties(dict, &props, &props_len, &props_cap);
-        if (rc == 0 && props_len > max_props)
+            rc = append_properties(dict, &props);
+        Py_ssize_t body_len = PyBytes_CheckExact(body) ? PyBytes_GET_SIZE(body) : 0;
+        if (rc == 0 && (props.len > max_props || body_len > INT32_MAX_ - 22 - props.len))
             rc = 1;
-        Py_ssize_t body_len = rc == 0 ? PyBytes_GET_SIZE(body) : 0;
-        if (rc == 0 && body_len > INT32_MAX_ - 22 - props_len)
-            rc = 1;
+        if (rc == 0 && out_reserve(&out, 22 + body_len + props.len) < 0)
+            rc = -1;
         if (rc == 0) {
-            Py_ssize_t need = out_len + 22 + body_len + props_len;
-            if (need > out_cap) {
-                Py_ssize_t grown_cap = need * 2 + 4096;
-                char *grown = PyMem_Realloc(out, grown_cap);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    rc = -1;
-                }
-                else {
-                    out = grown;
-                    out_cap = grown_cap;
-                }
-            }
-        }
-        if (rc == 0) {
-            unsigned char *w = (unsigned char *)out + out_len;
-            wr_i32(w, (int32_t)(22 + body_len + props_len));
+            unsigned char *w = (unsigned char *)out.buf + out.len;
+            wr_i32(w, (int32_t)(22 + body_len + props.len));
             wr_i32(w + 4, 0);
             wr_i32(w + 8, 0);
             wr_i32(w + 12, (int32_t)flag_value);
             wr_i32(w + 16, (int32_t)body_len);
             memcpy(w + 20, PyBytes_AS_STRING(body), body_len);
-            wr_i16(w + 20 + body_len, (int16_t)props_len);
-            memcpy(w + 22 + body_len, props, props_len);
-            out_len += 22 + body_len + props_len;
+            wr_i16(w + 20 + body_len, (int16_t)props.len);
+            if (props.len)
+                memcpy(w + 22 + body_len, props.buf, props.len);
+            out.len += 22 + body_len + props.len;
         }
         Py_DECREF(body);
         Py_DECREF(flag);
@@ -2046,10 +2003,10 @@ encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    result = PyBytes_FromStringAndSize(out_len ? out : "", out_len);
+    result = PyBytes_FromStringAndSize(out.len ? out.buf : "", out.len);
 done:
-    PyMem_Free(out);
-    PyMem_Free(props);
+    PyMem_Free(out.buf);
+    PyMem_Free(props.buf);
     return result;
 }
 
