@@ -100,6 +100,15 @@ def active() -> bool:
     """Whether any telemetry is wanted: the API is installed and a tracer or meter provider
     was configured. The SDK's hot paths ask this once per operation and do nothing more
     when it says no."""
+    if _tracing_on or _metrics_on:
+        return True
+    # Asked per consumed batch: while neither API global holds a provider, answer from them
+    # without the two calls.
+    if otel_trace is None or (
+        getattr(otel_trace, "_TRACER_PROVIDER", _UNSET) is None
+        and getattr(_metrics_internal, "_METER_PROVIDER", _UNSET) is None
+    ):
+        return False
     return _tracing() or _metering()
 
 
