@@ -58,6 +58,18 @@ require_records(void)
     return 0;
 }
 
+/* The prologue of the vectorcall entry points: the argument count, then the registrations the
+ * function needs (require_setup, require_records, or NULL for none). -1 with an exception set. */
+static int
+check_call(const char *name, Py_ssize_t nargs, Py_ssize_t want, int (*require)(void))
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments", name, want);
+        return -1;
+    }
+    return require == NULL ? 0 : require();
+}
+
 /* type(obj).__name__ (a new reference), as the pure code words its messages. */
 static PyObject *
 type_name(PyObject *obj)
@@ -306,11 +318,7 @@ small_int(PyObject *value, long *out)
 static PyObject *
 command_from_mapping(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "command_from_mapping() takes 4 arguments");
-        return NULL;
-    }
-    if (require_setup() < 0)
+    if (check_call("command_from_mapping", nargs, 4, require_setup) < 0)
         return NULL;
     PyObject *header = args[0], *body = args[1];
     long st = PyLong_AsLong(args[2]);
@@ -363,11 +371,7 @@ command_from_mapping(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "decode_rocketmq_header() takes 2 arguments");
-        return NULL;
-    }
-    if (require_setup() < 0)
+    if (check_call("decode_rocketmq_header", nargs, 2, require_setup) < 0)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -585,6 +589,27 @@ field_text(PyObject *value, int *skip)
     return NULL;
 }
 
+/* The next ext field a header encoder writes, None values skipped: 1 with *key (borrowed) and
+ * *text (a new reference), 0 at the end, -1 with an exception set, or -2 when the pure encoder
+ * must decide (a key that is not a str, a value type the fast path does not model). */
+static int
+next_ext_field(PyObject *fields, Py_ssize_t *pos, PyObject **key, PyObject **text)
+{
+    PyObject *value;
+    while (PyDict_Next(fields, pos, key, &value)) {
+        int skip;
+        if (!PyUnicode_CheckExact(*key))
+            return -2;
+        *text = field_text(value, &skip);
+        if (skip)
+            continue;
+        if (*text == NULL)
+            return PyErr_Occurred() ? -1 : -2;
+        return 1;
+    }
+    return 0;
+}
+
 /* A command's int field (an IntEnum such as ResponseCode too, written as its value; a bool is
  * left to the pure encoder, which JSON writes as true/false). 1: out of range or not an int. */
 static int
@@ -636,22 +661,10 @@ encode_json_header(PyObject *self, PyObject *cmd)
     if (OUT_LIT(&o, "{\"code\":") < 0 || out_long(&o, code) < 0 || OUT_LIT(&o, ",\"extFields\":{") < 0)
         goto done;
     Py_ssize_t pos = 0;
-    PyObject *key, *value;
+    PyObject *key, *text;
+    int got;
     int first = 1;
-    while (PyDict_Next(fields, &pos, &key, &value)) {
-        int skip;
-        if (!PyUnicode_CheckExact(key)) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        PyObject *text = field_text(value, &skip);
-        if (skip)
-            continue;
-        if (text == NULL) {
-            if (!PyErr_Occurred())
-                result = Py_NewRef(Py_None);
-            goto done;
-        }
+    while ((got = next_ext_field(fields, &pos, &key, &text)) > 0) {
         if (!first && OUT_LIT(&o, ",") < 0) {
             Py_DECREF(text);
             goto done;
@@ -666,6 +679,11 @@ encode_json_header(PyObject *self, PyObject *cmd)
                 result = Py_NewRef(Py_None);
             goto done;
         }
+    }
+    if (got < 0) {
+        if (got == -2)
+            result = Py_NewRef(Py_None);
+        goto done;
     }
     if (OUT_LIT(&o, "},\"flag\":") < 0 || out_long(&o, flag) < 0 || OUT_LIT(&o, ",\"language\":") < 0)
         goto done;
@@ -765,21 +783,9 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
     o.len = 21 + remark_n; /* the ext length at 17 + remark_n is written last */
     Py_ssize_t ext_start = o.len;
     Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(fields, &pos, &key, &value)) {
-        int skip;
-        if (!PyUnicode_CheckExact(key)) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        PyObject *text = field_text(value, &skip);
-        if (skip)
-            continue;
-        if (text == NULL) {
-            if (!PyErr_Occurred())
-                result = Py_NewRef(Py_None);
-            goto done;
-        }
+    PyObject *key, *text;
+    int got;
+    while ((got = next_ext_field(fields, &pos, &key, &text)) > 0) {
         Py_ssize_t kn, vn;
         const char *ks = PyUnicode_AsUTF8AndSize(key, &kn);
         const char *vs = ks == NULL ? NULL : PyUnicode_AsUTF8AndSize(text, &vn);
@@ -800,6 +806,11 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
         memcpy(w + 6 + kn, vs, vn);
         o.len += 6 + kn + vn;
         Py_DECREF(text);
+    }
+    if (got < 0) {
+        if (got == -2)
+            result = Py_NewRef(Py_None);
+        goto done;
     }
     if (o.len - ext_start > INT32_MAX_) {
         result = Py_NewRef(Py_None);
@@ -909,11 +920,7 @@ crc32_of(PyObject *body)
 static PyObject *
 encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "encode_records() takes 7 arguments");
-        return NULL;
-    }
-    if (require_records() < 0)
+    if (check_call("encode_records", nargs, 7, require_records) < 0)
         return NULL;
     PyObject *msgs = args[0], *prefix = args[1], *store_host = args[5];
     long long qoff = PyLong_AsLongLong(args[2]);
@@ -1078,11 +1085,7 @@ done:
 static PyObject *
 decode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "decode_record() takes 4 arguments");
-        return NULL;
-    }
-    if (require_records() < 0)
+    if (check_call("decode_record", nargs, 4, require_records) < 0)
         return NULL;
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     if (pos == -1 && PyErr_Occurred())
@@ -1267,10 +1270,8 @@ java_hash_of(PyObject *text)
 static PyObject *
 index_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "index_put_many() takes 7 arguments");
+    if (check_call("index_put_many", nargs, 7, NULL) < 0)
         return NULL;
-    }
     PyObject *items = args[1];
     long long numbers[5];
     for (int i = 0; i < 5; i++) {
@@ -1380,11 +1381,7 @@ fallback:
 static PyObject *
 split_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "split_frames() takes 3 arguments");
-        return NULL;
-    }
-    if (require_setup() < 0)
+    if (check_call("split_frames", nargs, 3, require_setup) < 0)
         return NULL;
     long long max_frame = PyLong_AsLongLong(args[1]);
     if (max_frame == -1 && PyErr_Occurred())
