@@ -633,38 +633,66 @@ cmd_long(PyObject *cmd, PyObject *name, long lo, long hi, long *out)
     return ok ? 0 : 1;
 }
 
+/* What both header encoders read from a command. */
+typedef struct {
+    long code, flag, opaque, version;
+    PyObject *fields, *language, *remark; /* new references, or NULL */
+} HeaderParts;
+
+/* Fills *h from cmd: code and version within [lo, hi], flag and opaque 32-bit, ext_fields a dict,
+ * language a str, remark a str or None. 0 when all are so, 1 when the pure encoder must handle the
+ * command, -1 with an exception set; release_header_parts(h) is due in every case. */
+static int
+header_parts(PyObject *cmd, long lo, long hi, HeaderParts *h)
+{
+    h->fields = h->language = h->remark = NULL;
+    int rc;
+    if ((rc = cmd_long(cmd, s_code, lo, hi, &h->code)) ||
+        (rc = cmd_long(cmd, s_flag, INT32_MIN_, INT32_MAX_, &h->flag)) ||
+        (rc = cmd_long(cmd, s_opaque, INT32_MIN_, INT32_MAX_, &h->opaque)) ||
+        (rc = cmd_long(cmd, s_version, lo, hi, &h->version)))
+        return rc;
+    h->fields = PyObject_GetAttr(cmd, s_ext_fields);
+    h->language = PyObject_GetAttr(cmd, s_language);
+    h->remark = PyObject_GetAttr(cmd, s_remark);
+    if (h->fields == NULL || h->language == NULL || h->remark == NULL)
+        return -1;
+    if (!PyDict_CheckExact(h->fields) || !PyUnicode_CheckExact(h->language) ||
+        (h->remark != Py_None && !PyUnicode_CheckExact(h->remark)))
+        return 1;
+    return 0;
+}
+
+static void
+release_header_parts(HeaderParts *h)
+{
+    Py_CLEAR(h->fields);
+    Py_CLEAR(h->language);
+    Py_CLEAR(h->remark);
+}
+
 /* encode_json_header(cmd) -> bytes, or None for the pure encoder to handle the command. */
 static PyObject *
 encode_json_header(PyObject *self, PyObject *cmd)
 {
     if (require_setup() < 0)
         return NULL;
-    long code, flag, opaque, version;
-    int rc;
-    if ((rc = cmd_long(cmd, s_code, INT32_MIN_, INT32_MAX_, &code)) ||
-        (rc = cmd_long(cmd, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
-        (rc = cmd_long(cmd, s_opaque, INT32_MIN_, INT32_MAX_, &opaque)) ||
-        (rc = cmd_long(cmd, s_version, INT32_MIN_, INT32_MAX_, &version)))
-        return rc < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *fields = PyObject_GetAttr(cmd, s_ext_fields);
-    PyObject *language = PyObject_GetAttr(cmd, s_language);
-    PyObject *remark = PyObject_GetAttr(cmd, s_remark);
+    HeaderParts h;
     PyObject *result = NULL;
     Out o = {NULL, 0, 0};
-    if (fields == NULL || language == NULL || remark == NULL)
-        goto done;
-    if (!PyDict_CheckExact(fields) || !PyUnicode_CheckExact(language) ||
-        (remark != Py_None && !PyUnicode_CheckExact(remark))) {
-        result = Py_NewRef(Py_None);
+    int rc = header_parts(cmd, INT32_MIN_, INT32_MAX_, &h);
+    if (rc) {
+        if (rc > 0)
+            result = Py_NewRef(Py_None);
         goto done;
     }
-    if (OUT_LIT(&o, "{\"code\":") < 0 || out_long(&o, code) < 0 || OUT_LIT(&o, ",\"extFields\":{") < 0)
+    if (OUT_LIT(&o, "{\"code\":") < 0 || out_long(&o, h.code) < 0 || OUT_LIT(&o, ",\"extFields\":{") < 0)
         goto done;
     Py_ssize_t pos = 0;
     PyObject *key, *text;
     int got;
     int first = 1;
-    while ((got = next_ext_field(fields, &pos, &key, &text)) > 0) {
+    while ((got = next_ext_field(h.fields, &pos, &key, &text)) > 0) {
         if (!first && OUT_LIT(&o, ",") < 0) {
             Py_DECREF(text);
             goto done;
@@ -685,33 +713,31 @@ encode_json_header(PyObject *self, PyObject *cmd)
             result = Py_NewRef(Py_None);
         goto done;
     }
-    if (OUT_LIT(&o, "},\"flag\":") < 0 || out_long(&o, flag) < 0 || OUT_LIT(&o, ",\"language\":") < 0)
+    if (OUT_LIT(&o, "},\"flag\":") < 0 || out_long(&o, h.flag) < 0 || OUT_LIT(&o, ",\"language\":") < 0)
         goto done;
-    if ((rc = out_json_string(&o, language))) {
+    if ((rc = out_json_string(&o, h.language))) {
         if (rc > 0)
             result = Py_NewRef(Py_None);
         goto done;
     }
-    if (OUT_LIT(&o, ",\"opaque\":") < 0 || out_long(&o, opaque) < 0)
+    if (OUT_LIT(&o, ",\"opaque\":") < 0 || out_long(&o, h.opaque) < 0)
         goto done;
-    if (remark != Py_None) {
+    if (h.remark != Py_None) {
         if (OUT_LIT(&o, ",\"remark\":") < 0)
             goto done;
-        if ((rc = out_json_string(&o, remark))) {
+        if ((rc = out_json_string(&o, h.remark))) {
             if (rc > 0)
                 result = Py_NewRef(Py_None);
             goto done;
         }
     }
-    if (OUT_LIT(&o, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") < 0 || out_long(&o, version) < 0 ||
+    if (OUT_LIT(&o, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") < 0 || out_long(&o, h.version) < 0 ||
         OUT_LIT(&o, "}") < 0)
         goto done;
     result = PyBytes_FromStringAndSize(o.buf, o.len);
 done:
     PyMem_Free(o.buf);
-    Py_XDECREF(fields);
-    Py_XDECREF(language);
-    Py_XDECREF(remark);
+    release_header_parts(&h);
     return result;
 }
 
@@ -721,30 +747,17 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
 {
     if (require_setup() < 0)
         return NULL;
-    long code, flag, opaque, version;
-    int rc;
-    if ((rc = cmd_long(cmd, s_code, -32768, 32767, &code)) ||
-        (rc = cmd_long(cmd, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
-        (rc = cmd_long(cmd, s_opaque, INT32_MIN_, INT32_MAX_, &opaque)) ||
-        (rc = cmd_long(cmd, s_version, -32768, 32767, &version)))
-        return rc < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *fields = PyObject_GetAttr(cmd, s_ext_fields);
-    PyObject *language = PyObject_GetAttr(cmd, s_language);
-    PyObject *remark = PyObject_GetAttr(cmd, s_remark);
+    HeaderParts h;
     PyObject *result = NULL;
     Out o = {NULL, 0, 0};
-    if (fields == NULL || language == NULL || remark == NULL)
-        goto done;
-    if (!PyDict_CheckExact(fields) || (remark != Py_None && !PyUnicode_CheckExact(remark))) {
-        result = Py_NewRef(Py_None);
+    int rc = header_parts(cmd, -32768, 32767, &h);
+    if (rc) {
+        if (rc > 0)
+            result = Py_NewRef(Py_None);
         goto done;
     }
     long lang = -1;
-    if (!PyUnicode_CheckExact(language)) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    PyObject *lang_code = PyDict_GetItemWithError(language_codes, language);
+    PyObject *lang_code = PyDict_GetItemWithError(language_codes, h.language);
     if (lang_code == NULL) {
         if (PyErr_Occurred())
             goto done;
@@ -758,8 +771,8 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
     }
     const char *remark_s = NULL;
     Py_ssize_t remark_n = 0;
-    if (remark != Py_None) {
-        remark_s = PyUnicode_AsUTF8AndSize(remark, &remark_n);
+    if (h.remark != Py_None) {
+        remark_s = PyUnicode_AsUTF8AndSize(h.remark, &remark_n);
         if (remark_s == NULL) {
             PyErr_Clear();
             result = Py_NewRef(Py_None);
@@ -772,11 +785,11 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
         goto done;
     }
     unsigned char *w = (unsigned char *)o.buf;
-    wr_i16(w, (int16_t)code);
+    wr_i16(w, (int16_t)h.code);
     w[2] = (unsigned char)lang;
-    wr_i16(w + 3, (int16_t)version);
-    wr_i32(w + 5, (int32_t)opaque);
-    wr_i32(w + 9, (int32_t)flag);
+    wr_i16(w + 3, (int16_t)h.version);
+    wr_i32(w + 5, (int32_t)h.opaque);
+    wr_i32(w + 9, (int32_t)h.flag);
     wr_i32(w + 13, (int32_t)remark_n);
     if (remark_n)
         memcpy(w + 17, remark_s, remark_n);
@@ -785,7 +798,7 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
     Py_ssize_t pos = 0;
     PyObject *key, *text;
     int got;
-    while ((got = next_ext_field(fields, &pos, &key, &text)) > 0) {
+    while ((got = next_ext_field(h.fields, &pos, &key, &text)) > 0) {
         Py_ssize_t kn, vn;
         const char *ks = PyUnicode_AsUTF8AndSize(key, &kn);
         const char *vs = ks == NULL ? NULL : PyUnicode_AsUTF8AndSize(text, &vn);
@@ -820,9 +833,7 @@ encode_rocketmq_header(PyObject *self, PyObject *cmd)
     result = PyBytes_FromStringAndSize(o.buf, o.len);
 done:
     PyMem_Free(o.buf);
-    Py_XDECREF(fields);
-    Py_XDECREF(language);
-    Py_XDECREF(remark);
+    release_header_parts(&h);
     return result;
 }
 
