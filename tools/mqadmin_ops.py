@@ -38,6 +38,7 @@ from aiorocketmq.client.operations import (
 from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
+    BrokerData,
     ConsumeType,
     ProducerConnection,
     SubscriptionGroupConfig,
@@ -1101,6 +1102,29 @@ EXPORTED_BROKER_KEYS = (
 )
 
 
+def _export_path_arg(name: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The export commands' -f option, worded as Apache's tool words it for the file ``name``."""
+    return arg(
+        "-f",
+        "--filePath",
+        dest="path",
+        default=EXPORT_DIR,
+        help=f"export {name} path | default {EXPORT_DIR}",
+    )
+
+
+EXPORT_CLUSTER = arg("-c", "--clusterName", dest="cluster", required=True, help="choose a cluster to export")
+
+
+async def _cluster_brokers(ctx: Context, cluster: str) -> list[tuple[str, BrokerData]]:
+    """The brokers of ``cluster`` by name, in name order, that the name servers know addresses of."""
+    info = await ctx.admin.cluster_info()
+    if cluster not in info.cluster_addr_table:
+        raise CommandFailed(f"cluster {cluster!r} is unknown")
+    named = ((name, info.broker_addr_table.get(name)) for name in sorted(info.cluster_addr_table[cluster]))
+    return [(name, data) for name, data in named if data is not None]
+
+
 def _write_export(path: Path, name: str, document: Any) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     target = path / name
@@ -1130,13 +1154,7 @@ async def _broker_tables(ctx: Context, addr: str) -> tuple[dict[str, Any], dict[
     "export metadata.",
     arg("-c", "--clusterName", dest="cluster", help="choose a cluster to export"),
     arg("-b", "--brokerAddr", dest="broker_addr", help="choose a broker to export"),
-    arg(
-        "-f",
-        "--filePath",
-        dest="path",
-        default=EXPORT_DIR,
-        help="export metadata.json path | default /tmp/rocketmq/export",
-    ),
+    _export_path_arg("metadata.json"),
     arg("-t", "--topic", action="store_true", help="only export topic metadata"),
     arg(
         "-g",
@@ -1197,26 +1215,14 @@ async def export_metadata(ctx: Context, args: argparse.Namespace) -> Result:
 @command(
     "exportConfigs",
     "export configs.",
-    arg("-c", "--clusterName", dest="cluster", required=True, help="choose a cluster to export"),
-    arg(
-        "-f",
-        "--filePath",
-        dest="path",
-        default=EXPORT_DIR,
-        help="export configs.json path | default /tmp/rocketmq/export",
-    ),
+    EXPORT_CLUSTER,
+    _export_path_arg("configs.json"),
 )
 async def export_configs(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
-    info = await admin.cluster_info()
-    if args.cluster not in info.cluster_addr_table:
-        raise CommandFailed(f"cluster {args.cluster!r} is unknown")
     masters = slaves = 0
     configs = {}
-    for name in sorted(info.cluster_addr_table[args.cluster]):
-        data = info.broker_addr_table.get(name)
-        if data is None:
-            continue
+    for name, data in await _cluster_brokers(ctx, args.cluster):
         slaves += sum(1 for bid in data.broker_addrs if bid != MASTER_ID)
         if MASTER_ID in data.broker_addrs:
             masters += 1
@@ -1237,20 +1243,12 @@ async def export_configs(ctx: Context, args: argparse.Namespace) -> Result:
 @command(
     "exportMetrics",
     "export metrics.",
-    arg("-c", "--clusterName", dest="cluster", required=True, help="choose a cluster to export"),
-    arg(
-        "-f",
-        "--filePath",
-        dest="path",
-        default=EXPORT_DIR,
-        help="export metrics.json path | default /tmp/rocketmq/export",
-    ),
+    EXPORT_CLUSTER,
+    _export_path_arg("metrics.json"),
 )
 async def export_metrics(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
-    info = await admin.cluster_info()
-    if args.cluster not in info.cluster_addr_table:
-        raise CommandFailed(f"cluster {args.cluster!r} is unknown")
+    brokers = await _cluster_brokers(ctx, args.cluster)
     report: dict[str, Any] = {}
     totals = {
         "totalNormalInTps": 0.0,
@@ -1264,9 +1262,8 @@ async def export_metrics(ctx: Context, args: argparse.Namespace) -> Result:
         "scheduleOneDayInNum": 0,
         "transOneDayInNum": 0,
     }
-    for name in sorted(info.cluster_addr_table[args.cluster]):
-        data = info.broker_addr_table.get(name)
-        if data is None or MASTER_ID not in data.broker_addrs:
+    for name, data in brokers:
+        if MASTER_ID not in data.broker_addrs:
             continue
         addr = data.broker_addrs[MASTER_ID]
         runtime = await admin.broker_runtime_info(addr)
