@@ -911,7 +911,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
             invisible, poll = self._receive_params(request, context)
             fifo = self._fifo(group)
-            popped = await self.pop.receive(
+            outcome = await self.pop.pop(
                 group=group,
                 topic=topic,
                 queue_id=mq.id if fifo and mq.id >= 0 else None,
@@ -928,6 +928,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         except BrokerError as exc:
             yield pb.ReceiveMessageResponse(status=_pop_status(exc))
             return
+        popped = outcome.messages
         if not popped:
             yield pb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             return

@@ -321,37 +321,6 @@ class PopService:
 
     # -- the API ------------------------------------------------------------------------------
 
-    async def receive(
-        self,
-        *,
-        group: str,
-        topic: str,
-        queue_id: int | None,
-        max_messages: int,
-        invisible_ms: int,
-        expression_type: str = "TAG",
-        expression: str = "*",
-        poll_ms: int = 0,
-        fifo: bool = False,
-        init_mode: int = INIT_MODE_MAX,
-    ) -> list[PoppedMessage]:
-        """Pop up to ``max_messages`` (at most 32) of ``topic`` (``queue_id`` None: any
-        queue) matching a tag expression (or an SQL92 one, with ``enablePropertyFilter``), invisible to others for ``invisible_ms``; wait up
-        to ``poll_ms`` for messages when there are none. ``fifo``: orderly pop."""
-        result = await self.pop(
-            group=group,
-            topic=topic,
-            queue_id=queue_id,
-            max_messages=max_messages,
-            invisible_ms=invisible_ms,
-            expression_type=expression_type,
-            expression=expression,
-            poll_ms=poll_ms,
-            fifo=fifo,
-            init_mode=init_mode,
-        )
-        return result.messages
-
     async def pop(
         self,
         *,
@@ -368,8 +337,12 @@ class PopService:
         with_handles: bool = True,
         alive: Callable[[], bool] | None = None,
     ) -> PopResult:
-        """:meth:`receive`, with what a remoting response reports about the pop; a waiting
-        pop whose ``alive()`` turns false (its client left) gives up without popping."""
+        """Pop up to ``max_messages`` (at most 32) of ``topic`` (``queue_id`` None: any
+        queue) matching a tag expression (or an SQL92 one, with ``enablePropertyFilter``), invisible
+        to others for ``invisible_ms``; wait up to ``poll_ms`` for messages when there are none.
+        ``fifo``: orderly pop. The result has the messages (``result.messages``) and what a
+        remoting response reports about the pop; a waiting pop whose ``alive()`` turns false (its
+        client left) gives up without popping."""
         wanted = self._check(group, topic, queue_id, max_messages, invisible_ms, expression_type, expression)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + max(0, poll_ms) / 1000

@@ -7,6 +7,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from aiorocketmq.broker.acl import Perm, needed_resources
 from aiorocketmq.broker.offsets import OffsetTable
 from aiorocketmq.broker.pop import (
     InvalidReceiptHandleError,
+    PoppedMessage,
     PopService,
     ReceiptHandleExpiredError,
 )
@@ -38,6 +40,11 @@ from .support import Parts, RecordedConnection, answer, broker_parts
 
 TOPIC = "PopUnit"
 GROUP = "pop-group"
+
+
+async def receive(service: PopService, **request: Any) -> list[PoppedMessage]:
+    """The messages of one pop, as the gRPC endpoint takes them."""
+    return (await service.pop(**request)).messages
 
 
 def service_for(parts: Parts, offsets: OffsetTable | None = None) -> PopService:
@@ -76,8 +83,8 @@ async def test_receive_hands_out_messages_with_nine_field_handles_and_acks_settl
     parts, service = pop
     for i in range(3):
         put(parts, f"m{i}".encode(), queue_id=i % 2)
-    got = await service.receive(
-        group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000,
+    got = await receive(
+        service, group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000,
         expression_type="TAG", expression="*", poll_ms=0, fifo=False,
     )  # fmt: skip
     assert sorted(m.message.body for m in got) == [b"m0", b"m1", b"m2"]
@@ -94,7 +101,7 @@ async def test_receive_hands_out_messages_with_nine_field_handles_and_acks_settl
     with pytest.raises(InvalidReceiptHandleError):
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle="1 2 3")
     assert (
-        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000)
+        await receive(service, group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=60_000)
         == []
     )
 
@@ -102,11 +109,12 @@ async def test_receive_hands_out_messages_with_nine_field_handles_and_acks_settl
 async def test_expired_messages_are_redelivered_from_the_retry_topic(pop: tuple[Parts, PopService]) -> None:
     parts, service = pop
     put(parts, b"late", tags="x")
-    (first,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=50)
+    (first,) = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=50)
     with pytest.raises(ReceiptHandleExpiredError):
         await asyncio.sleep(0.1)
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=first.receipt_handle)
-    (again,) = await service.receive(
+    (again,) = await receive(
+        service,
         group=GROUP,
         topic=TOPIC,
         queue_id=None,
@@ -128,14 +136,14 @@ async def test_forward_to_dlq_and_dead_letters_after_max_attempts(pop: tuple[Par
     parts.groups.put(SubscriptionGroupConfig(group_name=GROUP, retry_max_times=0))
     put(parts, b"now", queue_id=0)
     put(parts, b"later", queue_id=1)
-    (now,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    (now,) = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
     await service.forward_to_dlq(group=GROUP, topic=TOPIC, receipt_handle=now.receipt_handle)
-    (later,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=1, max_messages=1, invisible_ms=10)
+    (later,) = await receive(service, group=GROUP, topic=TOPIC, queue_id=1, max_messages=1, invisible_ms=10)
     assert later.message.body == b"later"
     await asyncio.sleep(0.05)
     # retryMaxTimes=0: the one delivery was all it gets
     assert (
-        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=10) == []
+        await receive(service, group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=10) == []
     )
     dead = parts.messages(f"%DLQ%{GROUP}", 0)
     assert [m.body for m in dead] == [b"now", b"later"]
@@ -148,7 +156,7 @@ async def test_change_invisible_returns_a_new_handle_and_spends_the_old(
 ) -> None:
     parts, service = pop
     put(parts, b"c")
-    (msg,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    (msg,) = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
     fresh = await service.change_invisible(
         group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle, invisible_ms=120_000
     )
@@ -164,8 +172,14 @@ async def test_change_invisible_returns_a_new_handle_and_spends_the_old(
 async def test_a_waiting_receive_returns_when_a_message_arrives(pop: tuple[Parts, PopService]) -> None:
     parts, service = pop
     waiting = asyncio.ensure_future(
-        service.receive(
-            group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000, poll_ms=20_000
+        receive(
+            service,
+            group=GROUP,
+            topic=TOPIC,
+            queue_id=None,
+            max_messages=4,
+            invisible_ms=60_000,
+            poll_ms=20_000,
         )
     )
     await wait_until(lambda: service.waiting > 0)
@@ -177,15 +191,16 @@ async def test_a_waiting_receive_returns_when_a_message_arrives(pop: tuple[Parts
 async def test_bad_requests_are_refused(pop: tuple[Parts, PopService]) -> None:
     _, service = pop
     with pytest.raises(TopicNotExistError):
-        await service.receive(
-            group=GROUP, topic="NoSuchTopic", queue_id=None, max_messages=1, invisible_ms=1000
+        await receive(
+            service, group=GROUP, topic="NoSuchTopic", queue_id=None, max_messages=1, invisible_ms=1000
         )
     with pytest.raises(MessageIllegalError):
-        await service.receive(group=GROUP, topic=TOPIC, queue_id=7, max_messages=1, invisible_ms=1000)
+        await receive(service, group=GROUP, topic=TOPIC, queue_id=7, max_messages=1, invisible_ms=1000)
     with pytest.raises(MessageIllegalError):
-        await service.receive(group=GROUP, topic=TOPIC, queue_id=None, max_messages=0, invisible_ms=1000)
+        await receive(service, group=GROUP, topic=TOPIC, queue_id=None, max_messages=0, invisible_ms=1000)
     with pytest.raises(MessageIllegalError):
-        await service.receive(
+        await receive(
+            service,
             group=GROUP,
             topic=TOPIC,
             queue_id=None,
@@ -199,18 +214,20 @@ async def test_orderly_pops_block_the_queue_until_the_batch_is_acked(pop: tuple[
     parts, service = pop
     for i in range(4):
         put(parts, f"o{i}".encode())
-    batch = await service.receive(
-        group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
+    batch = await receive(
+        service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
     )
     assert [m.message.body for m in batch] == [b"o0", b"o1"]
     assert (
-        await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=1, fifo=True)
+        await receive(
+            service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=1, fifo=True
+        )
         == []
     )
     for msg in batch:
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
-    nxt = await service.receive(
-        group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
+    nxt = await receive(
+        service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000, fifo=True
     )
     assert [m.message.body for m in nxt] == [b"o2", b"o3"]
 
@@ -221,7 +238,7 @@ async def test_recovery_rebuilds_in_flight_state_and_offsets_from_the_revive_log
     parts, service = pop
     for i in range(4):
         put(parts, f"r{i}".encode())
-    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=60_000)
+    got = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=60_000)
     for msg in got[:3]:
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
     # a restart whose offset file is from before all of it (a crash between saves)
@@ -231,7 +248,8 @@ async def test_recovery_rebuilds_in_flight_state_and_offsets_from_the_revive_log
     assert parts.topics.get(revive_topic(parts.config.broker_cluster_name)) is not None
     await restarted.ack(group=GROUP, topic=TOPIC, receipt_handle=got[3].receipt_handle)
     assert (
-        await restarted.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
+        await receive(restarted, group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000)
+        == []
     )
 
 
@@ -269,8 +287,8 @@ async def test_under_sync_flush_pop_state_is_on_disk_before_the_answer(tmp_path:
         service.recover()
         put(parts, b"durable")
         log = parts.store.commit_log
-        (msg,) = await service.receive(
-            group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000
+        (msg,) = await receive(
+            service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000
         )
         assert log.queue.flushed_where == log.max_offset  # the check point is on disk
         before = log.max_offset
@@ -285,7 +303,7 @@ async def test_remoting_acks_are_answered_once_their_record_is_written(
     parts, service = pop
     put(parts, b"a1")
     put(parts, b"a2")
-    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
+    got = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
     handlers = PopHandlers(service)
     revive_queue = ReceiptHandle.decode(got[0].receipt_handle).revive_qid
     records = parts.store.get_max_offset(service.revive_topic, revive_queue)
@@ -322,8 +340,8 @@ async def test_a_waiting_pop_whose_client_left_takes_nothing(
     response = await asyncio.wait_for(waiting, 5)
     assert response.code == POLLING_TIMEOUT
     assert service.in_flight == 0
-    (msg,) = await service.receive(
-        group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000
+    (msg,) = await receive(
+        service, group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=60_000
     )
     assert msg.message.body == b"kept"
 
@@ -334,8 +352,8 @@ async def test_committed_revive_progress_never_passes_a_check_point_in_flight(
     parts, service = pop
     for i in range(3):
         put(parts, f"p{i}".encode())
-    first = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
-    rest = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
+    first = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    rest = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=2, invisible_ms=60_000)
     for msg in rest:
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
     service.commit_progress()
@@ -347,7 +365,7 @@ async def test_committed_revive_progress_never_passes_a_check_point_in_flight(
     again = service_for(parts)
     again.recover()
     assert again.in_flight == 0
-    assert await again.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
+    assert await receive(again, group=GROUP, topic=TOPIC, queue_id=0, max_messages=4, invisible_ms=1000) == []
 
 
 async def test_batch_acks_settle_what_is_in_flight_and_report_the_rest(
@@ -356,7 +374,7 @@ async def test_batch_acks_settle_what_is_in_flight_and_report_the_rest(
     parts, service = pop
     for i in range(3):
         put(parts, f"b{i}".encode())
-    got = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=3, invisible_ms=60_000)
+    got = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=3, invisible_ms=60_000)
     await service.ack(group=GROUP, topic=TOPIC, receipt_handle=got[2].receipt_handle)
     h = ReceiptHandle.decode(got[0].receipt_handle)
     batch = BatchAck(GROUP, TOPIC, False, h.ck_queue_offset, 0, h.revive_qid, h.pop_time, h.invisible_time,
@@ -380,7 +398,7 @@ async def test_a_broker_nobody_pops_from_has_no_revive_topic_and_no_revive_offse
     assert parts.topics.get(service.revive_topic) is None
     assert parts.offsets.topics_of_group("CID_RMQ_SYS_REVIVE_GROUP") == []
     put(parts, b"x")
-    (msg,) = await service.receive(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
+    (msg,) = await receive(service, group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=60_000)
     await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
     service.commit_progress()
     assert parts.topics.get(service.revive_topic) is not None
@@ -396,13 +414,13 @@ async def test_sql92_pops_filter_on_properties_when_the_broker_allows_it(tmp_pat
         for i, region in enumerate(["eu", "us", "eu"]):
             props = {PropertyKey.TAGS: "t", "region": region, "n": str(i)}
             assert writer.put(writer.build(TOPIC, 0, f"s{i}".encode(), props)).ok
-        got = await service.receive(
+        got = await receive(service,
             group=GROUP, topic=TOPIC, queue_id=None, max_messages=8, invisible_ms=60_000,
             expression_type="SQL92", expression="region = 'eu' AND n > 0",
         )  # fmt: skip
         assert [m.message.body for m in got] == [b"s2"]
         with pytest.raises(SubscriptionParseFailedError):
-            await service.receive(
+            await receive(service,
                 group=GROUP, topic=TOPIC, queue_id=None, max_messages=8, invisible_ms=1000,
                 expression_type="SQL92", expression="region = ",
             )  # fmt: skip
