@@ -125,20 +125,7 @@ class DelayService:
         if not topic or not real_qid.isdigit() or topic == TRANS_HALF_TOPIC:
             log.error("delayed message at %d has no usable real topic/queue; dropped", commit_log_offset)
             return True
-        writer = self.writer
-        result = writer.put(
-            writer.build(
-                topic,
-                int(real_qid),
-                msg.body,
-                props,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host_bytes,
-                reconsume_times=msg.reconsume_times,
-            )
-        )
+        result = self.writer.put(self.writer.build_copy(msg, topic, int(real_qid), props))
         if not result.ok:
             log.warning("delivering delayed message to %s failed: %s", topic, result.status.name)
             return False

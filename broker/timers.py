@@ -266,20 +266,7 @@ class TimerStore:
             return True
         props[TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
         props[TIMER_DEQUEUE_MS] = str(_now_ms())
-        writer = self.writer
-        result = writer.put(
-            writer.build(
-                topic,
-                int(real_qid),
-                msg.body,
-                props,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host_bytes,
-                reconsume_times=msg.reconsume_times,
-            )
-        )
+        result = self.writer.put(self.writer.build_copy(msg, topic, int(real_qid), props))
         if not result.ok:
             log.warning("releasing timer message to %s failed: %s", topic, result.status.name)
             return False

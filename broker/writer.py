@@ -12,7 +12,7 @@ import time
 from typing import Protocol
 
 from aiorocketmq.broker.store import MessageStore, PutResult, StoreMessage
-from aiorocketmq.protocol.message import PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.message import MessageExt, PropertyKey, encode_properties, pack_host, tags_code
 from aiorocketmq.protocol.names import (
     TIMER_DELAY_MS,
     TIMER_DELAY_SEC,
@@ -115,6 +115,31 @@ class MessageWriter:
             keys=properties.get(_KEYS),
             uniq_key=properties.get(_UNIQ_KEY),
             store_timestamp=store_timestamp,
+        )
+
+    def build_copy(
+        self,
+        msg: MessageExt,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        *,
+        reconsume_times: int | None = None,
+    ) -> StoreMessage:
+        """:meth:`build` for a stored message written again under ``topic`` and ``queue_id``
+        (a delayed or timer message coming due, a send-back, a POP redelivery or dead letter):
+        its body, flags, birth and reconsume count (``reconsume_times`` when given) carried over,
+        ``properties`` as the caller changed them."""
+        return self.build(
+            topic,
+            queue_id,
+            msg.body,
+            properties,
+            flag=msg.flag,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host_bytes,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
         )
 
     def put(self, msg: StoreMessage) -> PutResult:
