@@ -373,16 +373,8 @@ class Sender:
         if not props.get(PropertyKey.ORIGIN_MESSAGE_ID):
             props[PropertyKey.ORIGIN_MESSAGE_ID] = h.origin_msg_id or original.msg_id
         props.pop(_WAIT, None)
-        msg = self.writer.build(
-            topic,
-            queue_id,
-            original.body,
-            props,
-            flag=original.flag,
-            sys_flag=original.sys_flag,
-            born_timestamp=original.born_timestamp,
-            born_host=original.born_host_bytes,
-            reconsume_times=original.reconsume_times + 1,
+        msg = self.writer.build_copy(
+            original, topic, queue_id, props, reconsume_times=original.reconsume_times + 1
         )
         result = self.writer.put(msg)
         if not result.ok:

@@ -946,19 +946,8 @@ class PopService:
         self._retry_of.setdefault(retry, original)
         self._prepare_copy(props, msg, ck)
         self.topics.ensure(retry, 1, PERM_READ_WRITE)
-        writer = self.writer
-        result = writer.put(
-            writer.build(
-                retry,
-                0,
-                msg.body,
-                props,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host_bytes,
-                reconsume_times=msg.reconsume_times + 1,
-            )
+        result = self.writer.put(
+            self.writer.build_copy(msg, retry, 0, props, reconsume_times=msg.reconsume_times + 1)
         )
         if not result.ok:
             raise ServerSystemError(f"redelivery to {retry} failed: {result.remark or result.status.name}")
@@ -973,20 +962,7 @@ class PopService:
         props[PropertyKey.RETRY_TOPIC] = original
         dlq = dlq_topic(ck.group)
         self.topics.ensure(dlq, 1, PERM_READ_WRITE)
-        writer = self.writer
-        result = writer.put(
-            writer.build(
-                dlq,
-                0,
-                msg.body,
-                props,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host_bytes,
-                reconsume_times=attempts,
-            )
-        )
+        result = self.writer.put(self.writer.build_copy(msg, dlq, 0, props, reconsume_times=attempts))
         if not result.ok:
             raise ServerSystemError(f"dead-lettering to {dlq} failed: {result.remark or result.status.name}")
         self.dead_lettered += 1
