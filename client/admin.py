@@ -10,8 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
@@ -75,11 +74,10 @@ from aiorocketmq.protocol.settings import read_properties
 from .client_instance import (
     ClientInstance,
     ClientOptions,
-    acquire_instance,
     default_instance_name,
-    release_instance,
 )
-from .errors import ClientError, ClientStateError, NoRouteError
+from .errors import ClientError, NoRouteError
+from .lifecycle import InstanceClient
 from .rebalance import queue_offset, search_offset
 from .routing import subscribe_queues
 from .subscription import check_topic
@@ -88,7 +86,7 @@ from .types import BrokerIdentity
 QUERY_TIMEOUT = 10.0
 
 
-class Admin:
+class Admin(InstanceClient):
     """Cluster administration over the name servers and brokers.
 
     ::
@@ -97,6 +95,9 @@ class Admin:
             await admin.create_topic("Orders", queue_nums=8)
             lag = await admin.consumer_lag("billing", "Orders")
     """
+
+    describes = "the admin client"
+    started_by = "async with Admin(...)"
 
     def __init__(
         self,
@@ -109,31 +110,6 @@ class Admin:
         self.instance_name = instance_name or f"admin-{default_instance_name()}"
         self.options = options or ClientOptions()
         self._instance: ClientInstance | None = None
-
-    async def start(self) -> None:
-        if self._instance is not None:
-            raise ClientStateError("the admin client was already started")
-        self._instance = acquire_instance(self.namesrv, self.instance_name, self.options)
-
-    async def shutdown(self) -> None:
-        if self._instance is not None:
-            instance, self._instance = self._instance, None
-            await release_instance(instance)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError("the admin client is not started; use 'async with Admin(...)'")
-        return self._instance
 
     # -- cluster and routes ---------------------------------------------------------------
 

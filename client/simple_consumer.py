@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Self
 
 from aiorocketmq.protocol.codes import Perm, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
@@ -50,11 +48,10 @@ from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92
 from .client_instance import (
     ClientInstance,
     ClientOptions,
-    acquire_instance,
     default_instance_name,
-    release_instance,
 )
 from .errors import ClientError, ClientStateError, MQError, NoRouteError, RemotingError
+from .lifecycle import InstanceClient
 from .subscription import build_sql_subscription, check_group, check_topic, parse_tags
 
 #: Most messages one receive returns (the broker's limit per pop).
@@ -145,12 +142,15 @@ class ReceivedMessage:
         )
 
 
-class SimpleConsumer:
+class SimpleConsumer(InstanceClient):
     """Receive, ack and change the invisible duration of messages of the subscribed topics.
 
     ``subscriptions`` maps topics to tag expressions (``"*"``, ``"a || b"``); ``fifo`` pops
     orderly: one batch per queue at a time, in queue order, a queue blocked until its batch is
     acked or invisible no more (use it with a FIFO group and ordered sends)."""
+
+    describes = "the simple consumer"
+    started_by = "async with SimpleConsumer(...)"
 
     def __init__(
         self,
@@ -202,35 +202,13 @@ class SimpleConsumer:
         return dict(self._subscriptions)
 
     async def start(self) -> None:
-        if self._instance is not None:
-            raise ClientStateError("the simple consumer was already started")
-        self._instance = acquire_instance(self.namesrv, self.instance_name, self.options)
+        await super().start()
         try:
             for topic in self._subscriptions:
                 await self._route(topic)
         except BaseException:
             await self.shutdown()
             raise
-
-    async def shutdown(self) -> None:
-        if self._instance is not None:
-            instance, self._instance = self._instance, None
-            await release_instance(instance)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError("the simple consumer is not started; use 'async with SimpleConsumer(...)'")
-        return self._instance
 
     # -- receiving ----------------------------------------------------------------------------
 
