@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, overload
 
 from aiorocketmq.protocol.body import (
@@ -43,6 +42,7 @@ from .client_instance import (
     release_instance,
 )
 from .errors import ClientError, ClientStateError
+from .lifecycle import ClientLifecycle
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
 from .process_queue import ProcessQueue
 from .pull import LITE_PULL, SUSPEND
@@ -87,7 +87,7 @@ class _QueueState(PulledQueue):
     consume_offset: int = -1
 
 
-class LitePullConsumer:
+class LitePullConsumer(ClientLifecycle):
     """Poll-driven consumption.
 
     ::
@@ -311,15 +311,6 @@ class LitePullConsumer:
         if self._trace is not None:
             await self._trace.shutdown()
         await release_instance(instance)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     # -- polling --------------------------------------------------------------------------
 

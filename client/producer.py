@@ -18,8 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiorocketmq.protocol.body import MessageQueue, TopicRouteData
 from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode
@@ -59,6 +58,7 @@ from .client_instance import (
     release_instance,
 )
 from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
+from .lifecycle import ClientLifecycle
 from .request_reply import ReplyCallback, create_reply_message, is_reply, request, request_with_callback
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
 from .subscription import check_group, check_topic
@@ -116,7 +116,7 @@ def _read_send_response(ext: dict[str, Any]) -> tuple[str, int, int, str | None]
         return header.msg_id, header.queue_id, header.queue_offset, header.transaction_id or None
 
 
-class Producer:
+class Producer(ClientLifecycle):
     """Sends messages to topics.
 
     ::
@@ -221,15 +221,6 @@ class Producer:
                 await release_instance(instance)
         finally:
             self._state = ServiceState.SHUT_DOWN
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     @property
     def instance(self) -> ClientInstance:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Iterable
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.codes import PullSysFlag, RequestCode
@@ -19,6 +18,7 @@ from aiorocketmq.protocol.message import MessageExt, decode_records
 
 from .admin import Admin
 from .client_instance import ClientOptions, default_instance_name
+from .lifecycle import ClientLifecycle
 from .subscription import check_group, filter_by_tags, parse_tags, tag_filter
 from .types import PullResult, PullStatus
 
@@ -198,7 +198,7 @@ async def pull(
     return result
 
 
-class PullClient:
+class PullClient(ClientLifecycle):
     """Pull by offset, for tools and connectors that track positions themselves (the Spark
     connector reads offset ranges with it): queue discovery, offset queries, pulls with a
     tag filter, and a group's committed offsets.
@@ -230,15 +230,6 @@ class PullClient:
 
     async def shutdown(self) -> None:
         await self.admin.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic``, sorted."""

@@ -24,8 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, TypeAlias
 
 from aiorocketmq.protocol.body import (
     ConsumerData,
@@ -51,6 +50,7 @@ from .client_instance import (
 )
 from .concurrent_dispatch import ConcurrentDispatch
 from .errors import ClientError, ClientStateError
+from .lifecycle import ClientLifecycle
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
 from .orderly_dispatch import OrderlyDispatch
 from .process_queue import ProcessQueue
@@ -90,7 +90,7 @@ def to_millis(moment: float | datetime) -> int:
     return int(moment * 1000)
 
 
-class PushConsumer:
+class PushConsumer(ClientLifecycle):
     """Consumes subscribed topics through a listener.
 
     ::
@@ -346,15 +346,6 @@ class PushConsumer:
         if self._trace is not None:
             await self._trace.shutdown()
         await release_instance(instance)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     def pause(self) -> None:
         """Stop pulling (messages already pulled are still consumed) until :meth:`resume`."""
