@@ -215,6 +215,48 @@ public final class Scenarios {
         return consumer;
     }
 
+    /**
+     * Push consumers c1 and c2 of the scenario's consumer group on topic, in model, started; each
+     * message either receives is reported and counted down on received.
+     */
+    private List<DefaultMQPushConsumer> startConsumerPair(
+            String scenario, String topic, MessageModel model, CountDownLatch received) throws Exception {
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (String name : Arrays.asList("c1", "c2")) {
+            DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
+            consumer.setMessageModel(model);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                for (MessageExt msg : msgs) {
+                    try {
+                        received(scenario, name, msg).emit();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                    received.countDown();
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            consumers.add(consumer);
+        }
+        return consumers;
+    }
+
+    /** Sends messages 0..total-1 of kind to topic from the scenario's producer group, reporting each. */
+    private void sendNumbered(String scenario, String topic, String kind, int total) throws Exception {
+        DefaultMQProducer producer = producer(group(scenario, "pg"));
+        for (int i = 0; i < total; i++) {
+            emitSent(scenario, kind, i, producer.send(message(topic, scenario, kind, i, 80)));
+        }
+        producer.shutdown();
+    }
+
+    private static void shutdownAll(List<DefaultMQPushConsumer> consumers) {
+        for (DefaultMQPushConsumer consumer : consumers) {
+            consumer.shutdown();
+        }
+    }
+
     private void await(CountDownLatch latch, String what) throws InterruptedException {
         if (!latch.await(deadlineMillis, TimeUnit.MILLISECONDS)) {
             throw new IllegalStateException("timed out waiting for " + what + " (" + latch.getCount() + " left)");
@@ -467,23 +509,7 @@ public final class Scenarios {
         createTopic(topic, 4);
         int total = 16;
         CountDownLatch received = new CountDownLatch(total);
-        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
-        for (String name : Arrays.asList("c1", "c2")) {
-            DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                for (MessageExt msg : msgs) {
-                    try {
-                        received(scenario, name, msg).emit();
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                    received.countDown();
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            consumer.start();
-            consumers.add(consumer);
-        }
+        List<DefaultMQPushConsumer> consumers = startConsumerPair(scenario, topic, MessageModel.CLUSTERING, received);
         try {
             // Send only once the rebalance gave each consumer two of the four queues.
             long until = System.currentTimeMillis() + deadlineMillis;
@@ -508,16 +534,10 @@ public final class Scenarios {
                 }
                 Thread.sleep(100);
             }
-            DefaultMQProducer producer = producer(group(scenario, "pg"));
-            for (int i = 0; i < total; i++) {
-                emitSent(scenario, "clustering", i, producer.send(message(topic, scenario, "clustering", i, 80)));
-            }
-            producer.shutdown();
+            sendNumbered(scenario, topic, "clustering", total);
             await(received, "clustered messages");
         } finally {
-            for (DefaultMQPushConsumer consumer : consumers) {
-                consumer.shutdown();
-            }
+            shutdownAll(consumers);
         }
     }
 
@@ -528,35 +548,12 @@ public final class Scenarios {
         createTopic(topic, 2);
         int total = 6;
         CountDownLatch received = new CountDownLatch(2 * total);
-        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
-        for (String name : Arrays.asList("c1", "c2")) {
-            DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
-            consumer.setMessageModel(MessageModel.BROADCASTING);
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                for (MessageExt msg : msgs) {
-                    try {
-                        received(scenario, name, msg).emit();
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                    received.countDown();
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            consumer.start();
-            consumers.add(consumer);
-        }
+        List<DefaultMQPushConsumer> consumers = startConsumerPair(scenario, topic, MessageModel.BROADCASTING, received);
         try {
-            DefaultMQProducer producer = producer(group(scenario, "pg"));
-            for (int i = 0; i < total; i++) {
-                emitSent(scenario, "broadcasting", i, producer.send(message(topic, scenario, "broadcasting", i, 80)));
-            }
-            producer.shutdown();
+            sendNumbered(scenario, topic, "broadcasting", total);
             await(received, "broadcast messages");
         } finally {
-            for (DefaultMQPushConsumer consumer : consumers) {
-                consumer.shutdown();
-            }
+            shutdownAll(consumers);
         }
     }
 
