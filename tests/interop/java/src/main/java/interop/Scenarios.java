@@ -225,17 +225,7 @@ public final class Scenarios {
         for (String name : Arrays.asList("c1", "c2")) {
             DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, name), topic);
             consumer.setMessageModel(model);
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                for (MessageExt msg : msgs) {
-                    try {
-                        received(scenario, name, msg).emit();
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                    received.countDown();
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
+            consumer.registerMessageListener(reporting(scenario, name, received));
             consumer.start();
             consumers.add(consumer);
         }
@@ -321,25 +311,35 @@ public final class Scenarios {
     }
 
     private void consumeAll(String scenario, String topic, int total) throws Exception {
+        consumeAll(scenario, topic, total, "messages of " + topic);
+    }
+
+    /** One push consumer (c1) of the scenario's group takes total messages of topic, reporting each. */
+    private void consumeAll(String scenario, String topic, int total, String what) throws Exception {
         CountDownLatch received = new CountDownLatch(total);
         DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic);
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+        consumer.registerMessageListener(reporting(scenario, "c1", received));
+        consumer.start();
+        try {
+            await(received, what);
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** A concurrent listener that reports each message as received by name and counts it down. */
+    private static MessageListenerConcurrently reporting(String scenario, String name, CountDownLatch received) {
+        return (msgs, context) -> {
             for (MessageExt msg : msgs) {
                 try {
-                    received(scenario, "c1", msg).emit();
+                    received(scenario, name, msg).emit();
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
                 }
                 received.countDown();
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        consumer.start();
-        try {
-            await(received, "messages of " + topic);
-        } finally {
-            consumer.shutdown();
-        }
+        };
     }
 
     /** Orderly sends with a queue selector (by key) and an orderly listener: per-key order. */
@@ -670,26 +670,6 @@ public final class Scenarios {
      * the broker's master: the route lists only the slave (brokerId 1), so the client pulls there.
      */
     private void fromSlave() throws Exception {
-        String scenario = "fromslave";
-        int total = 16;
-        CountDownLatch received = new CountDownLatch(total);
-        DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic(scenario));
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-            for (MessageExt msg : msgs) {
-                try {
-                    received(scenario, "c1", msg).emit();
-                } catch (Exception e) {
-                    throw new IllegalStateException(e);
-                }
-                received.countDown();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        consumer.start();
-        try {
-            await(received, "the messages on the slave");
-        } finally {
-            consumer.shutdown();
-        }
+        consumeAll("fromslave", topic("fromslave"), 16, "the messages on the slave");
     }
 }
