@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
 from typing import Any
 
+from aiorocketmq import ConsumeResult, MessageExt, PushConsumer
 from aiorocketmq.protocol.body import KVTable
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.transport import connect
@@ -73,3 +75,28 @@ async def slaves_connected(port: int) -> int:
         return int((await runtime_info(port)).get("haConnectionCount", "0"))
     except Exception:
         return -1
+
+
+async def has_slaves(port: int, count: int = 1) -> bool:
+    """Whether the master at ``port`` reports ``count`` slaves connected to its HA port."""
+    return await slaves_connected(port) == count
+
+
+async def consume_until(consumer: PushConsumer, want: set[str], timeout: float) -> list[str]:
+    """Run ``consumer`` (subscribed, not started) until the bodies it consumed include ``want``
+    or ``timeout`` seconds pass: the bodies, in the order consumed. Leaving shuts the consumer
+    down, which persists its progress and waits for it."""
+    got: list[str] = []
+    done = asyncio.Event()
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        got.extend(m.body.decode() for m in messages)
+        if want <= set(got):
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    async with consumer:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout)
+    return got

@@ -5,14 +5,7 @@ consumers read from the master again."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
-from aiorocketmq import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq import Admin, ConsumeFrom, Message, Producer, PushConsumer
 from aiorocketmq.client.client_instance import ClientOptions
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.transport import connect
@@ -20,22 +13,12 @@ from tests.broker.requests import call, max_offset
 from tests.cluster import Cluster
 from tests.support import wait_until
 
-from .support import runtime_info, slaves_connected, start_pair
+from .support import consume_until, has_slaves, runtime_info, start_pair
 
 TOPIC = "FailoverSdk"
 GROUP = "FailoverSdkGroup"
 QUEUES = 4
 FAST = ClientOptions(route_refresh_interval=0.5, persist_offset_interval=0.5, rebalance_interval=1.0)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    await cluster.start_namesrv()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def queue_offsets(port: int, *, committed: bool) -> list[int]:
@@ -58,29 +41,18 @@ async def queue_offsets(port: int, *, committed: bool) -> list[int]:
         conn.close()
 
 
-async def consume(namesrv: str, want: set[str], got: list[str]) -> None:
-    done = asyncio.Event()
+async def consume(namesrv: str, want: set[str]) -> list[str]:
     consumer = PushConsumer(GROUP, namesrv=namesrv, consume_from=ConsumeFrom.FIRST_OFFSET, options=FAST)
     consumer.subscribe(TOPIC, "*")
-
-    @consumer.listener
-    async def handle(messages: list[MessageExt]) -> ConsumeResult:
-        got.extend(m.body.decode() for m in messages)
-        if want <= set(got):
-            done.set()
-        return ConsumeResult.SUCCESS
-
-    async with consumer:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), 40)
-    # Leaving the block shut the consumer down, which persists its progress and waits for it.
+    got = await consume_until(consumer, want, 40)
     assert want <= set(got), f"missing {sorted(want - set(got))[:10]}"
+    return got
 
 
 async def test_clients_fail_over_to_the_slave_and_back(cluster: Cluster) -> None:
     master, slave = await start_pair(cluster, master={"brokerRole": "ASYNC_MASTER"})
     await cluster.start_broker("broker-b")
-    await wait_until(lambda: _has_slave(master.port), 30)
+    await wait_until(lambda: has_slaves(master.port), 30)
     async with Admin(cluster.namesrv_addr) as admin:
         await admin.create_topic(TOPIC, QUEUES)
     async with Producer("FailoverSdkP", namesrv=cluster.namesrv_addr, options=FAST) as producer:
@@ -97,13 +69,12 @@ async def test_clients_fail_over_to_the_slave_and_back(cluster: Cluster) -> None
         assert {r.queue.broker_name for r in during[-10:]} == {"broker-b"}
 
         # A consumer started now reads broker-a's queues from the slave and commits there.
-        got: list[str] = []
-        await consume(cluster.namesrv_addr, {f"before {i}" for i in range(40)}, got)
+        await consume(cluster.namesrv_addr, {f"before {i}" for i in range(40)})
         assert await queue_offsets(slave.port, committed=True) == master_end
 
         # The master returns: the slave hands it the progress committed meanwhile.
         await cluster.start_broker("broker-a", brokerRole="ASYNC_MASTER")
-        await wait_until(lambda: _has_slave(master.port), 30)
+        await wait_until(lambda: has_slaves(master.port), 30)
         await wait_until(lambda: _committed_on_master(master.port, master_end), 30)
 
         # And consumers read from the master again, from where they left off.
@@ -114,14 +85,9 @@ async def test_clients_fail_over_to_the_slave_and_back(cluster: Cluster) -> None
         after = []
         while len({r.queue.broker_name for r in after}) < 2:
             after.append(await producer.send(Message(TOPIC, f"after {len(after)}".encode())))
-    again: list[str] = []
-    await consume(cluster.namesrv_addr, {f"after {i}" for i in range(len(after))}, again)
+    again = await consume(cluster.namesrv_addr, {f"after {i}" for i in range(len(after))})
     assert not {body for body in again if body.startswith("before")}, "progress was lost"
     assert int((await runtime_info(master.port))["msgGetTotal"]) > 0
-
-
-async def _has_slave(port: int) -> bool:
-    return await slaves_connected(port) == 1
 
 
 async def _slave_has(port: int, ends: list[int]) -> bool:

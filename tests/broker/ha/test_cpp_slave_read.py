@@ -3,14 +3,9 @@ while the master is down: its route lists only the slave for the broker, and it 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.transport import connect
-from tests.broker.ha.support import runtime_info, slaves_connected, start_pair
+from tests.broker.ha.support import has_slaves, runtime_info, start_pair
 from tests.broker.requests import send
 from tests.broker.test_cpp_client import Collector, collecting, start_push_consumer, stop_consumer
 from tests.cluster import Cluster
@@ -20,23 +15,9 @@ TOPIC = "CppFromSlave"
 COUNT = 24
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    await cluster.start_namesrv()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
-
-
 async def test_the_cpp_consumer_reads_from_the_slave_while_the_master_is_down(cluster: Cluster) -> None:
     master, slave = await start_pair(cluster, master={"brokerRole": "SYNC_MASTER"})
-
-    async def connected() -> bool:
-        return await slaves_connected(master.port) == 1
-
-    await wait_until(connected, 30)
+    await wait_until(lambda: has_slaves(master.port), 30)
     conn = await connect("127.0.0.1", master.port, timeout=5.0)
     try:
         for i in range(COUNT):

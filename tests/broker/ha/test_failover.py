@@ -7,12 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
-
-from aiorocketmq import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
+from aiorocketmq import ConsumeFrom, PushConsumer
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.transport import Connection, connect
@@ -20,26 +16,12 @@ from tests.broker.requests import pull_all, send
 from tests.cluster import Cluster
 from tests.support import wait_until
 
-from .support import slaves_connected, start_pair
+from .support import consume_until, has_slaves, start_pair
 
 TOPIC = "Failover"
 WRITERS = 6
 ROUNDS = 3
 PER_ROUND = 150
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    await cluster.start_namesrv()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
-
-
-async def has_slave(port: int) -> bool:
-    return await slaves_connected(port) == 1
 
 
 async def slave_bodies(conn: Connection) -> Counter[str]:
@@ -55,7 +37,7 @@ async def slave_has_all(conn: Connection, bodies: set[str]) -> bool:
 
 async def test_killing_the_master_loses_no_acknowledged_message(cluster: Cluster) -> None:
     master, slave = await start_pair(cluster)
-    await wait_until(lambda: has_slave(master.port), 30)
+    await wait_until(lambda: has_slaves(master.port), 30)
     acked: set[str] = set()
     not_replicated = 0
     stop = asyncio.Event()
@@ -99,7 +81,7 @@ async def test_killing_the_master_loses_no_acknowledged_message(cluster: Cluster
 
             await wait_until(lambda snapshot=snapshot: slave_has_all(slave_conn, snapshot), 15)
             await cluster.start_broker("broker-a", brokerRole="SYNC_MASTER")
-            await wait_until(lambda: has_slave(master.port), 30)
+            await wait_until(lambda: has_slaves(master.port), 30)
         stop.set()
         await asyncio.gather(*writers)
     finally:
@@ -111,23 +93,11 @@ async def test_killing_the_master_loses_no_acknowledged_message(cluster: Cluster
         slave_conn.close()
 
     # The master is back: a consumer group gets every acknowledged message.
-    got: Counter[str] = Counter()
-    done = asyncio.Event()
     consumer = PushConsumer(
         "FailoverGroup", namesrv=cluster.namesrv_addr, consume_from=ConsumeFrom.FIRST_OFFSET
     )
     consumer.subscribe(TOPIC, "*")
-
-    @consumer.listener
-    async def handle(messages: list[MessageExt]) -> ConsumeResult:
-        got.update(m.body.decode() for m in messages)
-        if acked <= set(got):
-            done.set()
-        return ConsumeResult.SUCCESS
-
-    async with consumer:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), 60)
+    got = Counter(await consume_until(consumer, acked, 60))
     lost = acked - set(got)
     duplicates = sum(n - 1 for n in got.values())
     print(

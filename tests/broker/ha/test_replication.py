@@ -11,10 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from aiorocketmq.protocol.body import (
     DelayOffsetTable,
@@ -30,19 +26,9 @@ from tests.reliability.faults import FaultProxy
 from tests.support import held_port, wait_until
 from tests.tools.conftest import mqadmin
 
-from .support import held_port_pair, runtime_info, slaves_connected, start_pair
+from .support import has_slaves, held_port_pair, runtime_info, start_pair
 
 TOPIC = "Replicated"
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    await cluster.start_namesrv()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def open_conn(port: int) -> Connection:
@@ -176,10 +162,6 @@ async def test_a_stalled_slave_times_sends_out_without_blocking_others(cluster: 
         conn.close()
         other.close()
         await proxy.close()
-
-
-async def has_slaves(port: int, count: int = 1) -> bool:
-    return await slaves_connected(port) == count
 
 
 async def test_a_cut_link_resumes_at_the_slaves_offset(cluster: Cluster) -> None:
