@@ -29,7 +29,7 @@ from pathlib import Path
 
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.transport import Connection, connect
-from tests.broker.ha.support import held_port_pair, runtime_info, slaves_connected, start_pair
+from tests.broker.ha.support import held_port_pair, runtime_info, slaves_connected, start_pair, start_slave
 from tests.broker.requests import send
 from tests.cluster import Cluster
 
@@ -177,15 +177,7 @@ async def catch_up_bench(args: argparse.Namespace, body: bytes) -> None:
         end = int((await runtime_info(master.port))["commitLogMaxOffset"])
         print(f"preloaded {end / 2**20:.0f} MiB in {time.monotonic() - began:.1f}s", flush=True)
         began = time.monotonic()
-        with held_port_pair() as port:
-            slave = await cluster.start_broker(
-                "broker-a-slave",
-                listenPort=port,
-                brokerName="broker-a",
-                brokerId=1,
-                brokerRole="SLAVE",
-                mappedFileSizeCommitLog=file_size,
-            )
+        slave = await start_slave(cluster, mappedFileSizeCommitLog=file_size)
 
         started = time.monotonic()
         first = -1

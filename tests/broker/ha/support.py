@@ -48,16 +48,20 @@ async def start_pair(
         m = await cluster.start_broker(
             "broker-a", listenPort=port, **{"brokerRole": "SYNC_MASTER", **(master or {})}
         )
+    return m, await start_slave(cluster, **(slave or {}))
+
+
+async def start_slave(cluster: Cluster, **settings: Any) -> BrokerProcess:
+    """``broker-a-slave``, the slave (id 1) of ``broker-a``, with ``settings`` added."""
     with held_port_pair() as port:
-        s = await cluster.start_broker(
+        return await cluster.start_broker(
             "broker-a-slave",
             listenPort=port,
             brokerName="broker-a",
             brokerId=1,
             brokerRole="SLAVE",
-            **(slave or {}),
+            **settings,
         )
-    return m, s
 
 
 async def runtime_info(port: int) -> dict[str, str]:

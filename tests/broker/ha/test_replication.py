@@ -26,7 +26,7 @@ from tests.reliability.faults import FaultProxy
 from tests.support import held_port, wait_until
 from tests.tools.conftest import mqadmin
 
-from .support import has_slaves, held_port_pair, runtime_info, start_pair
+from .support import has_slaves, held_port_pair, runtime_info, start_pair, start_slave
 
 TOPIC = "Replicated"
 
@@ -123,15 +123,7 @@ async def test_a_stalled_slave_times_sends_out_without_blocking_others(cluster: 
         )
     proxy = FaultProxy("127.0.0.1", master.port + 1)
     await proxy.start()
-    with held_port_pair() as port:
-        await cluster.start_broker(
-            "broker-a-slave",
-            listenPort=port,
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            haMasterAddress=proxy.addr,
-        )
+    await start_slave(cluster, haMasterAddress=proxy.addr)
     await wait_until(lambda: has_slaves(master.port), 30)
     conn = await open_conn(master.port)
     other = await open_conn(master.port)
@@ -169,15 +161,7 @@ async def test_a_cut_link_resumes_at_the_slaves_offset(cluster: Cluster) -> None
         master = await cluster.start_broker("broker-a", listenPort=port, brokerRole="ASYNC_MASTER")
     proxy = FaultProxy("127.0.0.1", master.port + 1)
     await proxy.start()
-    with held_port_pair() as port:
-        slave = await cluster.start_broker(
-            "broker-a-slave",
-            listenPort=port,
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            haMasterAddress=proxy.addr,
-        )
+    slave = await start_slave(cluster, haMasterAddress=proxy.addr)
     await wait_until(lambda: has_slaves(master.port), 30)
     conn = await open_conn(master.port)
     try:
