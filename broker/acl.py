@@ -212,6 +212,18 @@ class Account:
             return perm
         return self.default_group_perm if resource.startswith(RETRY_PREFIX) else self.default_topic_perm
 
+    def refused(self, needed: Mapping[str, Perm]) -> tuple[str, str, Perm, Perm] | None:
+        """The first of the ``needed`` resources this account does not hold enough of, as
+        (``"topic"`` or ``"group"``, its name, the permission held, the one needed); None when
+        it holds them all. Both the remoting and the gRPC checks word their refusals with it."""
+        for resource, perm in needed.items():
+            owned = self.owned(resource)
+            if not permitted(perm, owned):
+                if resource.startswith(RETRY_PREFIX):
+                    return "group", resource[len(RETRY_PREFIX) :], owned, perm
+                return "topic", resource, owned, perm
+        return None
+
     @classmethod
     def from_yaml(cls, entry: Mapping[str, Any], source: Path | None = None) -> Account:
         where = f"{source}: " if source else ""
@@ -482,18 +494,13 @@ class AccessValidator:
             raise self._deny(f"accessKey={access_key} is not an admin account, needed by request code {code}")
         if not needed or (account.admin and not account.resource_perms):
             return
-        for resource, perm in needed.items():
-            owned = account.owned(resource)
-            if not permitted(perm, owned):
-                kind, name = (
-                    ("group", resource[len(RETRY_PREFIX) :])
-                    if resource.startswith(RETRY_PREFIX)
-                    else ("topic", resource)
-                )
-                raise self._deny(
-                    f"No permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
-                    f"request code {code} needs {perm_name(perm)}"
-                )
+        refused = account.refused(needed)
+        if refused is not None:
+            kind, name, owned, perm = refused
+            raise self._deny(
+                f"No permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
+                f"request code {code} needs {perm_name(perm)}"
+            )
 
     @staticmethod
     def _deny(message: str) -> AclDeniedError:

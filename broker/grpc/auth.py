@@ -14,12 +14,11 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from aiorocketmq.broker.acl import AccessValidator, Perm, perm_name, permitted, remote_ip
+from aiorocketmq.broker.acl import AccessValidator, Perm, perm_name, remote_ip
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
 ALGORITHM = "MQv2-HMAC-SHA1"
-RETRY_PREFIX = "%RETRY%"
 
 
 class Unauthorized(Exception):
@@ -80,15 +79,10 @@ def authorize(
             raise Unauthorized(f"signature check failed for accessKey {access_key!r}")
     if account.admin and not account.resource_perms:
         return
-    for resource, perm in needed.items():
-        owned = account.owned(resource)
-        if not permitted(perm, owned):
-            kind, name = (
-                ("group", resource[len(RETRY_PREFIX) :])
-                if resource.startswith(RETRY_PREFIX)
-                else ("topic", resource)
-            )
-            raise Forbidden(
-                f"no permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
-                f"needs {perm_name(perm)}"
-            )
+    refused = account.refused(needed)
+    if refused is not None:
+        kind, name, owned, perm = refused
+        raise Forbidden(
+            f"no permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
+            f"needs {perm_name(perm)}"
+        )
