@@ -65,7 +65,7 @@ from aiorocketmq.protocol.operations import (
     GetConsumerRunningInfoRequestHeader,
 )
 from aiorocketmq.protocol.tls import client_context
-from aiorocketmq.protocol.transport import Connection, Handler, Signer
+from aiorocketmq.protocol.transport import Connection, Handler, Signer, connect_with
 
 from .errors import ClientError
 from .request_reply import ReplyWaiters
@@ -223,22 +223,14 @@ async def open_connection(
     ssl_context: ssl.SSLContext | None = None,
     signer: Signer | None = None,
 ) -> Connection:
-    loop = asyncio.get_running_loop()
-    try:
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(
-                lambda: CorkedConnection(handlers, name=name),
-                host,
-                port,
-                ssl=ssl_context,
-                server_hostname=host if ssl_context is not None else None,
-            ),
-            timeout,
-        )
-    except (TimeoutError, OSError) as exc:
-        raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
-    conn.signer = signer
-    return conn
+    return await connect_with(
+        lambda: CorkedConnection(handlers, name=name),
+        host,
+        port,
+        timeout=timeout,
+        ssl_context=ssl_context,
+        signer=signer,
+    )
 
 
 def parse_namesrv(namesrv: str | Iterable[str] | None) -> list[str]:

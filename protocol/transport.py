@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from .codes import RequestCode, ResponseCode, RpcFlag
 from .command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
@@ -495,17 +495,37 @@ async def connect(
 ) -> Connection:
     """Open a client connection (over TLS with ``ssl_context``; each request signed by
     ``signer``); handlers answer requests the server sends on it."""
+    return await connect_with(
+        lambda: Connection(
+            handlers, default_handler=default_handler, max_frame_size=max_frame_size, name=name
+        ),
+        host,
+        port,
+        timeout=timeout,
+        ssl_context=ssl_context,
+        signer=signer,
+    )
+
+
+_Conn = TypeVar("_Conn", bound=Connection)
+
+
+async def connect_with(
+    make: Callable[[], _Conn],
+    host: str,
+    port: int,
+    *,
+    timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
+    signer: Signer | None = None,
+) -> _Conn:
+    """:func:`connect` for a connection that ``make`` builds (a :class:`Connection` subclass):
+    an unreachable or silent peer raises :class:`ConnectionClosedError` naming it."""
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
             loop.create_connection(
-                lambda: Connection(
-                    handlers, default_handler=default_handler, max_frame_size=max_frame_size, name=name
-                ),
-                host,
-                port,
-                ssl=ssl_context,
-                server_hostname=host if ssl_context is not None else None,
+                make, host, port, ssl=ssl_context, server_hostname=host if ssl_context is not None else None
             ),
             timeout,
         )
