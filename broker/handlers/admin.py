@@ -3,7 +3,7 @@ info, topic and consume statistics, offsets, connections, offset resets, broker 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiorocketmq.broker.store import MessageStore, StoreConfig
 from aiorocketmq.protocol.body import (
@@ -44,7 +44,7 @@ from aiorocketmq.protocol.names import (
 from aiorocketmq.protocol.settings import read_properties
 from aiorocketmq.protocol.transport import Connection, Handler
 
-from ..clients import ClientRegistry
+from ..clients import ClientChannel, ClientRegistry
 from ..config import BrokerConfig
 from ..groups import GroupTable
 from ..offsets import OffsetTable
@@ -253,15 +253,7 @@ class AdminHandlers:
         if group is None:
             raise ConsumerNotOnlineError(f"the consumer group[{h.consumer_group}] not online")
         body = ConsumerConnection(
-            connection_set=[
-                ConnectionInfo(
-                    client_id=ch.client_id,
-                    client_addr=ch.conn.address,
-                    language=ch.language,
-                    version=ch.version,
-                )
-                for ch in group.channels.values()
-            ],
+            connection_set=_connections(group.channels.values()),
             subscription_table=dict(group.subscriptions),
             consume_type=group.consume_type,
             message_model=group.message_model,
@@ -272,17 +264,7 @@ class AdminHandlers:
     def producer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.from_fields(cmd.ext_fields)
         channels = self.clients.producer_channels(h.producer_group)
-        body = ProducerConnection(
-            connection_set=[
-                ConnectionInfo(
-                    client_id=ch.client_id,
-                    client_addr=ch.conn.address,
-                    language=ch.language,
-                    version=ch.version,
-                )
-                for ch in channels
-            ]
-        )
+        body = ProducerConnection(connection_set=_connections(channels))
         return cmd.response(body=body.encode())
 
     def consumed_by(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -333,3 +315,13 @@ class AdminHandlers:
     def delete_files(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         deleted = self.store.delete_expired_files(force=True)
         return cmd.response(remark=f"{deleted} commit log files deleted")
+
+
+def _connections(channels: Iterable[ClientChannel]) -> list[ConnectionInfo]:
+    """The clients' connections as the connection-list bodies describe them."""
+    return [
+        ConnectionInfo(
+            client_id=ch.client_id, client_addr=ch.conn.address, language=ch.language, version=ch.version
+        )
+        for ch in channels
+    ]
