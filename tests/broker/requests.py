@@ -107,12 +107,41 @@ async def pull(
     serialize_type: int = JSON,
     timeout: float = 10.0,
 ) -> RemotingCommand:
-    sys_flag = PullSysFlag.SUBSCRIPTION
+    request = pull_request(
+        topic,
+        offset,
+        queue_id=queue_id,
+        group=group,
+        subscription=subscription,
+        suspend_ms=suspend_ms,
+        commit_offset=commit_offset,
+        max_nums=max_nums,
+    )
+    return await call(conn, request.code, request.ext_fields, serialize_type=serialize_type, timeout=timeout)
+
+
+def pull_request(
+    topic: str,
+    offset: int,
+    *,
+    queue_id: int = 0,
+    group: str = "test-consumer",
+    subscription: str | None = "*",
+    suspend_ms: int = 0,
+    commit_offset: int | None = None,
+    max_nums: int = 32,
+    **header: Any,
+) -> RemotingCommand:
+    """A PULL_MESSAGE request; its system flag says what it carries (a subscription, a suspend
+    time for long polling, an offset to commit). ``header``: more of the header's fields."""
+    sys_flag = 0
+    if subscription is not None:
+        sys_flag |= PullSysFlag.SUBSCRIPTION
     if suspend_ms:
         sys_flag |= PullSysFlag.SUSPEND
     if commit_offset is not None:
         sys_flag |= PullSysFlag.COMMIT_OFFSET
-    header = PullMessageRequestHeader(
+    h = PullMessageRequestHeader(
         consumer_group=group,
         topic=topic,
         queue_id=queue_id,
@@ -122,11 +151,9 @@ async def pull(
         commit_offset=commit_offset or 0,
         suspend_timeout_millis=suspend_ms,
         subscription=subscription,
-        sub_version=0,
+        **header,
     )
-    return await call(
-        conn, RequestCode.PULL_MESSAGE, header.to_fields(), serialize_type=serialize_type, timeout=timeout
-    )
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, h.to_fields())
 
 
 async def pull_all(conn: Connection, topic: str, queue_id: int, **kwargs: Any) -> list[MessageExt]:

@@ -29,11 +29,12 @@ from aiorocketmq.broker.store import FlushDiskType, MessageStore
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
 from aiorocketmq.broker.writer import MessageWriter
-from aiorocketmq.protocol.codes import PullSysFlag, RequestCode
+from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_records, encode_properties, pack_host
 from aiorocketmq.protocol.transport import HandlerResult, error_response
+from tests.broker import requests
 from tests.store.support import small_config
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
@@ -222,38 +223,10 @@ def send_request(
     return RemotingCommand.request(code, fields, body)
 
 
-def pull_request(
-    topic: str,
-    offset: int,
-    *,
-    queue_id: int = 0,
-    group: str = "unit-consumer",
-    subscription: str | None = "*",
-    suspend_ms: int = 0,
-    commit_offset: int | None = None,
-    max_nums: int = 32,
-    **header: Any,
-) -> RemotingCommand:
-    sys_flag = 0
-    if subscription is not None:
-        sys_flag |= PullSysFlag.SUBSCRIPTION
-    if suspend_ms:
-        sys_flag |= PullSysFlag.SUSPEND
-    if commit_offset is not None:
-        sys_flag |= PullSysFlag.COMMIT_OFFSET
-    h = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=int(sys_flag),
-        commit_offset=commit_offset or 0,
-        suspend_timeout_millis=suspend_ms,
-        subscription=subscription,
-        **header,
-    )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, h.to_fields())
+def pull_request(topic: str, offset: int, **options: Any) -> RemotingCommand:
+    """:func:`tests.broker.requests.pull_request`, for the unit tests' consumer group unless told."""
+    options.setdefault("group", "unit-consumer")
+    return requests.pull_request(topic, offset, **options)
 
 
 async def send_ok(
