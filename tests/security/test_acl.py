@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -39,6 +38,7 @@ from tests.broker.requests import call, heartbeat, pull, send
 from tests.cluster import Cluster
 from tests.cpp_client import shutdown_safely
 from tests.support import ServerProcess
+from tests.tools.conftest import spawn_tool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -413,16 +413,7 @@ async def _tool(tool: str, *args: str, credentials: Credentials | None) -> tuple
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCKETMQ_", "NAMESRV_ADDR"))}
     if credentials is not None:
         env |= {"ROCKETMQ_ACCESS_KEY": credentials.access_key, "ROCKETMQ_SECRET_KEY": credentials.secret_key}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        f"aiorocketmq.tools.{tool}",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
+    proc = await spawn_tool(tool, *args, env=env, cwd=None)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()

@@ -36,6 +36,24 @@ def tool_env() -> dict[str, str]:
     return env
 
 
+async def spawn_tool(
+    tool: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = ROOT
+) -> asyncio.subprocess.Process:
+    """``python -m aiorocketmq.tools.<tool> args``, no stdin, its output piped; ``env``:
+    :func:`tool_env` unless given."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        f"aiorocketmq.tools.{tool}",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=tool_env() if env is None else env,
+    )
+
+
 @dataclass
 class Outcome:
     code: int
@@ -48,17 +66,7 @@ class Outcome:
 
 
 async def run_tool(tool: str, *args: str, timeout: float = CLI_TIMEOUT) -> Outcome:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        f"aiorocketmq.tools.{tool}",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env=tool_env(),
-    )
+    proc = await spawn_tool(tool, *args)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
@@ -93,18 +101,7 @@ class RunningTool:
 
     @classmethod
     async def start(cls, tool: str, *args: str) -> RunningTool:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"aiorocketmq.tools.{tool}",
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=ROOT,
-            env=tool_env(),
-        )
-        return cls(proc)
+        return cls(await spawn_tool(tool, *args))
 
     async def _drain(self, stream: asyncio.StreamReader, lines: list[str]) -> None:
         async for raw in stream:
