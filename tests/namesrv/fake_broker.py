@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import zlib
 from collections.abc import Awaitable, Callable
@@ -16,30 +17,15 @@ from aiorocketmq.protocol.body import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode, SerializeType
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.transport import Connection
+from tests.broker import requests
+from tests.broker.requests import JSON
 
-JSON = SerializeType.JSON.value
-ROCKETMQ = SerializeType.ROCKETMQ.value
-
-
-async def call(
-    conn: Connection,
-    code: int,
-    fields: dict[str, Any] | None = None,
-    body: bytes = b"",
-    *,
-    serialize_type: int = JSON,
-    version: int | None = None,
-) -> RemotingCommand:
-    """Send one request and return its response, checking it mirrors the serialization."""
-    cmd = RemotingCommand.request(code, fields, body, serialize_type=serialize_type)
-    if version is not None:
-        cmd.version = version
-    response = await conn.request(cmd, timeout=5)
-    assert response.serialize_type == serialize_type, response
-    return response
+#: One request and its response, checked to mirror the serialization; the name server answers
+#: within 5 s.
+call = functools.partial(requests.call, timeout=5.0)
 
 
 async def route(conn: Connection, topic: str, *, serialize_type: int = JSON) -> TopicRouteData | None:

@@ -14,10 +14,9 @@ from aiorocketmq.protocol.body import ClusterInfo, DataVersion, KVTable, TopicLi
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand, decode_frame
 from aiorocketmq.protocol.transport import Connection
+from tests.broker.requests import JSON, ROCKETMQ
 from tests.namesrv.conftest import Connect, StartNamesrv
 from tests.namesrv.fake_broker import (
-    JSON,
-    ROCKETMQ,
     FakeBroker,
     broker_names,
     call,
