@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.procs import cpu_seconds
 from tests.grpc.conftest import GRPC_PORT, install_py5_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +55,6 @@ def start_broker(work: Path) -> tuple[subprocess.Popen[str], int]:
             break
     broker.kill()
     raise RuntimeError("the broker did not open its gRPC port")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load(client: Path, *args: object) -> dict[str, float]:

@@ -36,15 +36,11 @@ from aiorocketmq.client import (
     SimpleConsumer,
 )
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.procs import cpu_seconds
 from tests.cluster import Cluster
 
 TOPIC = "BenchmarkPop"
 QUEUES = 8
-
-
-def cpu_seconds(pid: int) -> float:
-    parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def drain_pop(cluster: Cluster, group: str, total: int, consumers: int, ack: str) -> float:

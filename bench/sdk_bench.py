@@ -36,7 +36,6 @@ import functools
 import gc
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from typing import Any
 from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from aiorocketmq.client.errors import BrokerError, MQError
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.procs import free_port
 from tests.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,12 +310,6 @@ async def end_to_end(namesrv: str, rate: int, seconds: float, run_id: str) -> di
 
 
 # -- redis peer -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisPeer:

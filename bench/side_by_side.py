@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.broker_bench import build_cpp_load  # noqa: E402
+from bench.procs import free_port  # noqa: E402
 from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
 
 TOPIC = "SideBySide"
@@ -74,12 +75,6 @@ APACHE_BROKER_JVM = [
 APACHE_NAMESRV_JVM = ["-server", "-Xms512m", "-Xmx512m", "-XX:+UseG1GC"]
 #: Apache's benchmark scripts (runclass.sh).
 LOAD_JVM = ["-Xms1g", "-Xmx1g", "-Xmn256m"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ports_free(*ports: int) -> bool:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,28 +32,12 @@ from pathlib import Path
 from aiorocketmq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.loop import run
+from bench.procs import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "SoakTopic"
 CALIBRATION_TOPIC = "SoakCalibration"
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"port {port} never opened")
 
 
 @dataclass
