@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -16,10 +18,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_port(port: int, timeout: float = 30) -> None:
-    """Return once something accepts connections on ``port``; RuntimeError after ``timeout``."""
+def wait_port(port: int, timeout: float = 30, proc: subprocess.Popen[Any] | None = None) -> None:
+    """Return once something accepts connections on ``port``; RuntimeError after ``timeout``,
+    or as soon as ``proc`` (the server meant to listen there) exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return

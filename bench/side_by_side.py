@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.broker_bench import build_cpp_load  # noqa: E402
-from bench.procs import free_port  # noqa: E402
+from bench.procs import free_port, wait_port  # noqa: E402
 from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
 
 TOPIC = "SideBySide"
@@ -104,19 +104,6 @@ def proc_stat(pid: int) -> tuple[float, int]:
         if line.startswith("VmHWM:"):
             peak = int(line.split()[1]) * 1024
     return cpu, peak
-
-
-def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"port {port} never opened")
 
 
 def first_send(port: int, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
@@ -250,7 +237,7 @@ class System:
         self.namesrv = subprocess.Popen(
             cmd, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        wait_port(self.namesrv_port, self.namesrv)
+        wait_port(self.namesrv_port, 120, self.namesrv)
 
     def start_broker(self, name: str, **overrides: Any) -> Broker:
         port = broker_port()
