@@ -66,7 +66,11 @@ def _send_request(serialize_type: int) -> bytes:
 
 
 def send_round_trips(serialize_type: int) -> Callable[[int], int]:
-    frame = _send_request(serialize_type)
+    return frame_round_trips(_send_request(serialize_type))
+
+
+def frame_round_trips(frame: bytes) -> Callable[[int], int]:
+    """The broker's side of a send, ``frame`` (a SEND_MESSAGE_V2 request) to response bytes."""
     decoder = FrameDecoder()
     from_fields = SendMessageRequestHeaderV2.from_fields
 

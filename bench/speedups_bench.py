@@ -41,30 +41,14 @@ def _figures() -> dict[str, Callable[[int], int]]:
     from aiorocketmq.protocol.codes import SerializeType
     from aiorocketmq.protocol.message import decode_properties, encode_properties, java_hash_fast, pack_host
 
-    from .codec_bench import BODY, PROPERTIES, _send_request, pull_body_decodes, record_decodes
-
-    def send(frame: bytes) -> Callable[[int], int]:
-        from aiorocketmq.protocol.command import FrameDecoder
-        from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
-
-        decoder = FrameDecoder()
-        from_fields = SendMessageRequestHeaderV2.from_fields
-
-        def run(n: int) -> int:
-            for i in range(n):
-                (request,) = decoder.feed(frame)
-                header = from_fields(request.ext_fields)
-                response_header = SendMessageResponseHeader(
-                    msg_id="7F00000100002A9F0000000000001A2B",
-                    queue_id=header.queue_id,
-                    queue_offset=i,
-                    msg_region="DefaultRegion",
-                    trace_on="true",
-                )
-                request.response(ext_fields=response_header.to_fields()).encode()
-            return n
-
-        return run
+    from .codec_bench import (
+        BODY,
+        PROPERTIES,
+        _send_request,
+        frame_round_trips,
+        pull_body_decodes,
+        record_decodes,
+    )
 
     def raw_numbers_frame() -> bytes:
         frame = _send_request(SerializeType.JSON)
@@ -130,9 +114,9 @@ def _figures() -> dict[str, Callable[[int], int]]:
         return run
 
     return {
-        "send round trip (JSON, SDK)": send(_send_request(SerializeType.JSON)),
-        "send round trip (JSON, raw numbers)": send(raw_numbers_frame()),
-        "send round trip (ROCKETMQ)": send(_send_request(SerializeType.ROCKETMQ)),
+        "send round trip (JSON, SDK)": frame_round_trips(_send_request(SerializeType.JSON)),
+        "send round trip (JSON, raw numbers)": frame_round_trips(raw_numbers_frame()),
+        "send round trip (ROCKETMQ)": frame_round_trips(_send_request(SerializeType.ROCKETMQ)),
         "commit-log encode (batch of 32)": commit_log_encode(),
         "record decode (decode_record)": record_decodes(),
         "record decode (decode_records x32)": pull_body_decodes(),
