@@ -168,6 +168,11 @@ async def pull_all(conn: Connection, topic: str, queue_id: int, **kwargs: Any) -
         offset = int(response.ext_fields["nextBeginOffset"])
 
 
+async def pull_queues(conn: Connection, topic: str, queues: int, **kwargs: Any) -> list[MessageExt]:
+    """Every message of queues ``0 .. queues - 1``, queue by queue."""
+    return [m for queue_id in range(queues) for m in await pull_all(conn, topic, queue_id, **kwargs)]
+
+
 async def heartbeat(
     conn: Connection,
     client_id: str,

@@ -22,8 +22,8 @@ from aiorocketmq.broker.store.mapped_file import ALLOC_SUFFIX
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from aiorocketmq.protocol.message import MessageExt, decode_records
-from aiorocketmq.protocol.transport import Connection, connect
-from tests.broker.requests import call, pull, send
+from aiorocketmq.protocol.transport import connect
+from tests.broker.requests import call, pull_queues, send
 from tests.cluster import Cluster
 from tests.store.support import decode, make_message, running, small_config
 
@@ -92,19 +92,6 @@ async def test_store_allocates_every_file_and_refuses_puts_when_one_cannot_be_ma
                 assert store.read_record(result.wrote_offset, check_crc=True) is not None
 
 
-async def pull_everything(conn: Connection) -> list[MessageExt]:
-    messages = []
-    for queue_id in range(QUEUES):
-        offset = 0
-        while True:
-            response = await pull(conn, TOPIC, queue_id, offset, max_nums=32)
-            if response.code != ResponseCode.SUCCESS:
-                break
-            messages.extend(decode_records(response.body))
-            offset = int(response.ext_fields["nextBeginOffset"])
-    return messages
-
-
 def account(acked: dict[int, int], messages: list[MessageExt]) -> tuple[int, int]:
     """(lost, duplicates): acknowledged sequence numbers not stored, and extra copies."""
     seen: dict[int, int] = {}
@@ -170,7 +157,7 @@ async def test_broker_on_a_full_disk(tmp_path: Path) -> None:
             assert broker.process.proc.returncode is None
 
             # Reads, pulls, queries and offset commits keep working.
-            lost, duplicates = account(acked, await pull_everything(conn))
+            lost, duplicates = account(acked, await pull_queues(conn, TOPIC, QUEUES, max_nums=32))
             assert (lost, duplicates) == (0, 0)
             update = UpdateConsumerOffsetRequestHeader(
                 consumer_group="g", topic=TOPIC, queue_id=0, commit_offset=7
@@ -206,7 +193,7 @@ async def test_broker_on_a_full_disk(tmp_path: Path) -> None:
             conn = await connect("127.0.0.1", broker.port)
             response = await send(conn, TOPIC, body(seq), queue_id=0)
             assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE, response
-            lost, duplicates = account(acked, await pull_everything(conn))
+            lost, duplicates = account(acked, await pull_queues(conn, TOPIC, QUEUES, max_nums=32))
             print(f"{len(acked)} acknowledged, {lost} lost, {duplicates} duplicated")
             assert (lost, duplicates) == (0, 0)
             os.unlink(disk / "filler")

@@ -18,9 +18,9 @@ from pathlib import Path
 from aiorocketmq import Message, Producer
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import MQError
-from aiorocketmq.protocol.message import MessageExt, decode_records
+from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.transport import Connection, connect
-from tests.broker.requests import call, pull, send
+from tests.broker.requests import call, pull_queues, send
 from tests.cluster import Cluster
 from tests.support import ServerProcess
 
@@ -42,19 +42,6 @@ async def route_exists(port: int, topic: str) -> bool:
         return False
     finally:
         conn.close()
-
-
-async def pull_all(conn: Connection, topic: str, queues: int) -> list[MessageExt]:
-    messages: list[MessageExt] = []
-    for queue_id in range(queues):
-        offset = 0
-        while True:
-            response = await pull(conn, topic, queue_id, offset, max_nums=32)
-            if response.code != ResponseCode.SUCCESS:
-                break
-            messages.extend(decode_records(response.body))
-            offset = int(response.ext_fields["nextBeginOffset"])
-    return messages
 
 
 def account(acked: set[int], messages: list[MessageExt]) -> tuple[int, int]:
@@ -113,7 +100,7 @@ async def test_routes_return_within_two_seconds_of_a_name_server_restart(tmp_pat
         await asyncio.sleep(0.5)
         stop.set()
         await producing
-        lost, duplicates = account(acked, await pull_all(conn, TOPIC, QUEUES))
+        lost, duplicates = account(acked, await pull_queues(conn, TOPIC, QUEUES, max_nums=32))
         print(
             f"SDK producer: {len(acked)} acknowledged, {lost} lost, {duplicates} duplicated, {len(errors)} errors"
         )
@@ -182,7 +169,7 @@ async def test_cuts_freezes_slowness_and_kill_9_lose_nothing_acknowledged(tmp_pa
         await producing
         assert len(acked) == 800
         direct = await connect("127.0.0.1", broker.port)
-        lost, duplicates = account(acked, await pull_all(direct, TOPIC, QUEUES))
+        lost, duplicates = account(acked, await pull_queues(direct, TOPIC, QUEUES, max_nums=32))
         print(
             f"through faults and kill -9: {len(acked)} acknowledged, {lost} lost, {duplicates} duplicated, {retries} retries, {proxy.cuts} cuts"
         )

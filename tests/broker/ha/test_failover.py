@@ -12,7 +12,7 @@ from aiorocketmq import ConsumeFrom, PushConsumer
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.transport import Connection, connect
-from tests.broker.requests import pull_all, send
+from tests.broker.requests import pull_queues, send
 from tests.cluster import Cluster
 from tests.support import wait_until
 
@@ -25,10 +25,7 @@ PER_ROUND = 150
 
 
 async def slave_bodies(conn: Connection) -> Counter[str]:
-    bodies: Counter[str] = Counter()
-    for queue_id in range(4):
-        bodies.update(m.body.decode() for m in await pull_all(conn, TOPIC, queue_id))
-    return bodies
+    return Counter(m.body.decode() for m in await pull_queues(conn, TOPIC, 4))
 
 
 async def slave_has_all(conn: Connection, bodies: set[str]) -> bool:
