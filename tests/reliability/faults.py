@@ -172,3 +172,14 @@ async def poll_until(
         if time.monotonic() - started > timeout:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+async def closed_by_server(reader: asyncio.StreamReader, timeout: float) -> bool:
+    """Whether the server closes (or resets) the connection ``reader`` reads within ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await reader.read(1) == b""
+    except TimeoutError:  # before OSError, of which it is a subclass
+        return False
+    except (ConnectionError, OSError):
+        return True

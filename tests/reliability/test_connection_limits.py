@@ -14,6 +14,8 @@ from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.transport import Connection, ConnectionLimits, Server, connect
 
+from .faults import closed_by_server
+
 ECHO = 1000
 
 
@@ -42,16 +44,6 @@ async def partial_frame(
     writer.write(struct.pack(">iI", declared, 10) + bytes(sent))
     await writer.drain()
     return reader, writer
-
-
-async def closed_by_server(reader: asyncio.StreamReader, timeout: float) -> bool:
-    try:
-        async with asyncio.timeout(timeout):
-            return await reader.read(1) == b""
-    except TimeoutError:  # before OSError, of which it is a subclass
-        return False
-    except (ConnectionError, OSError):
-        return True
 
 
 async def echoes(port: int) -> bool:

@@ -21,7 +21,7 @@ from tests.broker.requests import call, pull, send
 from tests.cluster import Cluster
 from tests.support import ServerProcess
 
-from .faults import rss
+from .faults import closed_by_server, rss
 
 PEERS = 60
 DECLARED = 16 * 1024 * 1024 - 4
@@ -57,17 +57,6 @@ async def hostile_peer(
     return reader, writer
 
 
-async def dropped_within(peer: tuple[asyncio.StreamReader, asyncio.StreamWriter], timeout: float) -> bool:
-    reader, _ = peer
-    try:
-        async with asyncio.timeout(timeout):
-            return await reader.read(1) == b""
-    except TimeoutError:  # before OSError, of which it is a subclass
-        return False
-    except (ConnectionError, OSError):
-        return True
-
-
 async def siege(
     proc: ServerProcess, port: int
 ) -> tuple[dict[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]:
@@ -100,7 +89,9 @@ async def test_broker_under_sixty_stalled_huge_frames(tmp_path: Path) -> None:
         assert peak < RSS_BOUND
         await broker.process.wait_for_line("incomplete frames are buffered for all peers", timeout=5)
         # The survivors' frames are overdue after the deadline: each is dropped.
-        dropped = await asyncio.gather(*(dropped_within(p, FRAME_TIMEOUT_MS / 1000 + 5) for p in peers))
+        dropped = await asyncio.gather(
+            *(closed_by_server(reader, FRAME_TIMEOUT_MS / 1000 + 5) for reader, _ in peers)
+        )
         assert all(dropped)
         await broker.process.wait_for_line("is still incomplete", timeout=5)
         assert (await send(client, "Hostile", b"and still")).code == ResponseCode.SUCCESS
@@ -131,7 +122,7 @@ async def test_name_server_under_sixty_stalled_huge_frames_and_a_connection_cap(
         # One more connection from this address fits (the client holds one, the survivors
         # and the dropped ones' slots are released as they go); far more do not.
         extra = [await asyncio.open_connection("127.0.0.1", port) for _ in range(PEERS + 5)]
-        refused = await asyncio.gather(*(dropped_within(e, 2.0) for e in extra))
+        refused = await asyncio.gather(*(closed_by_server(reader, 2.0) for reader, _ in extra))
         assert any(refused)
         await proc.wait_for_line("limit .* per address", timeout=5)
         # A client from another address is served whatever this one does.
