@@ -358,34 +358,24 @@ class Script:
             RequestCode.QUERY_CONSUMER_OFFSET,
             {"consumerGroup": f"NoSuchGroup{PID}", "topic": TOPIC, "queueId": 0},
         )
-        await self.code(
-            "create-topic-cluster-name",
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": self.cluster,
-                "defaultTopic": "TBW102",
-                "readQueueNums": 1,
-                "writeQueueNums": 1,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": False,
-            },
-        )
-        await self.code(
-            "create-topic-invalid-name",
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": "bad topic!",
-                "defaultTopic": "TBW102",
-                "readQueueNums": 1,
-                "writeQueueNums": 1,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": False,
-            },
-        )
+        for label, name in (
+            ("create-topic-cluster-name", self.cluster),
+            ("create-topic-invalid-name", "bad topic!"),
+        ):
+            await self.code(
+                label,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": name,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": 1,
+                    "writeQueueNums": 1,
+                    "perm": 6,
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": 0,
+                    "order": False,
+                },
+            )
         await self.code(
             "consumer-connections-unknown-group",
             RequestCode.GET_CONSUMER_CONNECTION_LIST,
