@@ -1,4 +1,5 @@
-"""A master/slave pair of real brokers for the HA tests."""
+"""A master/slave pair of real brokers for the HA tests, and the questions the tests ask of
+them (slaves connected, runtime info, a consumer run until it has every message)."""
 
 from __future__ import annotations
 
