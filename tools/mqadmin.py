@@ -165,6 +165,8 @@ def begin_timestamp(flag: str) -> tuple[tuple[str, ...], dict[str, Any]]:
 GROUP = arg("-g", "--groupName", dest="group", required=True, help="consumer group name")
 BROKER_ADDR = arg("-b", "--brokerAddr", dest="broker_addr", help="broker address (host:port)")
 CLUSTER = arg("-c", "--clusterName", dest="cluster", help="cluster name")
+#: Commands aimed at one broker (-b) or at every master of a cluster (-c): exactly one of them.
+BROKER_OR_CLUSTER = (("broker_addr", "cluster"),)
 BOOL = {"type": parse_bool, "metavar": "true|false"}
 
 
@@ -278,7 +280,7 @@ def _first_number(value: str | None) -> str:
     "Fetch broker runtime status data.",
     BROKER_ADDR,
     CLUSTER,
-    one_of=(("broker_addr", "cluster"),),
+    one_of=BROKER_OR_CLUSTER,
 )
 async def broker_status(ctx: Context, args: argparse.Namespace) -> Result:
     if args.broker_addr:
@@ -305,7 +307,7 @@ async def broker_status(ctx: Context, args: argparse.Namespace) -> Result:
     "Get broker config by cluster or special broker.",
     BROKER_ADDR,
     CLUSTER,
-    one_of=(("broker_addr", "cluster"),),
+    one_of=BROKER_OR_CLUSTER,
 )
 async def get_broker_config(ctx: Context, args: argparse.Namespace) -> Result:
     addrs = await target_masters(ctx.admin, args)
@@ -429,7 +431,7 @@ async def topic_status(ctx: Context, args: argparse.Namespace) -> Result:
     arg("-o", "--order", default=False, help="ordered topic (false)", **BOOL),
     arg("-u", "--unit", default=False, help="is unit topic (false)", **BOOL),
     arg("-s", "--hasUnitSub", dest="unit_sub", default=False, help="has unit sub (false)", **BOOL),
-    one_of=(("broker_addr", "cluster"),),
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_topic(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
@@ -562,7 +564,7 @@ async def delete_topic(ctx: Context, args: argparse.Namespace) -> Result:
         help="notify consumer ids changed (true)",
         **BOOL,
     ),
-    one_of=(("broker_addr", "cluster"),),
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_sub_group(ctx: Context, args: argparse.Namespace) -> Result:
     config = SubscriptionGroupConfig(
@@ -599,7 +601,7 @@ def _java(value: Any) -> str:
     arg(
         "-r", "--removeOffset", dest="remove_offset", default=False, help="remove offsets too (false)", **BOOL
     ),
-    one_of=(("broker_addr", "cluster"),),
+    one_of=BROKER_OR_CLUSTER,
 )
 async def delete_sub_group(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
@@ -1128,8 +1130,6 @@ async def delete_kv_config_cmd(ctx: Context, args: argparse.Namespace) -> Result
 
 # -- ACL ----------------------------------------------------------------------------------------
 
-ACL_TARGET = (("broker_addr", "cluster"),)
-
 
 @command(
     "updateAclConfig",
@@ -1148,7 +1148,7 @@ ACL_TARGET = (("broker_addr", "cluster"),)
     arg(
         "-m", "--admin", dest="admin", default=False, help="set admin flag in acl config file (false)", **BOOL
     ),
-    one_of=ACL_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_acl_config(ctx: Context, args: argparse.Namespace) -> Result:
     def perms(text: str | None) -> list[str] | None:
@@ -1183,7 +1183,7 @@ async def update_acl_config(ctx: Context, args: argparse.Namespace) -> Result:
         required=True,
         help="set accessKey in acl config file for deleting",
     ),
-    one_of=ACL_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def delete_acl_config(ctx: Context, args: argparse.Namespace) -> Result:
     addrs = await target_masters(ctx.admin, args)
@@ -1206,7 +1206,7 @@ async def delete_acl_config(ctx: Context, args: argparse.Namespace) -> Result:
         help="set globalWhiteRemoteAddress list, eg: 10.10.103.*,192.168.0.*",
     ),
     arg("-p", "--aclFileFullPath", dest="acl_file", help="which ACL file of the broker (default: its first)"),
-    one_of=ACL_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_global_white_addr(ctx: Context, args: argparse.Namespace) -> Result:
     patterns = [p.strip() for p in args.addresses.split(",") if p.strip()]
@@ -1222,7 +1222,7 @@ async def update_global_white_addr(ctx: Context, args: argparse.Namespace) -> Re
     "List all of acl config version information in cluster.",
     arg("-b", "--brokerAddr", dest="broker_addr", help="query acl config version for which broker"),
     arg("-c", "--clusterName", dest="cluster", help="query acl config version for specified cluster"),
-    one_of=ACL_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def cluster_acl_config_version(ctx: Context, args: argparse.Namespace) -> Result:
     rows: list[list[Any]] = []
@@ -1259,7 +1259,7 @@ async def cluster_acl_config_version(ctx: Context, args: argparse.Namespace) -> 
     "List all of acl config information in cluster (secrets included; admin accounts only).",
     arg("-b", "--brokerAddr", dest="broker_addr", help="query acl config for which broker"),
     arg("-c", "--clusterName", dest="cluster", help="query acl config for specified cluster"),
-    one_of=ACL_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def get_acl_config(ctx: Context, args: argparse.Namespace) -> Result:
     documents = {}

@@ -70,6 +70,7 @@ from .cli import CommandFailed, date_time, message_text, non_negative_int, posit
 from .mqadmin import (
     BODY_DIR,
     BOOL,
+    BROKER_OR_CLUSTER,
     END_TIMESTAMP,
     TOPIC,
     Context,
@@ -88,7 +89,6 @@ from .mqadmin import (
 
 EXPORT_DIR = "/tmp/rocketmq/export"
 SEPARATOR = "======================================"
-ONE_OF_TARGET = (("broker_addr", "cluster"),)
 
 
 def pretty_json(document: Any) -> str:
@@ -120,7 +120,7 @@ async def _addrs(ctx: Context, args: argparse.Namespace) -> list[str]:
     arg("-c", "--clusterName", dest="cluster", help="update which cluster"),
     arg("-k", "--key", required=True, help="config key"),
     arg("-v", "--value", required=True, help="config value"),
-    one_of=ONE_OF_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_broker_config_cmd(ctx: Context, args: argparse.Namespace) -> Result:
     addrs = await _addrs(ctx, args)
@@ -363,7 +363,7 @@ async def update_order_conf(ctx: Context, args: argparse.Namespace) -> Result:
         choices=(2, 4, 6),
         help="set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]",
     ),
-    one_of=ONE_OF_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def update_topic_perm(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
@@ -1164,7 +1164,7 @@ async def _broker_tables(ctx: Context, addr: str) -> tuple[dict[str, Any], dict[
         help="only export subscriptionGroup metadata",
     ),
     arg("-s", "--specialTopic", dest="special", action="store_true", help="need retryTopic and dlqTopic"),
-    one_of=ONE_OF_TARGET,
+    one_of=BROKER_OR_CLUSTER,
 )
 async def export_metadata(ctx: Context, args: argparse.Namespace) -> Result:
     path = Path(args.path)
