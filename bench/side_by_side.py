@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -326,7 +327,7 @@ class Loads:
             for line in proc.stdout:
                 seen.append(line)
                 if line.startswith('{"event": "window"}'):
-                    cpu = self._cpu_over(system, time.monotonic(), window)
+                    cpu = self._cpu_over(system, time.monotonic(), window, proc)
                     break
         out = "".join(seen) + proc.stdout.read()
         proc.wait(600)
@@ -350,10 +351,18 @@ class Loads:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _cpu_over(system: System, start_at: float, seconds: float) -> float:
+    def _cpu_over(
+        system: System, start_at: float, seconds: float, load: subprocess.Popen[Any] | None = None
+    ) -> float:
+        """Brokers' CPU seconds over the window (cut short when ``load`` ends first: a load
+        with a ``limit`` stops early)."""
         time.sleep(max(0.0, start_at - time.monotonic()))
         before = system.broker_stat()[0]
-        time.sleep(seconds)
+        if load is None:
+            time.sleep(seconds)
+        else:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                load.wait(seconds)
         return system.broker_stat()[0] - before
 
     def cpp(self, system: System, threads: int, seconds: float) -> tuple[dict[str, Any], float]:
