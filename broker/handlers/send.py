@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable
 
-from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus
+from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus, StoreMessage
 from aiorocketmq.protocol.codes import (
     PERM_READ_WRITE,
     MessageSysFlag,
@@ -95,6 +95,10 @@ def put_failed(result: PutResult) -> BrokerError:
     if result.status == PutStatus.OS_PAGECACHE_BUSY:
         return error_for_code(code, "[PC_SYNCHRONIZED]broker busy")
     return error_for_code(code, f"put message failed: {result.status.name}")
+
+
+async def _settle(response: RemotingCommand | Awaitable[RemotingCommand]) -> RemotingCommand:
+    return response if isinstance(response, RemotingCommand) else await response
 
 
 class Sender:
@@ -237,10 +241,38 @@ class Sender:
             raise MessageIllegalError(
                 f"the message properties size {len(msg.properties)} is over the maximum {MAX_PROPERTIES_LENGTH}"
             )
+        room = self.store.room_pending(msg.topic, msg.queue_id, 1)
+        if room is not None:
+            return self._store_after(room, cmd, msg, props, transactional, queue_id, wait)
+        return self._store_one(cmd, msg, props, transactional, queue_id, wait)
+
+    def _store_one(
+        self,
+        cmd: RemotingCommand,
+        msg: StoreMessage,
+        props: dict[str, str],
+        transactional: bool,
+        queue_id: int,
+        wait: bool,
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         result = self.writer.put(msg)
         if transactional and result.ok:
             self.transactions.on_half_stored(props, result)
         return self._respond(cmd, result, queue_id, wait)
+
+    async def _store_after(
+        self,
+        room: Awaitable[None],
+        cmd: RemotingCommand,
+        msg: StoreMessage,
+        props: dict[str, str],
+        transactional: bool,
+        queue_id: int,
+        wait: bool,
+    ) -> RemotingCommand:
+        """A send to a queue whose consume-queue file a worker is making: put it once made."""
+        await room
+        return await _settle(self._store_one(cmd, msg, props, transactional, queue_id, wait))
 
     def _retry_or_dlq(
         self,
@@ -303,8 +335,23 @@ class Sender:
         if not messages:
             raise MessageIllegalError("the batch holds no message")
         wait = wait and entries_wait
+        room = self.store.room_pending(topic, queue_id, len(messages))
+        if room is not None:
+            return self._store_batch_after(room, cmd, messages, queue_id, wait)
         result = self.writer.put_batch(messages)
         return self._respond(cmd, result, queue_id, wait)
+
+    async def _store_batch_after(
+        self,
+        room: Awaitable[None],
+        cmd: RemotingCommand,
+        messages: list[StoreMessage],
+        queue_id: int,
+        wait: bool,
+    ) -> RemotingCommand:
+        await room
+        result = self.writer.put_batch(messages)
+        return await _settle(self._respond(cmd, result, queue_id, wait))
 
     def _respond(
         self, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool

@@ -15,7 +15,6 @@ so NULs mean bytes that never reached the disk) and, optionally, the body CRC.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import logging
 import struct
 import zlib
@@ -33,7 +32,7 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.speedups import compiled as _compiled
 
-from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, allocate
+from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, allocate, destroy_allocated
 from .messages import PutStatus, StoreMessage
 
 log = logging.getLogger(__name__)
@@ -343,7 +342,7 @@ class CommitLog:
             if pending is not None and self._next_file is pending:
                 # Still being prepared (or for another offset): make this one here, drop that.
                 self._next_file = None
-                pending.add_done_callback(_destroy_result)
+                pending.add_done_callback(destroy_allocated)
             mapped = queue.create(start)
         self._prepare_next(start + self.file_size)
         return mapped
@@ -387,7 +386,7 @@ class CommitLog:
         self._next_file = None
         self.allocator = None
         if pending is not None:
-            pending.add_done_callback(_destroy_result)
+            pending.add_done_callback(destroy_allocated)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -694,8 +693,3 @@ def _inspect(mapped: MappedFile, pos: int, check_crc: bool) -> tuple[int, int, i
     if check_crc and zlib.crc32(view[body_pos:topic_pos]) & 0x7FFFFFFF != fields[2]:
         return INVALID
     return total, fields[3], fields[4], sys_flag, stamp, topic_pos + 1, props_pos
-
-
-def _destroy_result(future: concurrent.futures.Future[MappedFile]) -> None:
-    with contextlib.suppress(Exception):
-        future.result().destroy()

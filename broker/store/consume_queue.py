@@ -12,12 +12,14 @@ For delayed messages (``SCHEDULE_TOPIC_XXXX``) the tags-code slot holds the deli
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from .mapped_file import MappedFile, MappedFileQueue, allocate
+from .mapped_file import MappedFile, MappedFileQueue, allocate, destroy_allocated
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,9 @@ UNIT = 20
 BLANK_SIZE = 0x7FFFFFFF
 ENTRY = struct.Struct(">qiq")
 _BLANK_ENTRY = ENTRY.pack(0, BLANK_SIZE, 0)
+#: How many entries before its last file is full a queue starts making the next one in the
+#: background (at most half a file ahead), so that rolling over rarely waits for it.
+PREPARE_AHEAD = 1024
 
 
 class ConsumeQueue:
@@ -39,6 +44,9 @@ class ConsumeQueue:
         "max_offset",
         "max_physic_end",
         "spare",
+        "preparing",
+        "preparing_start",
+        "ahead",
     )
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
@@ -55,6 +63,12 @@ class ConsumeQueue:
         #: The next file, allocated by :meth:`make_room` before a put appends to the commit
         #: log, so that dispatch never needs disk space the put did not know it had.
         self.spare: MappedFile | None = None
+        #: The next file being made by a worker thread (see :meth:`room_pending`), for
+        #: ``preparing_start``; :meth:`make_room` takes it once it is done.
+        self.preparing: concurrent.futures.Future[MappedFile] | None = None
+        self.preparing_start = 0
+        #: Entries before the end of the last file from which the next one is made ahead.
+        self.ahead = min(PREPARE_AHEAD, file_size // UNIT // 2)
 
     # -- positions ---------------------------------------------------------------------------------
 
@@ -105,23 +119,66 @@ class ConsumeQueue:
 
     # -- writes ------------------------------------------------------------------------------------
 
-    def make_room(self, count: int) -> None:
-        """Make sure ``count`` more entries have an allocated place (blocking: may allocate the
-        next file); :class:`~.mapped_file.DiskFullError` when the disk has no room for it."""
+    def _needed_file(self, count: int) -> int | None:
+        """Start of the file that ``count`` more entries need and the queue does not have yet
+        (its first, or the next); None when they fit in the last file."""
         last = self.queue.last
         end = (self.max_offset + count) * UNIT
-        if last is not None and end <= last.end:
+        if last is not None:
+            return None if end <= last.end else last.end
+        return self.max_offset * UNIT - self.max_offset * UNIT % self.file_size
+
+    def make_room(self, count: int) -> None:
+        """Make sure ``count`` more entries have an allocated place (blocking: may allocate the
+        next file, unless a worker made it already); :class:`~.mapped_file.DiskFullError` when
+        the disk has no room for it."""
+        start = self._needed_file(count)
+        if start is None:
             return
-        start = (
-            last.end if last is not None else self.max_offset * UNIT - self.max_offset * UNIT % self.file_size
-        )
         spare = self.spare
         if spare is not None:
             if spare.start == start:
                 return
             self.spare = None
             spare.destroy()
+        pending = self.preparing
+        if pending is not None:
+            self.preparing = None
+            if self.preparing_start == start and pending.done():
+                with contextlib.suppress(Exception):  # else made below, after a fresh look at the disk
+                    self.spare = pending.result()
+                    return
+            else:
+                pending.add_done_callback(destroy_allocated)
         self.spare = allocate(self.queue.directory, start, self.file_size, keep_fd=False)
+
+    def room_pending(
+        self, count: int, executor: concurrent.futures.Executor
+    ) -> concurrent.futures.Future[MappedFile] | None:
+        """For a put of ``count`` entries that must not allocate on the event loop: None when
+        they fit (or the file they need is made already), else the worker's job making that
+        file (started here if it is not yet), for the put to wait on. Near the end of the last
+        file this also starts making the next one, without waiting for it."""
+        files = self.queue.files
+        if files and (self.max_offset + count + self.ahead) * UNIT <= files[-1].end:
+            return None  # the common case, checked first
+        start = self._needed_file(count)
+        wait = start is not None
+        if start is None:
+            start = files[-1].end
+        spare = self.spare
+        if spare is not None and spare.start == start:
+            return None
+        pending = self.preparing
+        if pending is not None:
+            if self.preparing_start == start:
+                return pending if wait and not pending.done() else None
+            self.preparing = None
+            pending.add_done_callback(destroy_allocated)
+        pending = executor.submit(allocate, self.queue.directory, start, self.file_size, keep_fd=False)
+        self.preparing = pending
+        self.preparing_start = start
+        return pending if wait else None
 
     def _new_file(self, start: int) -> MappedFile:
         spare = self.spare
@@ -297,7 +354,14 @@ class ConsumeQueue:
         found = self._first_where(lambda py, size: size != BLANK_SIZE and py >= commit_log_min)
         self.min_logic_offset = found * UNIT
 
+    def drop_preparing(self) -> None:
+        """Give up the file a worker is making (it is deleted once made)."""
+        pending, self.preparing = self.preparing, None
+        if pending is not None:
+            pending.add_done_callback(destroy_allocated)
+
     def close(self) -> None:
+        self.drop_preparing()
         spare, self.spare = self.spare, None
         if spare is not None:
             spare.destroy()

@@ -18,6 +18,7 @@ No room is :class:`DiskFullError`, never suppressed; the store turns it into ref
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -279,6 +280,12 @@ def allocate(directory: Path, start: int, size: int, *, keep_fd: bool = True) ->
         os.close(fd)
         fd = -1
     return MappedFile(path, start, size, fd, mm)
+
+
+def destroy_allocated(future: concurrent.futures.Future[MappedFile]) -> None:
+    """Done-callback for a background :func:`allocate` nobody wants any more: delete its file."""
+    with contextlib.suppress(Exception):
+        future.result().destroy()
 
 
 class MappedFileQueue:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -438,6 +439,29 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         queues = self._queues.get(topic)
         return queues.get(queue_id) if queues is not None else None
+
+    def room_pending(self, topic: str, queue_id: int, count: int) -> Awaitable[None] | None:
+        """For a put of ``count`` messages to ``topic``/``queue_id`` that should not allocate a
+        file on the event loop (a client's send): None when the consume-queue file it writes
+        into exists (the common case; also when the store would refuse the put anyway), else
+        an awaitable that completes once the io worker has made that file. It never raises:
+        if the worker failed, the put allocates the file itself, or refuses for a full disk.
+
+        A queue's first file is made on its first put (a topic's queues take disk space only
+        once used); making one is a few system calls and a millisecond or more on a busy disk,
+        which would stall every connection, and a broker with thousands of new queues makes
+        thousands of them."""
+        executor = self._io_executor
+        if executor is None or not self._running or self.disk_full or self._slave:
+            return None
+        queues = self._queues.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        if cq is None:
+            if self.commit_log.topic_prefix(topic) is None:
+                return None  # the put refuses the name
+            cq = self._create_consume_queue(topic, queue_id)
+        pending = cq.room_pending(count, executor)
+        return _settled(pending) if pending is not None else None
 
     # -- put -------------------------------------------------------------------------------------
 
@@ -1046,6 +1070,8 @@ class MessageStore:
             tombstone = directory
         files = [mapped for cq in queues.values() for mapped in cq.queue.files]
         files.extend(cq.spare for cq in queues.values() if cq.spare is not None)
+        for cq in queues.values():
+            cq.drop_preparing()
         self.discard(_Tree(tombstone, files))
 
     def drop_consume_queue(self, topic: str, queue_id: int) -> None:
@@ -1059,6 +1085,7 @@ class MessageStore:
         files = list(cq.queue.files)
         if cq.spare is not None:
             files.append(cq.spare)
+        cq.drop_preparing()
         directory = self.config.consume_queue_dir / topic / str(queue_id)
         self.discard(_Tree(directory, files))
 
@@ -1100,6 +1127,12 @@ class MessageStore:
             "dispatchBehindBytes": "0",
             "pageCacheLockTimeMills": "0",
         }
+
+
+async def _settled(job: concurrent.futures.Future[MappedFile]) -> None:
+    """Wait for a worker's job, whatever its outcome (the caller looks again)."""
+    with contextlib.suppress(Exception):
+        await asyncio.wrap_future(job)
 
 
 class _Tree:
