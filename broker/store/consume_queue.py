@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from .mapped_file import MappedFile, MappedFileQueue, allocate, destroy_allocated
+from .mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, allocate, destroy_allocated
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,18 @@ class ConsumeQueue:
         "preparing",
         "preparing_start",
         "ahead",
+        "flush_due",
     )
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        *,
+        flush_due: set[MappedFileQueue] | None = None,
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
@@ -69,6 +78,10 @@ class ConsumeQueue:
         self.preparing_start = 0
         #: Entries before the end of the last file from which the next one is made ahead.
         self.ahead = min(PREPARE_AHEAD, file_size // UNIT // 2)
+        #: Where this queue's files go once a write may have made them worth a flush (its end
+        #: entered another page, or a file filled up): the store's flusher looks only there,
+        #: not at every queue, between its thorough rounds.
+        self.flush_due = flush_due
 
     # -- positions ---------------------------------------------------------------------------------
 
@@ -211,6 +224,7 @@ class ConsumeQueue:
         """Write the entry for the record at ``offset_py`` at ``queue_offset``."""
         if offset_py + size <= self.max_physic_end:
             return  # already dispatched
+        began = self.max_offset * UNIT
         expect = queue_offset * UNIT
         mapped = self._writable_file(expect)
         current = mapped.start + mapped.wrote
@@ -232,6 +246,9 @@ class ConsumeQueue:
         mapped.wrote += UNIT
         self.max_physic_end = offset_py + size
         self.max_offset = queue_offset + 1
+        due = self.flush_due
+        if due is not None and (began // OS_PAGE_SIZE != (expect + UNIT) // OS_PAGE_SIZE or mapped.full):
+            due.add(self.queue)
 
     def put_batch(
         self, offsets: list[int], sizes: list[int], tags_codes: list[int], queue_offset: int
@@ -258,6 +275,11 @@ class ConsumeQueue:
         mapped.wrote = pos
         self.max_physic_end = offsets[-1] + sizes[-1]
         self.max_offset = queue_offset + count
+        due = self.flush_due
+        if due is not None and (
+            queue_offset * UNIT // OS_PAGE_SIZE != (mapped.start + pos) // OS_PAGE_SIZE or mapped.full
+        ):
+            due.add(self.queue)
 
     # -- recovery ----------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 _SHUTDOWN_ATTEMPTS = 10
 #: Group commit: how long the flusher idles between rounds when nobody waits.
 _IDLE_ROUND_SECONDS = 0.01
+#: A thorough consume-queue round plans this many queues between turns of the event loop.
+_PLAN_CHUNK = 1000
 
 
 class _Syncable(Protocol):
@@ -256,11 +258,19 @@ class CommitLogFlusher:
 
 
 class LogicsFlusher:
-    """Flushes consume queues and index files, then writes the checkpoint."""
+    """Flushes consume queues and index files, then writes the checkpoint.
+
+    A round with a page threshold looks only at the queues in ``due`` (those whose end entered
+    another page, or whose file filled up, since a round last looked at them: see
+    :class:`~.consume_queue.ConsumeQueue`), since only such a write can make a queue pass the
+    threshold; a thorough round looks at every queue. A broker with 8,000 queues would
+    otherwise walk them all every second.
+    """
 
     def __init__(
         self,
         queues: Callable[[], Sequence[MappedFileQueue]],
+        due: set[MappedFileQueue],
         index_files: Callable[[], Sequence[_Syncable]],
         stamps: Callable[[], tuple[int, int]],
         checkpoint: Checkpoint,
@@ -271,6 +281,7 @@ class LogicsFlusher:
         thorough_interval_ms: int,
     ) -> None:
         self.queues = queues
+        self.due = due
         self.index_files = index_files
         self.stamps = stamps
         self.checkpoint = checkpoint
@@ -300,9 +311,14 @@ class LogicsFlusher:
             # Timestamps first: whatever they cover is written by now, so the flush below
             # covers it too.
             logics_stamp, index_stamp = self.stamps()
+            due = self.due
+            candidates = self.queues() if least_pages <= 0 else list(due)
+            due.clear()
             plans: list[tuple[MappedFileQueue, int]] = []
             files: list[_Syncable] = []
-            for queue in self.queues():
+            for i, queue in enumerate(candidates):
+                if i and not i % _PLAN_CHUNK:
+                    await asyncio.sleep(0)  # a thorough round over many queues: let sends in
                 plan = queue.flush_plan(least_pages)
                 if plan is not None:
                     plans.append((queue, plan[0]))
@@ -310,7 +326,11 @@ class LogicsFlusher:
             files.extend(self.index_files())
             loop = asyncio.get_running_loop()
             if files:
-                await loop.run_in_executor(self.executor, sync_all, files)
+                try:
+                    await loop.run_in_executor(self.executor, sync_all, files)
+                except BaseException:
+                    due.update(queue for queue, _target in plans)  # still to flush
+                    raise
                 for queue, target in plans:
                     if target > queue.flushed_where:
                         queue.flushed_where = target

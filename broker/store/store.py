@@ -148,6 +148,8 @@ class MessageStore:
         self.dispatch_failed = False
         self.recovery: RecoveryReport | None = None
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        #: Consume queues a write may have made worth a flush (see :class:`LogicsFlusher`).
+        self._flush_due: set[MappedFileQueue] = set()
         self._listeners: list[ArrivalListener] = []
         self._running = False
         self._slave = config.broker_role is BrokerRole.SLAVE
@@ -219,6 +221,7 @@ class MessageStore:
         )
         self._logics_flusher = LogicsFlusher(
             self._consume_queue_files,
+            self._flush_due,
             self.index.dirty_files if self.index is not None else list,
             lambda: (self._logics_timestamp, self._index_timestamp),
             self.checkpoint,
@@ -296,6 +299,7 @@ class MessageStore:
         for cq in self.consume_queues():
             cq.close()
         self._queues.clear()
+        self._flush_due.clear()
         if self.index is not None:
             self.index.close()
             self.index.files.clear()
@@ -419,7 +423,13 @@ class MessageStore:
             for queue_entry in os.scandir(topic_entry.path):
                 if not (queue_entry.is_dir() and queue_entry.name.isdigit()):
                     continue
-                cq = ConsumeQueue(root, topic_entry.name, int(queue_entry.name), self._cq_file_size)
+                cq = ConsumeQueue(
+                    root,
+                    topic_entry.name,
+                    int(queue_entry.name),
+                    self._cq_file_size,
+                    flush_due=self._flush_due,
+                )
                 cq.load()
                 if cq.queue.files:
                     self._queues.setdefault(cq.topic, {})[cq.queue_id] = cq
@@ -432,7 +442,9 @@ class MessageStore:
         return [cq.queue for cq in self.consume_queues()]
 
     def _create_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id, self._cq_file_size)
+        cq = ConsumeQueue(
+            self.config.consume_queue_dir, topic, queue_id, self._cq_file_size, flush_due=self._flush_due
+        )
         self._queues.setdefault(topic, {})[queue_id] = cq
         return cq
 

@@ -1,5 +1,6 @@
 """Flushing: SYNC_FLUSH group commit and its timeout, ASYNC_FLUSH thresholds, consume-queue and
-checkpoint flushes, and that no fsync or preallocation ever runs on the event loop."""
+checkpoint flushes (rounds with a threshold look only at the queues a write made due), and that
+no fsync or preallocation ever runs on the event loop."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from aiorocketmq.broker.store import FlushDiskType, PutStatus, StoreConfig
+from aiorocketmq.broker.store.mapped_file import MappedFile, MappedFileQueue
 
 from .support import make_message, running, small_config
 
@@ -181,3 +183,39 @@ async def test_no_disk_sync_on_the_event_loop(tmp_path: Path, disk: Disk, mode: 
     # map, a millisecond or so, no data written). No fsync or fdatasync ever runs on the loop.
     on_loop = [c for c in disk.calls if c.thread is loop_thread and c.name != "posix_fallocate"]
     assert on_loop == []
+
+
+async def test_threshold_rounds_look_only_at_queues_a_write_made_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned: list[MappedFileQueue] = []
+    real = MappedFileQueue.flush_plan
+
+    def flush_plan(queue: MappedFileQueue, least_pages: int) -> tuple[int, list[MappedFile]] | None:
+        planned.append(queue)
+        return real(queue, least_pages)
+
+    monkeypatch.setattr(MappedFileQueue, "flush_plan", flush_plan)
+    config = small_config(
+        tmp_path,
+        mappedFileSizeConsumeQueue=1000 * 20,
+        flushIntervalConsumeQueue=10,
+        flushConsumeQueueThoroughInterval=3_600_000,
+    )
+    async with running(config) as store:
+        # A startup round is thorough; the rounds after it have the 2-page threshold.
+        await wait_until(lambda: len(planned) > 0)
+        for queue_id in range(200):
+            assert store.put_message(make_message("Quiet", queue_id, n=queue_id)).ok
+        # 500 entries are 10,000 bytes: past the threshold, flushed by a threshold round.
+        for n in range(500):
+            assert store.put_message(make_message("Busy", 0, n=n)).ok
+        busy = store.consume_queue("Busy", 0)
+        assert busy is not None
+        planned.clear()
+        await wait_until(lambda: busy.queue.flushed_where == busy.max_offset * 20)
+        assert busy.queue in planned
+        # The 200 quiet queues (one entry each, under a page) were never looked at.
+        assert len(planned) < 10, len(planned)
+        quiet = store.consume_queue("Quiet", 7)
+        assert quiet is not None and quiet.queue.flushed_where < quiet.max_offset * 20
