@@ -25,7 +25,8 @@ Output: one line per measurement as it goes, then one table: per round the ratio
 and the median of the rounds.
 
 Run: ``.venv/bin/python -m bench.side_by_side`` (5 rounds, 10 s windows; about 25 minutes on two
-cores), ``--quick`` (3 rounds, 5 s windows), ``--rounds N``. Needs java 17, mvn and gcc (what the
+cores), ``--quick`` (3 rounds, 5 s windows), ``--rounds N``, ``--ours-only`` (``--only scale``,
+``--only topics`` or ``--only 10k``: just that part). Needs java 17, mvn and gcc (what the
 interop suite needs); the first run builds the Java load through tests/interop/harness.py.
 """
 
@@ -474,7 +475,7 @@ def measure_ours_only(
 ) -> None:
     """Scale across cores and many topics (our broker only)."""
     seconds, warmup = args.seconds, args.warmup
-    for count in (1, 2):
+    for count in (1, 2) if args.only in (None, "scale") else ():
         system = System("ours", loads.toolchain, work / f"scale{count}")
         system.start_namesrv()
         try:
@@ -502,6 +503,17 @@ def measure_ours_only(
             system.stop()
         shutil.rmtree(system.root, ignore_errors=True)
 
+    if args.only in (None, "topics"):
+        many_topics(loads, args, work, report)
+    if args.only in (None, "10k"):
+        report("topics: 10,000-topic broker", ten_thousand_topics(loads.toolchain, work / "10k"))
+
+
+def many_topics(
+    loads: Loads, args: argparse.Namespace, work: Path, report: Callable[[str, Row], None]
+) -> None:
+    """Sync sends to one topic, then round-robin over 1,000 topics of 8 queues each."""
+    seconds, warmup = args.seconds, args.warmup
     system = System("ours", loads.toolchain, work / "topics")
     system.start_namesrv()
     try:
@@ -512,12 +524,14 @@ def measure_ours_only(
         made = loads.topic(system, topic="Many", queues=QUEUES, count=1000)
         report("topics: create 1,000 x 8 queues", {"seconds": made["seconds"]})
         loads.topic(system, topic=TOPIC, queues=QUEUES)
+        tps = []
         for label, opts in (
             ("one topic", {"topic": TOPIC}),
             ("1,000 topics", {"topic": "Many", "topics": 1000}),
         ):
-            # Unmeasured first, until every queue has messages: the client looks up 1,000 routes
-            # and the broker creates 8,000 consume queues (the steady state is what is compared).
+            # Unmeasured first, until every queue has messages: the broker creates 8,000
+            # consume queues (the steady state is what is compared; each measured load, a new
+            # client, also looks every route up before its clock starts).
             topics = int(opts.get("topics", 1))
             loads.java(
                 system,
@@ -533,10 +547,11 @@ def measure_ours_only(
                 system, "producer", seconds=seconds, warmup=warmup, threads=16, size=128, **opts
             )
             report(f"topics: producer -w 16, {label}", {"tps": result["mps"], "p99_ms": result["p99_ms"]})
+            tps.append(result["mps"])
+        report("topics: 1,000 topics / one topic", {"tps_ratio": tps[1] / max(1.0, tps[0])})
     finally:
         system.stop()
     shutil.rmtree(system.root, ignore_errors=True)
-    report("topics: 10,000-topic broker", ten_thousand_topics(loads.toolchain, work / "10k"))
 
 
 def ten_thousand_topics(toolchain: Toolchain, root: Path) -> Row:
@@ -717,7 +732,14 @@ def main() -> None:
     parser.add_argument("--ours-only", action="store_true", help="only the scale and many-topics runs")
     parser.add_argument("--no-ours-only", action="store_true", help="skip the scale and many-topics runs")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--only",
+        choices=("scale", "topics", "10k"),
+        default=None,
+        help="only this part of the ours-only runs (implies --ours-only)",
+    )
     args = parser.parse_args()
+    args.ours_only = args.ours_only or args.only is not None
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.seconds = int(args.seconds or (5 if args.quick else 10))
     args.warmup = int(args.warmup or (2 if args.quick else 3))

@@ -1,6 +1,7 @@
 """Flushing: SYNC_FLUSH group commit and its timeout, ASYNC_FLUSH thresholds, consume-queue and
-checkpoint flushes (rounds with a threshold look only at the queues a write made due), and that
-no fsync or preallocation ever runs on the event loop."""
+checkpoint flushes (rounds with a threshold look only at the queues a write made due; each queue
+is flushed in full once per sweep, a slice a round), and that no fsync or preallocation ever
+runs on the event loop."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aiorocketmq.broker.store import FlushDiskType, PutStatus, StoreConfig
+from aiorocketmq.broker.store import FlushDiskType, PutStatus, StoreConfig, flush
 from aiorocketmq.broker.store.mapped_file import MappedFile, MappedFileQueue
 
 from .support import make_message, running, small_config
@@ -219,3 +220,26 @@ async def test_threshold_rounds_look_only_at_queues_a_write_made_due(
         assert len(planned) < 10, len(planned)
         quiet = store.consume_queue("Quiet", 7)
         assert quiet is not None and quiet.queue.flushed_where < quiet.max_offset * 20
+
+
+async def test_every_queue_is_flushed_in_full_once_per_sweep_a_slice_per_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []  # consume-queue files per round's sync
+    real = flush.sync_all
+
+    def sync_all(files: list[MappedFile]) -> None:
+        synced.append(sum(1 for f in files if "consumequeue" in str(getattr(f, "path", ""))))
+        real(files)
+
+    monkeypatch.setattr(flush, "sync_all", sync_all)
+    # 40 rounds of 10 ms per sweep.
+    config = small_config(tmp_path, flushIntervalConsumeQueue=10, flushConsumeQueueThoroughInterval=400)
+    async with running(config) as store:
+        for queue_id in range(80):
+            assert store.put_message(make_message("Quiet", queue_id, n=queue_id)).ok
+        queues = [store.consume_queue("Quiet", q) for q in range(80)]
+        # One entry each: under the page threshold, only the sweep flushes them.
+        await wait_until(lambda: all(q is not None and q.queue.flushed_where == 20 for q in queues))
+        assert sum(synced) >= 80
+        assert max(synced) <= 8, synced  # about 2 a round, never all 80 at once
