@@ -97,7 +97,12 @@ def put_failed(result: PutResult) -> BrokerError:
     return error_for_code(code, f"put message failed: {result.status.name}")
 
 
-async def _settle(response: RemotingCommand | Awaitable[RemotingCommand]) -> RemotingCommand:
+async def _settle(
+    deferred: Awaitable[RemotingCommand | Awaitable[RemotingCommand]],
+) -> RemotingCommand:
+    """The answer to a put deferred until its consume-queue file was made (see
+    ``MessageStore.room_pending``): the put's response, or what it waits for (a flush)."""
+    response = await deferred
     return response if isinstance(response, RemotingCommand) else await response
 
 
@@ -243,7 +248,9 @@ class Sender:
             )
         room = self.store.room_pending(msg.topic, msg.queue_id, 1)
         if room is not None:
-            return self._store_after(room, cmd, msg, props, transactional, queue_id, wait)
+            return _settle(
+                room.defer(lambda: self._store_one(cmd, msg, props, transactional, queue_id, wait))
+            )
         return self._store_one(cmd, msg, props, transactional, queue_id, wait)
 
     def _store_one(
@@ -259,20 +266,6 @@ class Sender:
         if transactional and result.ok:
             self.transactions.on_half_stored(props, result)
         return self._respond(cmd, result, queue_id, wait)
-
-    async def _store_after(
-        self,
-        room: Awaitable[None],
-        cmd: RemotingCommand,
-        msg: StoreMessage,
-        props: dict[str, str],
-        transactional: bool,
-        queue_id: int,
-        wait: bool,
-    ) -> RemotingCommand:
-        """A send to a queue whose consume-queue file a worker is making: put it once made."""
-        await room
-        return await _settle(self._store_one(cmd, msg, props, transactional, queue_id, wait))
 
     def _retry_or_dlq(
         self,
@@ -337,21 +330,13 @@ class Sender:
         wait = wait and entries_wait
         room = self.store.room_pending(topic, queue_id, len(messages))
         if room is not None:
-            return self._store_batch_after(room, cmd, messages, queue_id, wait)
-        result = self.writer.put_batch(messages)
-        return self._respond(cmd, result, queue_id, wait)
+            return _settle(room.defer(lambda: self._store_batch(cmd, messages, queue_id, wait)))
+        return self._store_batch(cmd, messages, queue_id, wait)
 
-    async def _store_batch_after(
-        self,
-        room: Awaitable[None],
-        cmd: RemotingCommand,
-        messages: list[StoreMessage],
-        queue_id: int,
-        wait: bool,
-    ) -> RemotingCommand:
-        await room
-        result = self.writer.put_batch(messages)
-        return await _settle(self._respond(cmd, result, queue_id, wait))
+    def _store_batch(
+        self, cmd: RemotingCommand, messages: list[StoreMessage], queue_id: int, wait: bool
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        return self._respond(cmd, self.writer.put_batch(messages), queue_id, wait)
 
     def _respond(
         self, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import shutil
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiorocketmq.protocol.codes import (
     TRANSACTION_PREPARED_TYPE,
@@ -53,6 +53,8 @@ from .recovery import RecoveryReport, recover
 from .retention import Retention, disk_used_ratio
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _TX_MASK = TRANSACTION_TYPE_MASK
 _TX_PREPARED = TRANSACTION_PREPARED_TYPE
@@ -150,6 +152,8 @@ class MessageStore:
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
         #: Consume queues a write may have made worth a flush (see :class:`LogicsFlusher`).
         self._flush_due: set[MappedFileQueue] = set()
+        #: Consume queues whose next file a worker is making, and the puts waiting for it.
+        self._room_waits: dict[ConsumeQueue, RoomWait] = {}
         self._listeners: list[ArrivalListener] = []
         self._running = False
         self._slave = config.broker_role is BrokerRole.SLAVE
@@ -452,12 +456,13 @@ class MessageStore:
         queues = self._queues.get(topic)
         return queues.get(queue_id) if queues is not None else None
 
-    def room_pending(self, topic: str, queue_id: int, count: int) -> Awaitable[None] | None:
+    def room_pending(self, topic: str, queue_id: int, count: int) -> RoomWait | None:
         """For a put of ``count`` messages to ``topic``/``queue_id`` that should not allocate a
         file on the event loop (a client's send): None when the consume-queue file it writes
         into exists (the common case; also when the store would refuse the put anyway), else
-        an awaitable that completes once the io worker has made that file. It never raises:
-        if the worker failed, the put allocates the file itself, or refuses for a full disk.
+        the :class:`RoomWait` to :meth:`~RoomWait.defer` the put to: it runs once the io
+        worker has made the file, after the puts deferred before it. If the worker failed, the
+        put allocates the file itself, or refuses for a full disk.
 
         A queue's first file is made on its first put (a topic's queues take disk space only
         once used); making one is a few system calls and a millisecond or more on a busy disk,
@@ -472,8 +477,23 @@ class MessageStore:
             if self.commit_log.topic_prefix(topic) is None:
                 return None  # the put refuses the name
             cq = self._create_consume_queue(topic, queue_id)
+        waiting = self._room_waits.get(cq)
+        if waiting is not None:
+            return waiting  # behind the puts already waiting: the queue keeps the arrival order
         pending = cq.room_pending(count, executor)
-        return _settled(pending) if pending is not None else None
+        if pending is None:
+            return None
+        loop = asyncio.get_running_loop()
+        waiting = self._room_waits[cq] = RoomWait()
+
+        def run() -> None:
+            # One callback: the waiting puts run in order, and a put arriving after it finds
+            # no wait; whatever the job's outcome (the puts look again, and allocate or refuse).
+            del self._room_waits[cq]
+            waiting.run()
+
+        pending.add_done_callback(lambda _job: loop.call_soon_threadsafe(run))
+        return waiting
 
     # -- put -------------------------------------------------------------------------------------
 
@@ -1141,10 +1161,34 @@ class MessageStore:
         }
 
 
-async def _settled(job: concurrent.futures.Future[MappedFile]) -> None:
-    """Wait for a worker's job, whatever its outcome (the caller looks again)."""
-    with contextlib.suppress(Exception):
-        await asyncio.wrap_future(job)
+class RoomWait:
+    """Puts to one consume queue waiting for its next file (see
+    :meth:`MessageStore.room_pending`), run in the order they were deferred."""
+
+    __slots__ = ("_puts",)
+
+    def __init__(self) -> None:
+        self._puts: deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = deque()
+
+    def defer(self, put: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``put`` once the file is made; the future gets what it returns or raises. The
+        put runs even if the future is cancelled meanwhile (its sender went away): the
+        message was received, so it is stored, as it would have been without the wait."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._puts.append((put, future))
+        return future
+
+    def run(self) -> None:
+        for put, future in self._puts:
+            try:
+                result = put()
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            if not future.done():
+                future.set_result(result)
+        self._puts.clear()
 
 
 class _Tree:
