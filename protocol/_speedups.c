@@ -1626,20 +1626,24 @@ find_slots(PyObject *cls)
         s_topic, s_queue_id, s_body, s_properties, s_flag, s_sys_flag, s_born_timestamp, s_born_host,
         s_reconsume_times, s_prepared_transaction_offset, s_tags_code, s_keys, s_uniq_key, s_store_timestamp,
     };
+    Py_ssize_t found[SM_FIELDS]; /* copied in only once every name is a slot of this class */
     for (int i = 0; i < SM_FIELDS; i++) {
         PyObject *descr = PyObject_GetAttr(cls, names[i]);
         if (descr == NULL)
             return -1;
         int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 PyObject_TypeCheck(cls, &PyType_Type) &&
+                 PyType_IsSubtype((PyTypeObject *)cls, PyDescr_TYPE(descr)) &&
                  ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
         if (ok)
-            store_slot[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+            found[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
         Py_DECREF(descr);
         if (!ok) {
             PyErr_Format(PyExc_TypeError, "setup_batch(): %U is not a slot of the class", names[i]);
             return -1;
         }
     }
+    memcpy(store_slot, found, sizeof found);
     return 0;
 }
 
@@ -1968,10 +1972,12 @@ encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Out out = {NULL, 0, 0}, props = {NULL, 0, 0};
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
-        PyObject *msg = PyList_GET_ITEM(messages, i);
+        /* Held: a property getter may run Python code that changes the list. */
+        PyObject *msg = Py_NewRef(PyList_GET_ITEM(messages, i));
         PyObject *body = PyObject_GetAttr(msg, s_body);
         PyObject *flag = body == NULL ? NULL : PyObject_GetAttr(msg, s_flag);
         PyObject *dict = flag == NULL ? NULL : PyObject_GetAttr(msg, s_properties);
+        Py_DECREF(msg);
         if (dict == NULL) {
             Py_XDECREF(body);
             Py_XDECREF(flag);

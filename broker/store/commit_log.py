@@ -124,6 +124,8 @@ class CommitLog:
         self.last_store_timestamp = 0
         #: Worker that prepares the next file ahead of need, when the store runs one.
         self.allocator: concurrent.futures.Executor | None = None
+        #: Worker that faults the current file's next pages in (see :meth:`_warm`).
+        self.warmer: concurrent.futures.Executor | None = None
         self._next_file: concurrent.futures.Future[MappedFile] | None = None
         self._next_start = -1
         #: Log offset up to which the allocator has faulted the current file's pages in (or
@@ -354,30 +356,36 @@ class CommitLog:
         self._next_file = self.allocator.submit(allocate, self.queue.directory, start, self.file_size)
 
     def _warm(self, mapped: MappedFile) -> None:
-        """Have the allocator fault in the pages of ``mapped`` ahead of its end."""
-        allocator = self.allocator
-        if allocator is None or _populate_write is None:
+        """Have the warmer fault in the pages of ``mapped`` ahead of its end."""
+        warmer = self.warmer
+        if warmer is None or _populate_write is None:
             return
         begin = max(mapped.wrote, self._warm_until - mapped.start)
         end = min(mapped.size, mapped.wrote + _WARM_AHEAD)
         if end <= begin:
             return
         self._warm_until = mapped.start + end
-        job = allocator.submit(_populate_write, mapped.mm, begin, end - begin)
+        job = warmer.submit(_populate_write, mapped.mm, begin, end - begin)
         job.add_done_callback(self._warmed)
 
     def _warmed(self, job: concurrent.futures.Future[bool]) -> None:
-        # Runs on the allocator's thread: only a flag is set.
+        # Runs on the warmer's thread: only a flag is set.
         if job.cancelled():
             return
         error = job.exception()
+        if isinstance(error, ValueError):
+            return  # its file was closed meanwhile (deleted, or the store stopping)
         if error is not None or not job.result():
             self._warming = False
             log.info("commit log: pages are not faulted in ahead of writes (%s)", error or "not supported")
 
-    def start_preallocation(self, allocator: concurrent.futures.Executor) -> None:
-        """From now on keep the file after the current one ready, made by ``allocator``."""
+    def start_preallocation(
+        self, allocator: concurrent.futures.Executor, warmer: concurrent.futures.Executor | None = None
+    ) -> None:
+        """From now on keep the file after the current one ready, made by ``allocator``, and
+        (with ``warmer``) the current file's next pages faulted in by ``warmer``."""
         self.allocator = allocator
+        self.warmer = warmer
         last = self.queue.last
         self._prepare_next(last.end if last is not None else 0)
 
@@ -385,6 +393,7 @@ class CommitLog:
         pending = self._next_file
         self._next_file = None
         self.allocator = None
+        self.warmer = None
         if pending is not None:
             pending.add_done_callback(destroy_allocated)
 

@@ -314,15 +314,22 @@ class LogicsFlusher:
     async def flush(self, least_pages: int) -> None:
         """One round now: every queue in full with 0, else the due queues past ``least_pages``."""
         if least_pages <= 0:
-            await self._round(0, self.queues())
+            await self._round(0, self.queues(), self.stamps()[0])
         else:
-            await self._round(least_pages, ())
+            await self._round(least_pages, (), None)
 
-    async def _round(self, least_pages: int, in_full: Sequence[MappedFileQueue]) -> None:
+    async def _round(
+        self, least_pages: int, in_full: Sequence[MappedFileQueue], logics_stamp: int | None
+    ) -> None:
+        """Flush ``in_full`` whole and the due queues past ``least_pages``; then move the
+        checkpoint's logics timestamp to ``logics_stamp``, which the caller reads before the
+        round (or before the sweep this round ends) and passes only when every queue has been
+        flushed in full since: recovery after a crash re-dispatches from that stamp, so it
+        must not pass an entry still unflushed in a queue this round skipped. None: leave it."""
         async with self._lock:
-            # Timestamps first: whatever they cover is written by now, so the flush below
-            # covers it too.
-            logics_stamp, index_stamp = self.stamps()
+            # The index stamp first: whatever it covers is written by now, and every dirty
+            # index file is flushed below.
+            index_stamp = self.stamps()[1]
             due = self.due
             candidates = [(queue, 0) for queue in in_full]
             if least_pages > 0:
@@ -351,7 +358,7 @@ class LogicsFlusher:
                     if target > queue.flushed_where:
                         queue.flushed_where = target
             checkpoint = self.checkpoint
-            if logics_stamp > checkpoint.logics_timestamp:
+            if logics_stamp is not None and logics_stamp > checkpoint.logics_timestamp:
                 checkpoint.logics_timestamp = logics_stamp
             if index_stamp > checkpoint.index_timestamp:
                 checkpoint.index_timestamp = index_stamp
@@ -363,19 +370,28 @@ class LogicsFlusher:
     async def _run(self) -> None:
         rounds = self.sweep_rounds
         sweep: Sequence[MappedFileQueue] = ()
+        sweep_stamp = 0
+        sweep_ok = True  # no round of this sweep failed
         at = 0  # this round's number within the sweep
         while True:
             await asyncio.sleep(self.interval)
+            logics_stamp: int | None
             if self.least_pages <= 0:  # no threshold: everything, every round
+                logics_stamp = self.stamps()[0]
                 in_full = self.queues()
             else:
                 if at == 0:
+                    # What the queues hold now is on disk once the sweep's last slice is.
+                    sweep_stamp = self.stamps()[0]
                     sweep = self.queues()
+                    sweep_ok = True
                 count = len(sweep)
                 # Round ``at`` takes queues [at * count / rounds, (at + 1) * count / rounds).
                 in_full = sweep[-(-at * count // rounds) : -(-(at + 1) * count // rounds)]
+                logics_stamp = sweep_stamp if at == rounds - 1 and sweep_ok else None
                 at = (at + 1) % rounds
             try:
-                await self._round(self.least_pages, in_full)
+                await self._round(self.least_pages, in_full, logics_stamp)
             except OSError as exc:
+                sweep_ok = False
                 log.error("consume-queue flush failed: %s", exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import logging
 import os
 import shutil
@@ -170,6 +171,10 @@ class MessageStore:
         self._lock: DirectoryLock | None = None
         self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._io_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        #: Prepares what a put is about to write into: new consume-queue files (sends wait for
+        #: them) and the commit log's next pages. Its own thread, so that it never queues
+        #: behind the flushes, preallocations and deletions on ``_io_executor``.
+        self._prepare_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._commit_log_flusher: CommitLogFlusher | None = None
         self._logics_flusher: LogicsFlusher | None = None
         self._retention = Retention(self)
@@ -211,6 +216,7 @@ class MessageStore:
             raise
         self._flush_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-io")
+        self._prepare_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-prepare")
         config = self.config
         self._commit_log_flusher = CommitLogFlusher(
             self.commit_log.queue,
@@ -239,7 +245,7 @@ class MessageStore:
         self.check_disk()
         if self.disk_full:
             log.error("the store starts read-only for producers: %s", self.disk_full_reason)
-        self.commit_log.start_preallocation(self._io_executor)
+        self.commit_log.start_preallocation(self._io_executor, self._prepare_executor)
         self._retention.start()
         self._disk_task = asyncio.ensure_future(self._watch_disk())
         self.reput_offset = self.commit_log.max_offset
@@ -289,7 +295,7 @@ class MessageStore:
         if self.commit_log.queue.flushed_where >= self.commit_log.max_offset and stamp > 0:
             checkpoint.physic_timestamp = max(checkpoint.physic_timestamp, stamp)
         await asyncio.to_thread(checkpoint.flush)
-        for executor in (self._flush_executor, self._io_executor):
+        for executor in (self._flush_executor, self._io_executor, self._prepare_executor):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, True)
         self._close_files()
@@ -468,7 +474,7 @@ class MessageStore:
         once used); making one is a few system calls and a millisecond or more on a busy disk,
         which would stall every connection, and a broker with thousands of new queues makes
         thousands of them."""
-        executor = self._io_executor
+        executor = self._prepare_executor
         if executor is None or not self._running or self.disk_full or self._slave:
             return None
         queues = self._queues.get(topic)
@@ -1161,6 +1167,10 @@ class MessageStore:
         }
 
 
+#: Waits of deferred puts whose senders went away, kept until they end.
+_UNANSWERED: set[asyncio.Future[Any]] = set()
+
+
 class RoomWait:
     """Puts to one consume queue waiting for its next file (see
     :meth:`MessageStore.room_pending`), run in the order they were deferred."""
@@ -1188,6 +1198,11 @@ class RoomWait:
                 continue
             if not future.done():
                 future.set_result(result)
+            elif inspect.isawaitable(result):
+                # Its sender went away: the put's wait (a flush) still runs, unanswered.
+                task = asyncio.ensure_future(result)
+                _UNANSWERED.add(task)
+                task.add_done_callback(_UNANSWERED.discard)
         self._puts.clear()
 
 

@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aiorocketmq.broker.store import FlushDiskType, PutStatus, StoreConfig, flush
+from aiorocketmq.broker.store.checkpoint import Checkpoint
 from aiorocketmq.broker.store.mapped_file import MappedFile, MappedFileQueue
 
 from .support import make_message, running, small_config
@@ -243,3 +245,32 @@ async def test_every_queue_is_flushed_in_full_once_per_sweep_a_slice_per_round(
         await wait_until(lambda: all(q is not None and q.queue.flushed_where == 20 for q in queues))
         assert sum(synced) >= 80
         assert max(synced) <= 8, synced  # about 2 a round, never all 80 at once
+
+
+async def test_the_checkpoint_covers_consume_queue_entries_only_once_their_sweep_flushed_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery after a crash re-dispatches from the checkpoint's logics timestamp: a round
+    that left a queue unflushed must not move it past that queue's entries."""
+    written: list[tuple[int, bool]] = []  # (logics timestamp written, every quiet queue flushed)
+    queues: list[Any] = []
+    real = Checkpoint.flush
+
+    def record(self: Checkpoint, stamps: tuple[int, int, int] | None = None) -> None:
+        logics = stamps[1] if stamps is not None else self.logics_timestamp
+        written.append((logics, bool(queues) and all(q.queue.flushed_where == 20 for q in queues)))
+        real(self, stamps)
+
+    monkeypatch.setattr(Checkpoint, "flush", record)
+    # 40 rounds of 10 ms per sweep; one entry per queue stays under the page threshold.
+    config = small_config(tmp_path, flushIntervalConsumeQueue=10, flushConsumeQueueThoroughInterval=400)
+    async with running(config) as store:
+        stamps = []
+        for queue_id in range(80):
+            result = store.put_message(make_message("Quiet", queue_id, n=queue_id))
+            assert result.ok
+            stamps.append(result.store_timestamp)
+        queues.extend(store.consume_queue("Quiet", q) for q in range(80))
+        await wait_until(lambda: any(logics >= max(stamps) for logics, _ in written))
+        covering = [all_flushed for logics, all_flushed in written if logics >= min(stamps)]
+        assert covering and all(covering), written
