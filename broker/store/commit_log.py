@@ -68,7 +68,7 @@ _ENCODE_STATUSES = {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_E
 #: Faults in mapped pages off the loop, when the compiled codecs are active (pure Python has no
 #: way to do it without holding the GIL, so there the appends take the faults themselves).
 _populate_write = _compiled.populate_write if _compiled is not None else None
-#: How far past the end of the log the allocator keeps the current file's pages faulted in, and
+#: How far past the end of the log the warmer keeps the current file's pages faulted in, and
 #: how close the end may come to that mark before the next stretch is asked for. A first write
 #: to a page of a fresh file costs a fault (2-12 µs on ext4) that would otherwise be taken on
 #: the event loop, one per 4 KiB written, while the loop copies a record in.
@@ -128,7 +128,7 @@ class CommitLog:
         self.warmer: concurrent.futures.Executor | None = None
         self._next_file: concurrent.futures.Future[MappedFile] | None = None
         self._next_start = -1
-        #: Log offset up to which the allocator has faulted the current file's pages in (or
+        #: Log offset up to which the warmer has faulted the current file's pages in (or
         #: been asked to), and whether it still should (it stops at the first refusal).
         self._warm_until = 0
         self._warming = _populate_write is not None

@@ -155,14 +155,12 @@ class ConsumeQueue:
             self.spare = None
             spare.destroy()
         pending = self.preparing
-        if pending is not None:
+        if pending is not None and self.preparing_start == start and pending.done():
             self.preparing = None
-            if self.preparing_start == start and pending.done():
-                with contextlib.suppress(Exception):  # else made below, after a fresh look at the disk
-                    self.spare = pending.result()
-                    return
-            else:
-                pending.add_done_callback(destroy_allocated)
+            with contextlib.suppress(Exception):  # else made below, after a fresh look at the disk
+                self.spare = pending.result()
+                return
+        self.drop_preparing()
         self.spare = allocate(self.queue.directory, start, self.file_size, keep_fd=False)
 
     def room_pending(
@@ -186,8 +184,7 @@ class ConsumeQueue:
         if pending is not None:
             if self.preparing_start == start:
                 return pending if wait and not pending.done() else None
-            self.preparing = None
-            pending.add_done_callback(destroy_allocated)
+            self.drop_preparing()
         pending = executor.submit(allocate, self.queue.directory, start, self.file_size, keep_fd=False)
         self.preparing = pending
         self.preparing_start = start
@@ -246,9 +243,7 @@ class ConsumeQueue:
         mapped.wrote += UNIT
         self.max_physic_end = offset_py + size
         self.max_offset = queue_offset + 1
-        due = self.flush_due
-        if due is not None and (began // OS_PAGE_SIZE != (expect + UNIT) // OS_PAGE_SIZE or mapped.full):
-            due.add(self.queue)
+        self._note_flush_due(began, expect + UNIT, mapped)
 
     def put_batch(
         self, offsets: list[int], sizes: list[int], tags_codes: list[int], queue_offset: int
@@ -275,10 +270,13 @@ class ConsumeQueue:
         mapped.wrote = pos
         self.max_physic_end = offsets[-1] + sizes[-1]
         self.max_offset = queue_offset + count
+        self._note_flush_due(queue_offset * UNIT, mapped.start + pos, mapped)
+
+    def _note_flush_due(self, began: int, end: int, mapped: MappedFile) -> None:
+        """Entries were written from ``began`` to ``end``: if that entered another page or
+        filled ``mapped``, a threshold round may now have something to flush here."""
         due = self.flush_due
-        if due is not None and (
-            queue_offset * UNIT // OS_PAGE_SIZE != (mapped.start + pos) // OS_PAGE_SIZE or mapped.full
-        ):
+        if due is not None and (began // OS_PAGE_SIZE != end // OS_PAGE_SIZE or mapped.full):
             due.add(self.queue)
 
     # -- recovery ----------------------------------------------------------------------------------

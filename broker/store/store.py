@@ -466,7 +466,7 @@ class MessageStore:
         """For a put of ``count`` messages to ``topic``/``queue_id`` that should not allocate a
         file on the event loop (a client's send): None when the consume-queue file it writes
         into exists (the common case; also when the store would refuse the put anyway), else
-        the :class:`RoomWait` to :meth:`~RoomWait.defer` the put to: it runs once the io
+        the :class:`RoomWait` to :meth:`~RoomWait.defer` the put to: it runs once the prepare
         worker has made the file, after the puts deferred before it. If the worker failed, the
         put allocates the file itself, or refuses for a full disk.
 
