@@ -8,6 +8,9 @@ same broker settings (ASYNC_FLUSH) and the same topic (8 queues), and drives eac
 * ``producer``: the Java load (``tests/interop/java/.../benchload/Load.java``, the official
   rocketmq-client 4.9.8) as Apache's ``Producer -w 16 -s 128``: 16 threads of sync sends;
 * ``batch``: as ``BatchProducer -b 32`` (16 threads, batches of 32 messages of 128 bytes);
+* ``batch, lean load``: 16 batches of 32 in flight from ``bench/batch_load.c`` (below), which
+  costs a fraction of a microsecond a message where the Java client costs 3-4: what each
+  broker does when the client is not taking half the machine;
 * ``consume``: as ``Consumer``: one push consumer (20 threads) draining what ``producer`` sent;
 * ``cpp``: ``bench/cpp_load.c``, the official C++ client, 16 threads of sync sends;
 * ``e2e``: end-to-end latency at 5,000 msg/s (paced sync sends, a push consumer in the same JVM,
@@ -17,7 +20,10 @@ same broker settings (ASYNC_FLUSH) and the same topic (8 queues), and drives eac
 For each it records TPS (messages/s), average / max / p99 RT, the broker's CPU per message
 (utime + stime from ``/proc/<pid>/stat`` over the measuring window), the broker's peak RSS
 (``VmHWM``) and its start-up time (process spawn to the first SEND_OK from the broker itself).
-Ours only: ``scale`` (2 broker processes in one cluster vs 1, batched sends) and ``topics``
+Ours only: ``scale`` (2 broker processes in one cluster vs 1, batched sends: once with the Java
+``BatchProducer`` load, once with ``bench/batch_load.c``, a load that replays pre-encoded
+batches for a few microseconds each, so that the brokers rather than the client decide how
+far two processes get on two cores) and ``topics``
 (1,000 topics x 8 queues vs one topic, sync sends; and a broker with 10,000 topics: time until
 the name server lists them all, and how long ``topicList`` takes).
 
@@ -54,12 +60,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from aiorocketmq.protocol.codes import RequestCode  # noqa: E402
+from aiorocketmq.protocol.command import RemotingCommand  # noqa: E402
+from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2  # noqa: E402
+from aiorocketmq.protocol.message import Message, PropertyKey, UniqueIdGenerator, encode_batch  # noqa: E402
 from bench.broker_bench import build_cpp_load  # noqa: E402
 from bench.procs import free_port, wait_port  # noqa: E402
 from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
 
 TOPIC = "SideBySide"
 QUEUES = 8
+BATCH_LOAD = Path(__file__).with_name("batch_load.c")
 #: Consume-queue file size for the 1,000-topic run (6,000 entries of 20 bytes).
 MANY_TOPICS_CQ_FILE = 6000 * 20
 #: Apache's runbroker.sh options, with the heap the issue asks for on a small machine.
@@ -295,9 +306,17 @@ class System:
 
 
 class Loads:
-    def __init__(self, toolchain: Toolchain, cpp_load: Path, work: Path, args: argparse.Namespace) -> None:
+    def __init__(
+        self,
+        toolchain: Toolchain,
+        cpp_load: Path,
+        work: Path,
+        args: argparse.Namespace,
+        batch_load: Path | None = None,
+    ) -> None:
         self.toolchain = toolchain
         self.cpp_load = cpp_load
+        self.batch_load = batch_load or build_batch_load(work)
         self.work = work
         self.args = args
 
@@ -388,6 +407,64 @@ class Loads:
             "failed": result["failed"],
         }, cpu
 
+    def lean(
+        self, system: System, seconds: float, warmup: float, inflight: int = 16, batch: int = 32
+    ) -> tuple[dict[str, Any], float]:
+        """``bench/batch_load.c`` against every broker of ``system``: ``inflight`` batches of
+        ``batch`` 128-byte messages outstanding per broker, spread over the topic's queues."""
+        argv = [str(self.batch_load), str(seconds), str(warmup), str(inflight), str(batch)]
+        for broker in system.brokers:
+            frames = self.work / f"frames-{broker.port}.bin"
+            frames.write_bytes(batch_frames(TOPIC, QUEUES, batch, 128))
+            argv += [f"127.0.0.1:{broker.port}", str(frames)]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cpu = self._cpu_over(system, time.monotonic() + warmup, seconds)
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode:
+            raise RuntimeError(f"batch_load failed ({proc.returncode}): {err.strip()}")
+        return json.loads(out.strip().splitlines()[-1]), cpu
+
+
+def batch_frames(topic: str, queues: int, batch: int, size: int, per_queue: int = 8) -> bytes:
+    """SEND_BATCH_MESSAGE frames as the SDK would send them (its own batch encoder and V2
+    header), ``per_queue`` distinct batches for each queue, each message with its own unique
+    id; the opaque is the ten-digit placeholder ``batch_load`` rewrites."""
+    ids = UniqueIdGenerator()
+    body = os.urandom(size // 2).hex().encode()[:size]
+    frames = []
+    for queue_id in range(queues):
+        for _ in range(per_queue):
+            messages = [Message(topic, body) for _ in range(batch)]
+            for msg, uniq in zip(messages, ids.next_ids(batch), strict=True):
+                msg.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+            header = SendMessageRequestHeaderV2(
+                producer_group="benchmark_lean_batch",
+                topic=topic,
+                default_topic="TBW102",
+                default_topic_queue_nums=4,
+                queue_id=queue_id,
+                sys_flag=0,
+                born_timestamp=int(time.time() * 1000),
+                flag=0,
+                reconsume_times=0,
+                unit_mode=False,
+                batch=True,
+            )
+            cmd = RemotingCommand(
+                int(RequestCode.SEND_BATCH_MESSAGE),
+                opaque=1_000_000_000,
+                ext_fields=header.to_fields(),
+                body=encode_batch(messages),
+            )
+            frames.append(cmd.encode())
+    return b"".join(frames)
+
+
+def build_batch_load(work: Path) -> Path:
+    binary = work / "batch_load"
+    subprocess.run(["gcc", "-O2", "-o", str(binary), str(BATCH_LOAD)], check=True)
+    return binary
+
 
 # ---- one round on one system ---------------------------------------------------------------
 
@@ -423,6 +500,7 @@ def measure(
         prewarm(system, loads, args, threads=16)
         produced = sends("producer -w 16", "producer", threads=16, size=128)
         sends("batch -b 32", "batch", threads=16, size=128, batch=32)
+        report("batch, lean load", lean_batches(system, loads, args))
         cpu_before = system.broker_stat()[0]
         consumed, _ = loads.java(
             system, "consumer", topic=TOPIC, group="benchmark_consumer", count=produced["count"], timeout=180
@@ -463,6 +541,18 @@ def measure(
         system.stop()
 
 
+def lean_batches(system: System, loads: Loads, args: argparse.Namespace) -> Row:
+    """Batches of 32 from ``bench/batch_load.c``: the brokers' own limit, with a load that
+    leaves them nearly all the CPU."""
+    result, cpu = loads.lean(system, args.seconds, args.warmup)
+    return {
+        "tps": result["mps"],
+        "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
+        "p99_ms": result["p99_ms"],
+        "failed": result["failed"],
+    }
+
+
 def prewarm(system: System, loads: Loads, args: argparse.Namespace, threads: int) -> None:
     """Unmeasured sends on a fresh broker first: the JVM's JIT needs them (and both brokers
     create their first commit-log file meanwhile)."""
@@ -499,6 +589,7 @@ def measure_ours_only(
             report(
                 f"scale: batch -b 32, {count} broker(s)", {"tps": result["mps"], "p99_ms": result["p99_ms"]}
             )
+            report(f"scale: lean batch load, {count} broker(s)", lean_batches(system, loads, args))
         finally:
             system.stop()
         shutil.rmtree(system.root, ignore_errors=True)
@@ -619,6 +710,8 @@ COLUMNS = [
     ("batch -b 32", "tps", True),
     ("batch -b 32", "cpu_us_per_msg", False),
     ("batch -b 32", "p99_ms", False),
+    ("batch, lean load", "tps", True),
+    ("batch, lean load", "cpu_us_per_msg", False),
     ("consumer", "tps", True),
     ("consumer", "cpu_us_per_msg", False),
     ("cpp_load -w 16", "tps", True),

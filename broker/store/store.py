@@ -163,7 +163,8 @@ class MessageStore:
         self._correct_offsets = not self._slave or config.offset_check_in_slave
         self._hot_bytes = config.hot_data_bytes
         self._delay_levels = config.delay_levels
-        self._msg_id_prefix = store_host.hex().upper()
+        #: An offset message id is the store host's bytes and the record's offset, in hex.
+        self._msg_id_format = store_host.hex().upper() + "%016X"
         self._cq_file_size = config.consume_queue_file_size
         self._logics_timestamp = 0
         self._index_timestamp = 0
@@ -599,7 +600,7 @@ class MessageStore:
             self.dispatch_failed = True
             stats.put_message_failures += 1
             return PutResult(PutStatus.UNKNOWN_ERROR, appended.wrote_offset, appended.wrote_bytes)
-        ids = [f"{self._msg_id_prefix}{o:016X}" for o in offsets]
+        ids = [self._msg_id_format % o for o in offsets]
         latency = time.perf_counter_ns() - started
         stats.put_message_times_total += count
         stats.put_message_size_total += appended.wrote_bytes
@@ -655,8 +656,10 @@ class MessageStore:
                 codes = [m.tags_code for m in msgs]
                 cq.put_batch(offsets, sizes, codes, queue_offset)
                 if self._listeners:
-                    for i, code in enumerate(codes):
-                        arrivals[code] = queue_offset + i + 1
+                    # Each tag code with the queue offset after its last message (later pairs win).
+                    arrivals = dict(
+                        zip(codes, range(queue_offset + 1, queue_offset + 1 + len(codes)), strict=True)
+                    )
             else:
                 qoff = queue_offset
                 for i, msg in enumerate(msgs):
