@@ -1893,6 +1893,52 @@ fail:
  * event loop's copies into the mapping do not take the page faults. False where the kernel does
  * not support it (the caller stops asking); the contents are never changed. */
 
+/* ---- offset message ids ---------------------------------------------------------------------
+ * offset_msg_ids(host_hex, offsets) -> list[str], or None for the pure code (an offset that is
+ * not an int in [0, 2**63), a host that is not ASCII). Each id is host_hex followed by the
+ * offset as 16 upper-case hex digits: what the store answers a send with, one per record. */
+
+static PyObject *
+offset_msg_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_call("offset_msg_ids", nargs, 2, NULL) < 0)
+        return NULL;
+    PyObject *host = args[0], *offsets = args[1];
+    if (!PyUnicode_CheckExact(host) || !PyUnicode_IS_ASCII(host) || !PyList_CheckExact(offsets))
+        Py_RETURN_NONE;
+    Py_ssize_t host_len = PyUnicode_GET_LENGTH(host), n = PyList_GET_SIZE(offsets);
+    const char *host_chars = (const char *)PyUnicode_1BYTE_DATA(host);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(offsets, i);
+        if (!PyLong_CheckExact(item))
+            Py_RETURN_NONE;
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || value < 0)
+            Py_RETURN_NONE;
+    }
+    static const char digits[] = "0123456789ABCDEF";
+    PyObject *ids = PyList_New(n);
+    if (ids == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long value = (unsigned long long)PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        PyObject *id = PyUnicode_New(host_len + 16, 127);
+        if (id == NULL) {
+            Py_DECREF(ids);
+            return NULL;
+        }
+        char *out = (char *)PyUnicode_1BYTE_DATA(id);
+        memcpy(out, host_chars, (size_t)host_len);
+        for (int d = 15; d >= 0; d--) {
+            out[host_len + d] = digits[value & 0xF];
+            value >>= 4;
+        }
+        PyList_SET_ITEM(ids, i, id);
+    }
+    return ids;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -2051,6 +2097,8 @@ static PyMethodDef methods[] = {
      "The store messages of a batch body."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "A batch body of messages, or None for the pure encoder."},
+    {"offset_msg_ids", (PyCFunction)(void (*)(void))offset_msg_ids, METH_FASTCALL,
+     "Offset message ids: a host's hex and each offset in 16 hex digits."},
     {"populate_write", (PyCFunction)(void (*)(void))populate_write, METH_FASTCALL,
      "Fault in the pages of a mapping range, writable, without holding the GIL."},
     {NULL, NULL, 0, NULL},

@@ -200,6 +200,13 @@ def encode_offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
     return (store_host + commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
+def offset_msg_ids(host_hex: str, offsets: list[int]) -> list[str]:
+    """:func:`encode_offset_msg_id` for records at ``offsets`` of one store, whose address and
+    port are ``host_hex`` (the upper-case hex of the packed host)."""
+    form = host_hex.replace("%", "%%") + "%016X"
+    return [form % offset for offset in offsets]
+
+
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
     """``(store address "ip:port", commit-log offset)`` from an offset msgId."""
     try:
@@ -936,6 +943,7 @@ pure_java_hash_fast = java_hash_fast
 pure_decode_properties = decode_properties
 pure_decode_record = decode_record
 pure_encode_batch = encode_batch
+pure_offset_msg_ids = offset_msg_ids
 
 if _compiled is not None:
     _compiled.setup_records(ProtocolError, MessageExt, zlib.crc32, decompress_body)
@@ -944,6 +952,14 @@ if _compiled is not None:
     decode_properties = _compiled.decode_properties
     _c_decode_record = _compiled.decode_record
     _c_encode_batch = _compiled.encode_batch
+    _c_offset_msg_ids = _compiled.offset_msg_ids
+
+    def offset_msg_ids(host_hex: str, offsets: list[int]) -> list[str]:
+        """:func:`encode_offset_msg_id` for records at ``offsets`` of one store, whose address
+        and port are ``host_hex`` (the upper-case hex of the packed host)."""
+        # None: an offset outside 0..2**63-1 or a host that is not ASCII, for the pure code.
+        ids: list[str] | None = _c_offset_msg_ids(host_hex, offsets)
+        return ids if ids is not None else pure_offset_msg_ids(host_hex, offsets)
 
     def encode_batch(messages: Iterable[Message]) -> bytes:
         """A batch body (§4.7): each message's flag, body and properties."""

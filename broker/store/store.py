@@ -37,6 +37,7 @@ from aiorocketmq.protocol.message import (
     PropertyKey,
     decode_properties,
     decode_record,
+    offset_msg_ids,
     read_record_header,
     tags_code,
 )
@@ -164,7 +165,7 @@ class MessageStore:
         self._hot_bytes = config.hot_data_bytes
         self._delay_levels = config.delay_levels
         #: An offset message id is the store host's bytes and the record's offset, in hex.
-        self._msg_id_format = store_host.hex().upper() + "%016X"
+        self._msg_id_host = store_host.hex().upper()
         self._cq_file_size = config.consume_queue_file_size
         self._logics_timestamp = 0
         self._index_timestamp = 0
@@ -600,7 +601,7 @@ class MessageStore:
             self.dispatch_failed = True
             stats.put_message_failures += 1
             return PutResult(PutStatus.UNKNOWN_ERROR, appended.wrote_offset, appended.wrote_bytes)
-        ids = [self._msg_id_format % o for o in offsets]
+        ids = offset_msg_ids(self._msg_id_host, offsets)
         latency = time.perf_counter_ns() - started
         stats.put_message_times_total += count
         stats.put_message_size_total += appended.wrote_bytes
