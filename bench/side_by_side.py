@@ -306,17 +306,10 @@ class System:
 
 
 class Loads:
-    def __init__(
-        self,
-        toolchain: Toolchain,
-        cpp_load: Path,
-        work: Path,
-        args: argparse.Namespace,
-        batch_load: Path | None = None,
-    ) -> None:
+    def __init__(self, toolchain: Toolchain, cpp_load: Path, work: Path, args: argparse.Namespace) -> None:
         self.toolchain = toolchain
         self.cpp_load = cpp_load
-        self.batch_load = batch_load or build_batch_load(work)
+        self.batch_load = build_batch_load(work)
         self.work = work
         self.args = args
 
@@ -412,10 +405,10 @@ class Loads:
     ) -> tuple[dict[str, Any], float]:
         """``bench/batch_load.c`` against every broker of ``system``: ``inflight`` batches of
         ``batch`` 128-byte messages outstanding per broker, spread over the topic's queues."""
+        frames = self.work / f"frames-{batch}.bin"
+        frames.write_bytes(batch_frames(TOPIC, QUEUES, batch, 128))
         argv = [str(self.batch_load), str(seconds), str(warmup), str(inflight), str(batch)]
         for broker in system.brokers:
-            frames = self.work / f"frames-{broker.port}.bin"
-            frames.write_bytes(batch_frames(TOPIC, QUEUES, batch, 128))
             argv += [f"127.0.0.1:{broker.port}", str(frames)]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         cpu = self._cpu_over(system, time.monotonic() + warmup, seconds)
