@@ -910,9 +910,47 @@ get_long_attr(PyObject *obj, PyObject *name, long long lo, long long hi, long lo
     return 0;
 }
 
+/* CRC-32 (IEEE 802.3, zlib's): eight tables, eight bytes a step. Calling zlib.crc32 through
+ * Python for every record of a batch cost more than the checksum itself. */
+static uint32_t crc_tables[8][256];
+
+static void
+crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_tables[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_tables[t][n] = (crc_tables[t - 1][n] >> 8) ^ crc_tables[0][crc_tables[t - 1][n] & 0xFF];
+}
+
+static uint32_t
+crc32_bytes(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc_tables[7][lo & 0xFF] ^ crc_tables[6][(lo >> 8) & 0xFF] ^ crc_tables[5][(lo >> 16) & 0xFF] ^
+            crc_tables[4][lo >> 24] ^ crc_tables[3][hi & 0xFF] ^ crc_tables[2][(hi >> 8) & 0xFF] ^
+            crc_tables[1][(hi >> 16) & 0xFF] ^ crc_tables[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_tables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
 static long
 crc32_of(PyObject *body)
 {
+    if (PyBytes_CheckExact(body))
+        return (long)crc32_bytes((const unsigned char *)PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
     PyObject *r = PyObject_CallOneArg(crc32_func, body);
     if (r == NULL)
         return -1;
@@ -1250,14 +1288,12 @@ done:
 
 /* -- index entries ------------------------------------------------------------------------ */
 
+/* Java String.hashCode() continued from h over code points [start, end) of a str's data, each
+ * beyond the BMP as the UTF-16 surrogate pair Java holds. */
 static uint32_t
-java_hash_of(PyObject *text)
+java_hash_range(uint32_t h, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    uint32_t h = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = start; i < end; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c > 0xFFFF) {
             c -= 0x10000;
@@ -1269,6 +1305,77 @@ java_hash_of(PyObject *text)
         }
     }
     return h;
+}
+
+/* Java String.hashCode() of the text that follows one whose hash is h. */
+static uint32_t
+java_hash_from(uint32_t h, PyObject *text)
+{
+    return java_hash_range(h, PyUnicode_KIND(text), PyUnicode_DATA(text), 0, PyUnicode_GET_LENGTH(text));
+}
+
+static uint32_t
+java_hash_of(PyObject *text)
+{
+    return java_hash_from(0, text);
+}
+
+/* The state of an index file while entries go in (IndexFile's header fields). */
+typedef struct {
+    unsigned char *d;
+    long long entries; /* where the entries start: the header and the slots before them */
+    long long slot_num, count, begin, used, phy, stamp, new_begin_phy, new_begin_ts;
+    int begin_set;
+} IndexWrite;
+
+/* One entry: key hash, commit-log offset and store time, chained to its slot's last entry. */
+static void
+index_write_entry(IndexWrite *w, int32_t hs, long long phy, long long stamp)
+{
+    long long h = hs;
+    if (h < 0) /* Java: Math.abs, and 0 for Integer.MIN_VALUE */
+        h = h == INT32_MIN_ ? 0 : -h;
+    long long slot_pos = 40 + (h % w->slot_num) * 4;
+    long long prev = rd_i32(w->d + slot_pos);
+    if (prev <= 0 || prev > w->count) {
+        prev = 0;
+        w->used += 1;
+    }
+    long long diff;
+    if (w->begin <= 0) {
+        diff = 0;
+        if (w->count <= 1) {
+            w->new_begin_phy = phy;
+            w->new_begin_ts = w->begin = stamp;
+            w->begin_set = 1;
+        }
+    }
+    else if (stamp <= w->begin) {
+        diff = 0;
+    }
+    else {
+        diff = (stamp - w->begin) / 1000;
+        if (diff > INT32_MAX_)
+            diff = INT32_MAX_;
+    }
+    unsigned char *e = w->d + w->entries + w->count * 20;
+    wr_i32(e, (int32_t)h);
+    wr_i64(e + 4, phy);
+    wr_i32(e + 12, (int32_t)diff);
+    wr_i32(e + 16, (int32_t)prev);
+    wr_i32(w->d + slot_pos, (int32_t)w->count);
+    w->count += 1;
+    w->phy = phy;
+    w->stamp = stamp;
+}
+
+/* index_put_many's and index_build_batch's answer: what the file's header fields become. */
+static PyObject *
+index_result(Py_ssize_t done, IndexWrite *w)
+{
+    if (w->begin_set)
+        return Py_BuildValue("(nLLLLL)", done, w->used, w->new_begin_phy, w->new_begin_ts, w->phy, w->stamp);
+    return Py_BuildValue("(nLOLLL)", done, w->used, Py_None, w->begin, w->phy, w->stamp);
 }
 
 /*
@@ -1330,51 +1437,14 @@ index_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (entries + (count + (stop - start)) * 20 > view.len)
         goto fallback;
-    long long used = 0, phy = 0, stamp = 0, new_begin_phy = 0, new_begin_ts = 0;
-    int begin_set = 0;
+    IndexWrite w = {d, entries, slot_num, count, begin, 0, 0, 0, 0, 0, 0};
     for (Py_ssize_t i = start; i < stop; i++) {
         PyObject *item = all[i];
-        phy = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
-        stamp = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
-        int32_t hs = (int32_t)java_hash_of(PyTuple_GET_ITEM(item, 0));
-        long long h = hs;
-        if (h < 0) /* Java: Math.abs, and 0 for Integer.MIN_VALUE */
-            h = h == INT32_MIN_ ? 0 : -h;
-        long long slot_pos = 40 + (h % slot_num) * 4;
-        long long prev = rd_i32(d + slot_pos);
-        if (prev <= 0 || prev > count) {
-            prev = 0;
-            used += 1;
-        }
-        long long diff;
-        if (begin <= 0) {
-            diff = 0;
-            if (count <= 1) {
-                new_begin_phy = phy;
-                new_begin_ts = begin = stamp;
-                begin_set = 1;
-            }
-        }
-        else if (stamp <= begin) {
-            diff = 0;
-        }
-        else {
-            diff = (stamp - begin) / 1000;
-            if (diff > INT32_MAX_)
-                diff = INT32_MAX_;
-        }
-        unsigned char *e = d + entries + count * 20;
-        wr_i32(e, (int32_t)h);
-        wr_i64(e + 4, phy);
-        wr_i32(e + 12, (int32_t)diff);
-        wr_i32(e + 16, (int32_t)prev);
-        wr_i32(d + slot_pos, (int32_t)count);
-        count += 1;
+        index_write_entry(&w, (int32_t)java_hash_of(PyTuple_GET_ITEM(item, 0)),
+                          PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1)), PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2)));
     }
     PyBuffer_Release(&view);
-    if (begin_set)
-        return Py_BuildValue("(nLLLLL)", stop - start, used, new_begin_phy, new_begin_ts, phy, stamp);
-    return Py_BuildValue("(nLOLLL)", stop - start, used, Py_None, begin, phy, stamp);
+    return index_result(stop - start, &w);
 fallback:
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
@@ -1893,6 +1963,222 @@ fail:
  * event loop's copies into the mapping do not take the page faults. False where the kernel does
  * not support it (the caller stops asking); the contents are never changed. */
 
+/* -- index entries of a batch ------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *uniq; /* a str with characters, or NULL */
+    PyObject *keys; /* likewise */
+    long long phy, stamp;
+} KeyedRecord;
+
+/* How many non-empty keys a KEYS value holds (separated by single spaces, as str.split(" ")). */
+static Py_ssize_t
+count_keys(PyObject *keys)
+{
+    int kind = PyUnicode_KIND(keys);
+    const void *data = PyUnicode_DATA(keys);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(keys), found = 0;
+    int in_key = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int sep = PyUnicode_READ(kind, data, i) == ' ';
+        if (!sep && !in_key)
+            found++;
+        in_key = !sep;
+    }
+    return found;
+}
+
+/* A str attribute that holds characters (new reference); NULL with no error for None or "";
+ * -1 in *bad for anything else (the pure code decides). */
+static PyObject *
+key_attr(PyObject *msg, PyObject *name, int *bad)
+{
+    PyObject *v = PyObject_GetAttr(msg, name);
+    if (v == NULL) {
+        *bad = -1;
+        return NULL;
+    }
+    if (v == Py_None || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) == 0)) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(v)) {
+        Py_DECREF(v);
+        *bad = 1;
+        return NULL;
+    }
+    return v;
+}
+
+/*
+ * index_build_batch(view, topic, msgs, offsets, stamps, end_phy, count, index_num, slot_num, begin)
+ *   -> (done, used_slots, begin_phy_offset or None, begin_timestamp, end_phy_offset, end_timestamp)
+ *   or None for the pure code (a field it must judge, or keys that do not all fit in the file).
+ * IndexService.build_batch for one index file: each message's UNIQ_KEY and then each of its
+ * KEYS as "topic#key", skipping rolled-back transaction messages and records at or below
+ * end_phy (indexed before). The hashes are taken without building the joined strings.
+ */
+static PyObject *
+index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_call("index_build_batch", nargs, 10, NULL) < 0)
+        return NULL;
+    PyObject *topic = args[1], *msgs = args[2], *offsets = args[3], *stamps = args[4];
+    long long numbers[5];
+    for (int i = 0; i < 5; i++) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(args[5 + i]))
+            Py_RETURN_NONE;
+        numbers[i] = PyLong_AsLongLongAndOverflow(args[5 + i], &overflow);
+        if (numbers[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow)
+            Py_RETURN_NONE;
+    }
+    long long end_phy = numbers[0], count = numbers[1], index_num = numbers[2], slot_num = numbers[3];
+    if (!PyUnicode_CheckExact(topic) || !(PyList_CheckExact(msgs) || PyTuple_CheckExact(msgs)) ||
+        !PyList_CheckExact(offsets) || !PyList_CheckExact(stamps) || slot_num <= 0 || count < 0 ||
+        count > INT32_MAX_)
+        Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(msgs);
+    if (PyList_GET_SIZE(offsets) != n || PyList_GET_SIZE(stamps) != n)
+        Py_RETURN_NONE;
+    PyObject **items = PySequence_Fast_ITEMS(msgs);
+    KeyedRecord *recs = PyMem_Calloc(n ? n : 1, sizeof(KeyedRecord));
+    if (recs == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    Py_ssize_t kept = 0, keys_total = 0;
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        PyObject *msg = items[i];
+        PyObject *uniq = key_attr(msg, s_uniq_key, &bad);
+        PyObject *keys = bad ? NULL : key_attr(msg, s_keys, &bad);
+        if (bad || (uniq == NULL && keys == NULL)) {
+            Py_XDECREF(uniq);
+            Py_XDECREF(keys);
+            continue;
+        }
+        long long sys_flag, phy, stamp;
+        int overflow = 0;
+        PyObject *phy_obj = PyList_GET_ITEM(offsets, i), *stamp_obj = PyList_GET_ITEM(stamps, i);
+        if ((bad = get_long_attr(msg, s_sys_flag, INT64_MIN, INT64_MAX, &sys_flag)) == 0) {
+            if (!PyLong_CheckExact(phy_obj) || !PyLong_CheckExact(stamp_obj))
+                bad = 1;
+            else {
+                phy = PyLong_AsLongLongAndOverflow(phy_obj, &overflow);
+                if (!overflow)
+                    stamp = PyLong_AsLongLongAndOverflow(stamp_obj, &overflow);
+                if (overflow)
+                    bad = 1;
+            }
+        }
+        if (bad || (sys_flag & 0xC) == 0xC || phy <= end_phy) {
+            Py_XDECREF(uniq);
+            Py_XDECREF(keys);
+            continue;
+        }
+        recs[kept] = (KeyedRecord){uniq, keys, phy, stamp};
+        kept++;
+        keys_total += (uniq != NULL) + (keys != NULL ? count_keys(keys) : 0);
+    }
+    if (bad < 0)
+        goto done;
+    if (bad || count + keys_total > index_num) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    {
+        Py_buffer view;
+        if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+            goto done;
+        long long entries = 40 + slot_num * 4;
+        if (entries + (count + keys_total) * 20 > view.len) {
+            PyBuffer_Release(&view);
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        uint32_t base = 31 * java_hash_of(topic) + '#';
+        IndexWrite w = {(unsigned char *)view.buf, entries, slot_num, count, numbers[4], 0, 0, 0, 0, 0, 0};
+        for (Py_ssize_t i = 0; i < kept; i++) {
+            KeyedRecord *r = &recs[i];
+            if (r->uniq != NULL)
+                index_write_entry(&w, (int32_t)java_hash_from(base, r->uniq), r->phy, r->stamp);
+            if (r->keys != NULL) {
+                int kind = PyUnicode_KIND(r->keys);
+                const void *data = PyUnicode_DATA(r->keys);
+                Py_ssize_t len = PyUnicode_GET_LENGTH(r->keys), start = 0;
+                for (Py_ssize_t j = 0; j <= len; j++) {
+                    if (j < len && PyUnicode_READ(kind, data, j) != ' ')
+                        continue;
+                    if (j > start)
+                        index_write_entry(&w, (int32_t)java_hash_range(base, kind, data, start, j), r->phy,
+                                          r->stamp);
+                    start = j + 1;
+                }
+            }
+        }
+        PyBuffer_Release(&view);
+        result = index_result(keys_total, &w);
+    }
+done:
+    for (Py_ssize_t i = 0; i < kept; i++) {
+        Py_XDECREF(recs[i].uniq);
+        Py_XDECREF(recs[i].keys);
+    }
+    PyMem_Free(recs);
+    return result;
+}
+
+/*
+ * cq_put_entries(view, pos, offsets, sizes, tags_codes) -> the position after them, or None for
+ * the pure code (a value it must judge). Consume-queue entries (commit-log offset, size, tags
+ * code; 20 bytes each, big-endian) for consecutive queue offsets, written from pos.
+ */
+static PyObject *
+cq_put_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_call("cq_put_entries", nargs, 5, NULL) < 0)
+        return NULL;
+    PyObject *offsets = args[2], *sizes = args[3], *codes = args[4];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(offsets) || !PyList_CheckExact(sizes) || !PyList_CheckExact(codes))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (PyList_GET_SIZE(sizes) != n || PyList_GET_SIZE(codes) != n || pos < 0)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (pos + n * 20 > view.len)
+        goto fallback;
+    /* Every value checked before the first byte is written, so a fallback finds the file as it was. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(offsets, i), *b = PyList_GET_ITEM(sizes, i), *c = PyList_GET_ITEM(codes, i);
+        int o1 = 0, o2 = 0, o3 = 0;
+        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b) || !PyLong_CheckExact(c))
+            goto fallback;
+        PyLong_AsLongLongAndOverflow(a, &o1);
+        long long size = PyLong_AsLongLongAndOverflow(b, &o2);
+        PyLong_AsLongLongAndOverflow(c, &o3);
+        if (o1 || o2 || o3 || size < INT32_MIN_ || size > INT32_MAX_)
+            goto fallback;
+    }
+    unsigned char *d = (unsigned char *)view.buf + pos;
+    for (Py_ssize_t i = 0; i < n; i++, d += 20) {
+        wr_i64(d, PyLong_AsLongLong(PyList_GET_ITEM(offsets, i)));
+        wr_i32(d + 8, (int32_t)PyLong_AsLongLong(PyList_GET_ITEM(sizes, i)));
+        wr_i64(d + 12, PyLong_AsLongLong(PyList_GET_ITEM(codes, i)));
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(pos + n * 20);
+fallback:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 /* ---- offset message ids ---------------------------------------------------------------------
  * offset_msg_ids(host_hex, offsets) -> list[str], or None for the pure code (an offset that is
  * not an int in [0, 2**63), a host that is not ASCII). Each id is host_hex followed by the
@@ -2093,6 +2379,10 @@ static PyMethodDef methods[] = {
     {"acl_field_values", (PyCFunction)(void (*)(void))acl_field_values, METH_FASTCALL,
      "The field values an ACL signature covers, in key order, as UTF-8."},
     {"setup_batch", setup_batch, METH_VARARGS, "Register broker/batch.py's class and property names."},
+    {"index_build_batch", (PyCFunction)(void (*)(void))index_build_batch, METH_FASTCALL,
+     "A batch's index entries into one index file."},
+    {"cq_put_entries", (PyCFunction)(void (*)(void))cq_put_entries, METH_FASTCALL,
+     "Consume-queue entries into a mapped file."},
     {"store_batch", (PyCFunction)(void (*)(void))store_batch, METH_FASTCALL,
      "The store messages of a batch body."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
@@ -2115,6 +2405,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    crc_init();
     INTERN(s_code, "code");
     INTERN(s_language, "language");
     INTERN(s_version, "version");

@@ -50,4 +50,20 @@ def index_put_many(
     begin_timestamp: int,
     /,
 ) -> tuple[int, int, int | None, int, int, int] | None: ...
+def index_build_batch(
+    view: Any,
+    topic: str,
+    msgs: Sequence[Any],
+    offsets: list[int],
+    stamps: list[int],
+    end_phy: int,
+    count: int,
+    index_num: int,
+    slot_num: int,
+    begin_timestamp: int,
+    /,
+) -> tuple[int, int, int | None, int, int, int] | None: ...
+def cq_put_entries(
+    view: Any, pos: int, offsets: list[int], sizes: list[int], tags_codes: list[int], /
+) -> int | None: ...
 def offset_msg_ids(host_hex: str, offsets: list[int], /) -> list[str] | None: ...

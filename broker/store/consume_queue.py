@@ -19,6 +19,8 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from aiorocketmq.protocol.speedups import compiled as _compiled
+
 from .mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, allocate, destroy_allocated
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 UNIT = 20
 BLANK_SIZE = 0x7FFFFFFF
 ENTRY = struct.Struct(">qiq")
+#: The compiled entry writer, when active (aiorocketmq.protocol.speedups).
+_put_entries = _compiled.cq_put_entries if _compiled is not None else None
 _BLANK_ENTRY = ENTRY.pack(0, BLANK_SIZE, 0)
 #: How many entries before its last file is full a queue starts making the next one in the
 #: background (at most half a file ahead), so that rolling over rarely waits for it.
@@ -263,10 +267,14 @@ class ConsumeQueue:
             return
         view = mapped.view
         pos = mapped.wrote
-        pack = ENTRY.pack_into
-        for i in range(count):
-            pack(view, pos, offsets[i], sizes[i], tags_codes[i])
-            pos += UNIT
+        written = None if _put_entries is None else _put_entries(view, pos, offsets, sizes, tags_codes)
+        if written is None:
+            pack = ENTRY.pack_into
+            for i in range(count):
+                pack(view, pos, offsets[i], sizes[i], tags_codes[i])
+                pos += UNIT
+        else:
+            pos = written
         mapped.wrote = pos
         self.max_physic_end = offsets[-1] + sizes[-1]
         self.max_offset = queue_offset + count

@@ -42,6 +42,7 @@ _TX_ROLLBACK = 0xC
 _INT_MAX = 0x7FFFFFFF
 #: The compiled index writer, when active (aiorocketmq.protocol.speedups).
 _index_put_many = _compiled.index_put_many if _compiled is not None else None
+_index_build_batch = _compiled.index_build_batch if _compiled is not None else None
 
 
 def key_hash(key: str) -> int:
@@ -196,8 +197,31 @@ class IndexFile:
         result = _index_put_many(
             self.view, items, start, self.index_count, self.index_num, self.slot_num, self.begin_timestamp
         )
-        if result is None:
-            return None
+        return None if result is None else self._took(result)
+
+    def put_batch_compiled(
+        self, topic: str, msgs: Sequence[_Keyed], offsets: list[int], stamps: list[int], end_phy: int
+    ) -> int | None:
+        """The keys of a batch (as :meth:`IndexService.build_batch` picks them) by the compiled
+        codecs, all into this file; how many went in, or None for the caller's own loop (keys
+        that do not all fit here, a value the compiled code leaves to the pure one)."""
+        assert _index_build_batch is not None
+        result = _index_build_batch(
+            self.view,
+            topic,
+            msgs,
+            offsets,
+            stamps,
+            end_phy,
+            self.index_count,
+            self.index_num,
+            self.slot_num,
+            self.begin_timestamp,
+        )
+        return None if result is None else self._took(result)
+
+    def _took(self, result: tuple[int, int, int | None, int, int, int]) -> int:
+        """Header fields after the compiled code wrote ``result[0]`` entries."""
         done, used_slots, begin_phy_offset, begin_timestamp, end_phy_offset, end_timestamp = result
         if done:
             if begin_phy_offset is not None:
@@ -460,9 +484,15 @@ class Index:
     ) -> bool:
         """:meth:`build` for each message of a batch, writing the header once; True if any
         key was indexed."""
-        items: list[tuple[str, int, int]] = []
         index = self._writable(stamps[0])
         end_phy = index.end_phy_offset if index.index_count > 1 else -1
+        if _index_build_batch is not None and type(offsets) is list and type(stamps) is list:
+            done = index.put_batch_compiled(topic, msgs, offsets, stamps, end_phy)
+            if done is not None:
+                if done:
+                    index.write_header()
+                return done > 0
+        items: list[tuple[str, int, int]] = []
         for i, msg in enumerate(msgs):
             keys = msg.keys
             uniq_key = msg.uniq_key

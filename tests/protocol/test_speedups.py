@@ -473,6 +473,131 @@ def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int,
             pure.close()
 
 
+_KEYS = st.one_of(
+    st.none(),
+    st.just(""),
+    text,
+    st.lists(st.one_of(text, st.just("")), max_size=4).map(" ".join),
+)
+
+
+@st.composite
+def keyed_batches(draw: st.DrawFn) -> list[tuple[list[StoreMessage], list[int], list[int]]]:
+    """Batches as the store indexes them: messages with unique keys and KEYS (spaces, empty
+    keys, emoji, lone surrogates), transaction flags, commit-log offsets that may repeat or go
+    back (records indexed before), store times."""
+    batches = []
+    phy = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 4))):
+        msgs, offsets, stamps = [], [], []
+        for _ in range(draw(st.integers(1, 6))):
+            msg = StoreMessage("T", 0, b"", "")
+            msg.uniq_key = draw(_KEYS)
+            msg.keys = draw(_KEYS)
+            msg.sys_flag = draw(
+                st.one_of(st.sampled_from([0, 0x4, 0x8, 0xC, 0x2]), st.integers(-(2**70), 2**70))
+            )
+            phy += draw(st.integers(-300, 300))
+            msgs.append(msg)
+            offsets.append(phy)
+            stamps.append(draw(st.one_of(st.just(0), st.integers(1_700_000_000_000, 1_700_000_100_000))))
+        batches.append((msgs, offsets, stamps))
+    return batches
+
+
+@SETTINGS
+@given(keyed_batches(), st.integers(1, 7), st.integers(2, 12), st.sampled_from(["T", "主题", "t\U0001f600"]))
+def test_index_batches(
+    batches: list[tuple[list[StoreMessage], list[int], list[int]]], slot_num: int, index_num: int, topic: str
+) -> None:
+    """A batch's keys written by the compiled index_build_batch and by the pure loop give the
+    same files, byte for byte, and the same header fields (including batches that do not fit
+    and roll over to a new file, which the compiled code leaves to the loop)."""
+    from aiorocketmq.broker.store import index as index_module
+    from aiorocketmq.broker.store.index import Index
+
+    with tempfile.TemporaryDirectory() as tmp:
+        compiled = Index(Path(tmp, "c"), slot_num, index_num)
+        pure = Index(Path(tmp, "p"), slot_num, index_num)
+        compiled.load()
+        pure.load()
+        try:
+            saved = index_module._index_build_batch, index_module._index_put_many
+            for msgs, offsets, stamps in batches:
+                # The compiled side runs the extension even when this process runs pure codecs.
+                index_module._index_build_batch, index_module._index_put_many = (
+                    C.index_build_batch,
+                    C.index_put_many,
+                )
+                try:
+                    got = outcome(compiled.build_batch, topic, msgs, offsets, stamps)
+                    index_module._index_build_batch = index_module._index_put_many = None
+                    want = outcome(pure.build_batch, topic, msgs, offsets, stamps)
+                finally:
+                    index_module._index_build_batch, index_module._index_put_many = saved
+                assert got == want
+                assert len(compiled.files) == len(pure.files)
+                for c_file, p_file in zip(compiled.files, pure.files, strict=True):
+                    assert bytes(c_file.view) == bytes(p_file.view)
+                    assert [getattr(c_file, a) for a in (*_INDEX_STATE, "index_count")] == [
+                        getattr(p_file, a) for a in (*_INDEX_STATE, "index_count")
+                    ]
+        finally:
+            compiled.close()
+            pure.close()
+
+
+def test_index_batches_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ordinary batches (unique keys, a few KEYS) are indexed by the compiled code in one call."""
+    from aiorocketmq.broker.store import index as index_module
+    from aiorocketmq.broker.store.index import IndexFile
+
+    monkeypatch.setattr(index_module, "_index_build_batch", C.index_build_batch)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        index = IndexFile(Path(tmp, "i"), 64, 100, create=True)
+        try:
+            msgs = [StoreMessage("T", 0, b"", "", keys="a b", uniq_key=f"U{i}") for i in range(4)]
+            assert index.put_batch_compiled("T", msgs, [0, 10, 20, 30], [5] * 4, -1) == 12
+            assert index.index_count == 13  # slot 0 is never used: entries count from 1
+            assert index.put_batch_compiled("T", msgs * 30, [40] * 120, [5] * 120, -1) is None  # no room
+        finally:
+            index.close()
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 2**40), st.integers(-(2**64), 2**64)),
+            st.one_of(st.integers(0, 4096), st.integers(-(2**33), 2**33)),
+            st.one_of(st.integers(-(2**31), 2**31), st.integers(-(2**64), 2**64)),
+        ),
+        max_size=8,
+    ),
+    st.integers(0, 3),
+)
+def test_consume_queue_entries(entries: list[tuple[int, int, int]], room: int) -> None:
+    """cq_put_entries writes what ENTRY.pack_into writes, or (a value out of range, no room)
+    leaves the buffer untouched for the pure loop."""
+    from aiorocketmq.broker.store.consume_queue import ENTRY, UNIT
+
+    offsets, sizes, codes = ([e[i] for e in entries] for i in range(3))
+    buf = bytearray(b"\xaa" * (UNIT * (len(entries) + room) + 3))
+    got = C.cq_put_entries(buf, 3, offsets, sizes, codes)
+    want = bytearray(b"\xaa" * len(buf))
+    try:
+        for i, entry in enumerate(entries):
+            ENTRY.pack_into(want, 3 + i * UNIT, *entry)
+    except struct.error:
+        assert got is None and buf == bytearray(b"\xaa" * len(buf))
+        return
+    assert got == 3 + UNIT * len(entries)
+    assert buf == want
+    if entries:  # one byte short
+        assert C.cq_put_entries(bytearray(UNIT * len(entries) + 2), 3, offsets, sizes, codes) is None
+
+
 _FIELD_VALUES = st.one_of(
     st.none(),
     st.booleans(),
