@@ -4,7 +4,7 @@
  *
  *   cpp_load produce NAMESRV TOPIC THREADS SECONDS SIZE START_AT_EPOCH_S
  *       THREADS threads each send SIZE-byte messages synchronously until SECONDS after
- *       START_AT; prints {"sent":..,"failed":..,"rt_sum_us":..,"rt_max_us":..}
+ *       START_AT; prints {"sent":..,"failed":..,"rt_sum_us":..,"rt_max_us":..,"first_failure":".."}
  *   cpp_load consume NAMESRV TOPIC GROUP COUNT TIMEOUT_S THREADS
  *       a clustering push consumer counts deliveries until COUNT or TIMEOUT;
  *       prints {"consumed":..,"seconds":..} (first to last delivery)
@@ -34,6 +34,7 @@ extern void *CreateMessage(const char *topic);
 extern int SetByteMessageBody(void *msg, const char *body, int len);
 extern int DestroyMessage(void *msg);
 extern int SendMessageSync(void *producer, void *msg, CSendResult *result);
+extern const char *GetLatestErrorMessage(void);
 
 extern void *CreatePushConsumer(const char *group);
 extern int SetPushConsumerNameServerAddress(void *consumer, const char *addr);
@@ -60,6 +61,23 @@ struct sender {
     long long sent, failed, rt_sum_us, rt_max_us;
 };
 
+/* What the first failed send said (the client's own message), reported with the counts. */
+static atomic_int failure_noted;
+static char first_failure[512];
+
+static void note_failure(int status) {
+    if (atomic_exchange(&failure_noted, 1)) return;
+    const char *why = GetLatestErrorMessage();
+    snprintf(first_failure, sizeof first_failure, "send status %d: %s", status, why ? why : "");
+}
+
+/* first_failure as a JSON string body: quotes, backslashes and control characters replaced. */
+static const char *json_safe(char *text) {
+    for (char *p = text; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = ' ';
+    return text;
+}
+
 static void *send_loop(void *arg) {
     struct sender *s = arg;
     void *msg = CreateMessage(s->topic);
@@ -74,6 +92,7 @@ static void *send_loop(void *arg) {
             if (rt > s->rt_max_us) s->rt_max_us = rt;
         } else {
             s->failed++;
+            note_failure(result.sendStatus);
         }
     }
     DestroyMessage(msg);
@@ -123,8 +142,9 @@ static int produce(int argc, char **argv) {
         if (senders[i].rt_max_us > rt_max) rt_max = senders[i].rt_max_us;
     }
     double cpu_used = cpu_s() - cpu_before;
-    printf("{\"sent\": %lld, \"failed\": %lld, \"rt_sum_us\": %lld, \"rt_max_us\": %lld, \"cpu_s\": %.6f}\n",
-           sent, failed, rt_sum, rt_max, cpu_used);
+    printf("{\"sent\": %lld, \"failed\": %lld, \"rt_sum_us\": %lld, \"rt_max_us\": %lld, \"cpu_s\": %.6f, "
+           "\"first_failure\": \"%s\"}\n",
+           sent, failed, rt_sum, rt_max, cpu_used, json_safe(first_failure));
     fflush(stdout);
     ShutdownProducer(producer);
     return 0;

@@ -392,6 +392,9 @@ class Loads:
         out, _ = proc.communicate(timeout=300)
         result = json.loads(out.strip().splitlines()[-1])
         sent = result["sent"]
+        if result["failed"]:
+            # The client's own words for the first failure (under load: its route lookups).
+            print(f"  cpp_load: {result['failed']} sends failed, the first with {result['first_failure']!r}")
         return {
             "tps": sent / seconds,
             "count": sent,
