@@ -561,6 +561,7 @@ def measure_ours_only(
 ) -> None:
     """Scale across cores and many topics (our broker only)."""
     seconds, warmup = args.seconds, args.warmup
+    lean_tps: list[float] = []
     for count in (1, 2) if args.only in (None, "scale") else ():
         system = System("ours", loads.toolchain, work / f"scale{count}")
         system.start_namesrv()
@@ -585,10 +586,14 @@ def measure_ours_only(
             report(
                 f"scale: batch -b 32, {count} broker(s)", {"tps": result["mps"], "p99_ms": result["p99_ms"]}
             )
-            report(f"scale: lean batch load, {count} broker(s)", lean_batches(system, loads, args))
+            lean = lean_batches(system, loads, args)
+            report(f"scale: lean batch load, {count} broker(s)", lean)
+            lean_tps.append(lean["tps"])
         finally:
             system.stop()
         shutil.rmtree(system.root, ignore_errors=True)
+    if len(lean_tps) == 2:
+        report("scale: lean batch load, 2 / 1 broker(s)", {"tps_ratio": lean_tps[1] / max(1.0, lean_tps[0])})
 
     if args.only in (None, "topics"):
         many_topics(loads, args, work, report)
