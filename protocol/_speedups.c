@@ -2014,9 +2014,10 @@ key_attr(PyObject *msg, PyObject *name, int *bad)
  * index_build_batch(view, topic, msgs, offsets, stamps, end_phy, count, index_num, slot_num, begin)
  *   -> (done, used_slots, begin_phy_offset or None, begin_timestamp, end_phy_offset, end_timestamp)
  *   or None for the pure code (a field it must judge, or keys that do not all fit in the file).
- * IndexService.build_batch for one index file: each message's UNIQ_KEY and then each of its
- * KEYS as "topic#key", skipping rolled-back transaction messages and records at or below
- * end_phy (indexed before). The hashes are taken without building the joined strings.
+ * Index.build_batch (broker/store/index.py) for one index file: each message's UNIQ_KEY and
+ * then each of its KEYS as "topic#key", skipping rolled-back transaction messages and records
+ * at or below end_phy (indexed before). The hashes are taken without building the joined
+ * strings.
  */
 static PyObject *
 index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -202,7 +202,7 @@ class IndexFile:
     def put_batch_compiled(
         self, topic: str, msgs: Sequence[_Keyed], offsets: list[int], stamps: list[int], end_phy: int
     ) -> int | None:
-        """The keys of a batch (as :meth:`IndexService.build_batch` picks them) by the compiled
+        """The keys of a batch (as :meth:`Index.build_batch` picks them) by the compiled
         codecs, all into this file; how many went in, or None for the caller's own loop (keys
         that do not all fit here, a value the compiled code leaves to the pure one)."""
         assert _index_build_batch is not None
