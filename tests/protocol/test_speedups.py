@@ -424,7 +424,20 @@ def test_frame_splitting(pieces: list[bytes], cuts: list[int], max_frame: int, a
     assert feed_all(chunks, True, max_frame) == feed_all(chunks, False, max_frame)
 
 
-_INDEX_STATE = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count")
+_INDEX_STATE = (
+    "begin_timestamp",
+    "end_timestamp",
+    "begin_phy_offset",
+    "end_phy_offset",
+    "hash_slot_count",
+    "index_count",
+)
+
+
+def assert_same_index_file(got: Any, want: Any) -> None:
+    """Two index files hold the same bytes and the same header fields."""
+    assert bytes(got.view) == bytes(want.view)
+    assert [getattr(got, a) for a in _INDEX_STATE] == [getattr(want, a) for a in _INDEX_STATE]
 
 
 @SETTINGS
@@ -464,10 +477,7 @@ def test_index_entries(batches: list[list[tuple[str, int, int]]], slot_num: int,
                     got = outcome(compiled.put_many, batch, 0)
                     want = outcome(pure.put_many_pure, batch, 0)
                 assert got == want
-                assert bytes(compiled.view) == bytes(pure.view)
-                assert [getattr(compiled, a) for a in (*_INDEX_STATE, "index_count")] == [
-                    getattr(pure, a) for a in (*_INDEX_STATE, "index_count")
-                ]
+                assert_same_index_file(compiled, pure)
         finally:
             compiled.close()
             pure.close()
@@ -538,10 +548,7 @@ def test_index_batches(
                 assert got == want
                 assert len(compiled.files) == len(pure.files)
                 for c_file, p_file in zip(compiled.files, pure.files, strict=True):
-                    assert bytes(c_file.view) == bytes(p_file.view)
-                    assert [getattr(c_file, a) for a in (*_INDEX_STATE, "index_count")] == [
-                        getattr(p_file, a) for a in (*_INDEX_STATE, "index_count")
-                    ]
+                    assert_same_index_file(c_file, p_file)
         finally:
             compiled.close()
             pure.close()
