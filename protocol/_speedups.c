@@ -986,8 +986,13 @@ encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (store_len != 8 && store_len != 20)
         return Py_NewRef(Py_None);
     Py_ssize_t prefix_len = PyBytes_GET_SIZE(prefix);
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(msgs);
-    PyObject **items = PySequence_Fast_ITEMS(msgs);
+    /* Reading an attribute may run Python code (a property of a subclass) that changes a
+     * list of messages: walk a tuple of them. */
+    PyObject *snapshot = PySequence_Tuple(msgs);
+    if (snapshot == NULL)
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(snapshot);
+    PyObject **items = PySequence_Fast_ITEMS(snapshot);
     PyObject *offsets = PyList_New(count), *sizes = PyList_New(count), *stamps = PyList_New(count);
     PyObject *result = NULL;
     Out o = {NULL, 0, 0};
@@ -1124,6 +1129,7 @@ done:
     Py_XDECREF(offsets);
     Py_XDECREF(sizes);
     Py_XDECREF(stamps);
+    Py_DECREF(snapshot);
     return result;
 }
 
@@ -2044,10 +2050,17 @@ index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PySequence_Fast_GET_SIZE(msgs);
     if (PyList_GET_SIZE(offsets) != n || PyList_GET_SIZE(stamps) != n)
         Py_RETURN_NONE;
-    PyObject **items = PySequence_Fast_ITEMS(msgs);
+    /* Reading an attribute may run Python code (a property of a subclass) that changes the
+     * list: walk a tuple of the messages, and look the offsets up again after each read. */
+    PyObject *snapshot = PySequence_Tuple(msgs);
+    if (snapshot == NULL)
+        return NULL;
+    PyObject **items = PySequence_Fast_ITEMS(snapshot);
     KeyedRecord *recs = PyMem_Calloc(n ? n : 1, sizeof(KeyedRecord));
-    if (recs == NULL)
+    if (recs == NULL) {
+        Py_DECREF(snapshot);
         return PyErr_NoMemory();
+    }
     PyObject *result = NULL;
     Py_ssize_t kept = 0, keys_total = 0;
     int bad = 0;
@@ -2062,9 +2075,10 @@ index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         long long sys_flag, phy, stamp;
         int overflow = 0;
-        PyObject *phy_obj = PyList_GET_ITEM(offsets, i), *stamp_obj = PyList_GET_ITEM(stamps, i);
         if ((bad = get_long_attr(msg, s_sys_flag, INT64_MIN, INT64_MAX, &sys_flag)) == 0) {
-            if (!PyLong_CheckExact(phy_obj) || !PyLong_CheckExact(stamp_obj))
+            PyObject *phy_obj = i < PyList_GET_SIZE(offsets) ? PyList_GET_ITEM(offsets, i) : NULL;
+            PyObject *stamp_obj = i < PyList_GET_SIZE(stamps) ? PyList_GET_ITEM(stamps, i) : NULL;
+            if (phy_obj == NULL || stamp_obj == NULL || !PyLong_CheckExact(phy_obj) || !PyLong_CheckExact(stamp_obj))
                 bad = 1;
             else {
                 phy = PyLong_AsLongLongAndOverflow(phy_obj, &overflow);
@@ -2128,6 +2142,7 @@ done:
         Py_XDECREF(recs[i].keys);
     }
     PyMem_Free(recs);
+    Py_DECREF(snapshot);
     return result;
 }
 

@@ -5,6 +5,7 @@ input. The extension is loaded here directly, whichever implementation the proce
 
 from __future__ import annotations
 
+import gc
 import importlib
 import itertools
 import os
@@ -603,6 +604,53 @@ def test_consume_queue_entries(entries: list[tuple[int, int, int]], room: int) -
     assert buf == want
     if entries:  # one byte short
         assert C.cq_put_entries(bytearray(UNIT * len(entries) + 2), 3, offsets, sizes, codes) is None
+
+
+class _ListChanger:
+    """A message-like object whose attribute read empties the list it is in (and collects the
+    garbage), as a property of a subclass could: the compiled walks must not read freed items."""
+
+    uniq_key = "U"
+    sys_flag = 0
+    properties = "a\x01b\x02"
+    born_host = b"\x7f\x00\x00\x01\x00\x00\x10\x00"
+    queue_id = flag = born_timestamp = store_timestamp = reconsume_times = prepared_transaction_offset = 0
+
+    def __init__(self, victims: list[Any]) -> None:
+        self.victims = victims
+
+    def _empty(self) -> None:
+        self.victims.clear()
+        gc.collect()
+
+    @property
+    def keys(self) -> str:
+        self._empty()
+        return "k1 k2"
+
+    @property
+    def body(self) -> bytes:
+        self._empty()
+        return b"body"
+
+
+def test_compiled_walks_survive_a_list_emptied_under_them(tmp_path: Path) -> None:
+    from aiorocketmq.broker.store.index import IndexFile
+
+    msgs: list[Any] = []
+    msgs.extend(_ListChanger(msgs) for _ in range(40))
+    index = IndexFile(tmp_path / "i", 64, 1000, create=True)
+    try:
+        result = C.index_build_batch(
+            index.view, "T", msgs, list(range(0, 400, 10)), [1] * 40, -1, 1, 1000, 64, 0
+        )
+    finally:
+        index.close()
+    assert result is not None and result[0] == 120  # every message's UNIQ_KEY and two KEYS
+
+    msgs.extend(_ListChanger(msgs) for _ in range(40))
+    encoded = C.encode_records(msgs, b"\x01T", 0, 1, 0, b"\x7f\x00\x00\x01\x00\x00\x10\x00", 1 << 20)
+    assert isinstance(encoded, tuple) and len(encoded[1]) == 40 and encoded[4] == 40
 
 
 _FIELD_VALUES = st.one_of(
