@@ -1629,6 +1629,13 @@ acl_field_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyList_GET_ITEM(keys, i);
+        /* skip is asked first: its lookup may run Python code (a key's __eq__), and nothing
+         * may run between borrowing the value and converting it. */
+        int skipped = PySequence_Contains(skip, key);
+        if (skipped < 0)
+            goto done;
+        if (skipped)
+            continue;
         PyObject *value = PyDict_GetItemWithError(fields, key);  /* borrowed */
         if (value == NULL) {
             if (PyErr_Occurred())
@@ -1636,11 +1643,6 @@ acl_field_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             continue;
         }
         if (value == Py_None)
-            continue;
-        int skipped = PySequence_Contains(skip, key);
-        if (skipped < 0)
-            goto done;
-        if (skipped)
             continue;
         PyObject *text;
         if (PyUnicode_CheckExact(value))
