@@ -25,7 +25,6 @@ import asyncio
 import cProfile
 import gc
 import json
-import os
 import pstats
 import statistics
 import sys
@@ -36,18 +35,10 @@ from typing import Any
 from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.server import Broker
 from aiorocketmq.broker.store import StoreConfig
-from aiorocketmq.protocol.codes import RequestCode, ResponseCode
-from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
-from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
+from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.command import FrameDecoder
 from aiorocketmq.protocol.loop import run
-from aiorocketmq.protocol.message import (
-    Message,
-    PropertyKey,
-    UniqueIdGenerator,
-    encode_batch,
-    encode_properties,
-)
-from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC
+from bench.side_by_side import send_frames
 
 TOPIC = "RequestPathBench"
 #: Queues of the auto-created topic (the default topic's count).
@@ -84,44 +75,6 @@ class KeptTransport:
         return 0
 
 
-def send_frames(batch: int, size: int, per_queue: int = 8) -> list[bytes]:
-    """``per_queue`` distinct requests for each queue of :data:`TOPIC`."""
-    ids = UniqueIdGenerator()
-    body = os.urandom(size // 2 + 1).hex().encode()[:size]
-    frames = []
-    for queue_id in range(QUEUES):
-        for _ in range(per_queue):
-            if batch > 1:
-                messages = [Message(TOPIC, body) for _ in range(batch)]
-                for msg, uniq in zip(messages, ids.next_ids(batch), strict=True):
-                    msg.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
-                payload, properties = encode_batch(messages), None
-                code = RequestCode.SEND_BATCH_MESSAGE
-            else:
-                msg = Message(TOPIC, body)
-                msg.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = ids.next_ids(1)[0]
-                payload, properties = body, encode_properties(msg.properties)
-                code = RequestCode.SEND_MESSAGE_V2
-            header = SendMessageRequestHeaderV2(
-                producer_group="request_path_bench",
-                topic=TOPIC,
-                default_topic=AUTO_CREATE_TOPIC,
-                default_topic_queue_nums=QUEUES,
-                queue_id=queue_id,
-                sys_flag=0,
-                born_timestamp=int(time.time() * 1000),
-                flag=0,
-                properties=properties,
-                reconsume_times=0,
-                unit_mode=False,
-                batch=batch > 1,
-            )
-            frames.append(
-                RemotingCommand(int(code), opaque=1, ext_fields=header.to_fields(), body=payload).encode()
-            )
-    return frames
-
-
 def check_responses(decoder: FrameDecoder, written: list[bytes]) -> int:
     """How many whole responses ``written`` completes; raises if one is not SUCCESS."""
     count = 0
@@ -155,7 +108,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _windows(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
-    frames = send_frames(args.batch, args.size)
+    frames = send_frames(TOPIC, QUEUES, args.batch, args.size)
     per_read = args.per_read
     reads = [
         b"".join(frames[(start + i) % len(frames)] for i in range(per_read))

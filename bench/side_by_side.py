@@ -63,7 +63,13 @@ sys.path.insert(0, str(ROOT))
 from aiorocketmq.protocol.codes import RequestCode  # noqa: E402
 from aiorocketmq.protocol.command import RemotingCommand  # noqa: E402
 from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2  # noqa: E402
-from aiorocketmq.protocol.message import Message, PropertyKey, UniqueIdGenerator, encode_batch  # noqa: E402
+from aiorocketmq.protocol.message import (  # noqa: E402
+    Message,
+    PropertyKey,
+    UniqueIdGenerator,
+    encode_batch,
+    encode_properties,
+)
 from bench.broker_bench import build_cpp_load  # noqa: E402
 from bench.procs import free_port, wait_port  # noqa: E402
 from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
@@ -421,10 +427,11 @@ class Loads:
         return json.loads(out.strip().splitlines()[-1]), cpu
 
 
-def batch_frames(topic: str, queues: int, batch: int, size: int, per_queue: int = 8) -> bytes:
-    """SEND_BATCH_MESSAGE frames as the SDK would send them (its own batch encoder and V2
-    header), ``per_queue`` distinct batches for each queue, each message with its own unique
-    id; the opaque is the ten-digit placeholder ``batch_load`` rewrites."""
+def send_frames(topic: str, queues: int, batch: int, size: int, per_queue: int = 8) -> list[bytes]:
+    """Sends as the SDK would frame them (its own encoders and V2 header), ``per_queue``
+    distinct requests for each queue, each message with its own unique id: SEND_BATCH_MESSAGE
+    of ``batch`` messages, or SEND_MESSAGE_V2 for ``batch`` 1. The opaque is the ten-digit
+    placeholder ``batch_load`` rewrites."""
     ids = UniqueIdGenerator()
     body = os.urandom(size // 2).hex().encode()[:size]
     frames = []
@@ -433,6 +440,14 @@ def batch_frames(topic: str, queues: int, batch: int, size: int, per_queue: int 
             messages = [Message(topic, body) for _ in range(batch)]
             for msg, uniq in zip(messages, ids.next_ids(batch), strict=True):
                 msg.properties[PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+            if batch > 1:
+                code, payload, properties = RequestCode.SEND_BATCH_MESSAGE, encode_batch(messages), None
+            else:
+                code, payload, properties = (
+                    RequestCode.SEND_MESSAGE_V2,
+                    body,
+                    encode_properties(messages[0].properties),
+                )
             header = SendMessageRequestHeaderV2(
                 producer_group="benchmark_lean_batch",
                 topic=topic,
@@ -442,18 +457,21 @@ def batch_frames(topic: str, queues: int, batch: int, size: int, per_queue: int 
                 sys_flag=0,
                 born_timestamp=int(time.time() * 1000),
                 flag=0,
+                properties=properties,
                 reconsume_times=0,
                 unit_mode=False,
-                batch=True,
+                batch=batch > 1,
             )
             cmd = RemotingCommand(
-                int(RequestCode.SEND_BATCH_MESSAGE),
-                opaque=1_000_000_000,
-                ext_fields=header.to_fields(),
-                body=encode_batch(messages),
+                int(code), opaque=1_000_000_000, ext_fields=header.to_fields(), body=payload
             )
             frames.append(cmd.encode())
-    return b"".join(frames)
+    return frames
+
+
+def batch_frames(topic: str, queues: int, batch: int, size: int, per_queue: int = 8) -> bytes:
+    """:func:`send_frames` of ``batch`` > 1, back to back (``batch_load`` replays them)."""
+    return b"".join(send_frames(topic, queues, batch, size, per_queue))
 
 
 def build_batch_load(work: Path) -> Path:

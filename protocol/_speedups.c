@@ -151,6 +151,8 @@ new_instance(PyObject *cls)
 
 /* -- java_hash ---------------------------------------------------------------------------- */
 
+static uint32_t java_hash_of(PyObject *text);
+
 static PyObject *
 java_hash(PyObject *self, PyObject *text)
 {
@@ -158,35 +160,7 @@ java_hash(PyObject *self, PyObject *text)
         PyErr_Format(PyExc_TypeError, "java_hash() takes a str, not %.100s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    uint32_t h = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *s = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            h = 31 * h + s[i];
-    }
-    else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *s = (const Py_UCS2 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            h = 31 * h + s[i];
-    }
-    else {
-        const Py_UCS4 *s = (const Py_UCS4 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_UCS4 c = s[i];
-            if (c > 0xFFFF) { /* a UTF-16 surrogate pair, as Java holds it */
-                c -= 0x10000;
-                h = 31 * h + (0xD800 + (c >> 10));
-                h = 31 * h + (0xDC00 + (c & 0x3FF));
-            }
-            else {
-                h = 31 * h + c;
-            }
-        }
-    }
-    return PyLong_FromLong((long)(int32_t)h);
+    return PyLong_FromLong((long)(int32_t)java_hash_of(text));
 }
 
 /* -- extFields ---------------------------------------------------------------------------- */
@@ -1299,15 +1273,29 @@ done:
 static uint32_t
 java_hash_range(uint32_t h, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
 {
-    for (Py_ssize_t i = start; i < end; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c > 0xFFFF) {
-            c -= 0x10000;
-            h = 31 * h + (0xD800 + (c >> 10));
-            h = 31 * h + (0xDC00 + (c & 0x3FF));
-        }
-        else {
-            h = 31 * h + c;
+    /* One loop per storage width: the hash runs for every key indexed and every tag. */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = start; i < end; i++)
+            h = 31 * h + s[i];
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *s = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = start; i < end; i++)
+            h = 31 * h + s[i];
+    }
+    else {
+        const Py_UCS4 *s = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = start; i < end; i++) {
+            Py_UCS4 c = s[i];
+            if (c > 0xFFFF) {
+                c -= 0x10000;
+                h = 31 * h + (0xD800 + (c >> 10));
+                h = 31 * h + (0xDC00 + (c & 0x3FF));
+            }
+            else {
+                h = 31 * h + c;
+            }
         }
     }
     return h;

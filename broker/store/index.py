@@ -200,11 +200,12 @@ class IndexFile:
         return None if result is None else self._took(result)
 
     def put_batch_compiled(
-        self, topic: str, msgs: Sequence[_Keyed], offsets: list[int], stamps: list[int], end_phy: int
+        self, topic: str, msgs: Sequence[_Keyed], offsets: Sequence[int], stamps: Sequence[int], end_phy: int
     ) -> int | None:
         """The keys of a batch (as :meth:`Index.build_batch` picks them) by the compiled
         codecs, all into this file; how many went in, or None for the caller's own loop (keys
-        that do not all fit here, a value the compiled code leaves to the pure one)."""
+        that do not all fit here; offsets or times not in lists, or a value the compiled code
+        leaves to the pure one)."""
         assert _index_build_batch is not None
         result = _index_build_batch(
             self.view,
@@ -486,7 +487,7 @@ class Index:
         key was indexed."""
         index = self._writable(stamps[0])
         end_phy = index.end_phy_offset if index.index_count > 1 else -1
-        if _index_build_batch is not None and type(offsets) is list and type(stamps) is list:
+        if _index_build_batch is not None:
             done = index.put_batch_compiled(topic, msgs, offsets, stamps, end_phy)
             if done is not None:
                 if done:

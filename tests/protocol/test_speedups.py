@@ -613,7 +613,7 @@ class _ListChanger:
     uniq_key = "U"
     sys_flag = 0
     properties = "a\x01b\x02"
-    born_host = b"\x7f\x00\x00\x01\x00\x00\x10\x00"
+    born_host = pack_host("127.0.0.1", 4096)
     queue_id = flag = born_timestamp = store_timestamp = reconsume_times = prepared_transaction_offset = 0
 
     def __init__(self, victims: list[Any]) -> None:
@@ -649,7 +649,7 @@ def test_compiled_walks_survive_a_list_emptied_under_them(tmp_path: Path) -> Non
     assert result is not None and result[0] == 120  # every message's UNIQ_KEY and two KEYS
 
     msgs.extend(_ListChanger(msgs) for _ in range(40))
-    encoded = C.encode_records(msgs, b"\x01T", 0, 1, 0, b"\x7f\x00\x00\x01\x00\x00\x10\x00", 1 << 20)
+    encoded = C.encode_records(msgs, b"\x01T", 0, 1, 0, _ListChanger.born_host, 1 << 20)
     assert isinstance(encoded, tuple) and len(encoded[1]) == 40 and encoded[4] == 40
 
 
