@@ -7,7 +7,9 @@ Starts a real name server and broker (child processes), then for each of ``--run
   tool's ``-w 1``), for ``--seconds``: Send TPS, average and max RT;
 * **sync-64**: 64 coroutines doing the same on one producer (in-flight sends pipeline on one
   connection, like the tool's ``-w 64``);
-* **batch**: ``send_batch`` of ``--batch`` messages, 8 batches in flight;
+* **batch**: ``send_batch`` of ``--batch`` messages, 8 batches in flight, and **batch1000**
+  the same with ``--large-batch`` messages (1,000: what the pipelined ``XADD`` sends per round
+  trip);
 * **consume**: a push consumer (new group, from the first offset) draining ``--consume``
   preloaded messages with a listener that returns SUCCESS: Consume TPS, average/max B2C
   (born to consumed) and S2C (stored to consumed); once with RocketMQ's defaults (32
@@ -424,6 +426,7 @@ async def sdk_ceiling(args: argparse.Namespace) -> dict[str, list[Figures]]:
         stdout=asyncio.subprocess.PIPE,
     )
     results: dict[str, list[Figures]] = {}
+    large = f"batch{args.large_batch}"
     try:
         assert proc.stdout is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)
@@ -437,6 +440,7 @@ async def sdk_ceiling(args: argparse.Namespace) -> dict[str, list[Figures]]:
                     ("sync-1", lambda: sync_sends(p, args.seconds, 1, args.size, cpu)),
                     ("sync-64", lambda: sync_sends(p, args.seconds, 64, args.size, cpu)),
                     ("batch", lambda: batch_sends(p, args.seconds, args.batch, 8, args.size, cpu)),
+                    (large, lambda: batch_sends(p, args.seconds, args.large_batch, 8, args.size, cpu)),
                 ):
                     figures = await coro()
                     results.setdefault(label, []).append(figures)
@@ -470,6 +474,7 @@ async def bench(args: argparse.Namespace) -> None:
     results: dict[str, list[Figures]] = {}
     latency: list[dict[str, float]] = []
     peer: dict[str, list[float]] = {}
+    large = f"batch{args.large_batch}"
     why_not = "not needed" if args.skip_redis or args.latency_only else redis_available()
     if why_not is not None:
         print(f"redis comparison skipped: {why_not}")
@@ -531,6 +536,7 @@ async def bench(args: argparse.Namespace) -> None:
                     ("sync-1", lambda: sync_sends(p, args.seconds, 1, args.size, cpu)),
                     ("sync-64", lambda: sync_sends(p, args.seconds, 64, args.size, cpu)),
                     ("batch", lambda: batch_sends(p, args.seconds, args.batch, 8, args.size, cpu)),
+                    (large, lambda: batch_sends(p, args.seconds, args.large_batch, 8, args.size, cpu)),
                 ):
                     figures = await coro()
                     results.setdefault(label, []).append(figures)
@@ -623,7 +629,7 @@ def summarize(
         print(
             "=== against the targets (median of per-run ratios; each run measures both sides back to back) ==="
         )
-        best_send = [max(a, b) for a, b in zip(tps("sync-64"), tps("batch"))]
+        best_send = [max(runs) for runs in zip(tps("sync-64"), tps("batch"), tps(f"batch{args.large_batch}"))]
         rows = [
             ("sync one-at-a-time vs XADD one-at-a-time", tps("sync-1"), peer["xadd-1"], 1.0),
             ("best pipelined/batched send vs pipelined XADD", best_send, peer["xadd-pipe"], 3.0),
@@ -649,6 +655,9 @@ def main() -> None:
     parser.add_argument("-s", "--size", type=int, default=128, help="message body size (default 128)")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each send scenario")
     parser.add_argument("--batch", type=int, default=64, help="messages per batch (default 64)")
+    parser.add_argument(
+        "--large-batch", type=int, default=1000, help="messages per batch of the second batch scenario"
+    )
     parser.add_argument("--consume", type=int, default=200_000, help="messages each drain reads at least")
     parser.add_argument("--rate", type=int, default=5000, help="end-to-end latency send rate (msg/s)")
     parser.add_argument("--latency-seconds", type=float, default=5.0)

@@ -46,6 +46,7 @@ from aiorocketmq.protocol.message import (
     encode_batch,
     encode_properties,
     java_hash,
+    prepare_batch,
 )
 from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, RETRY_PREFIX
 
@@ -374,31 +375,32 @@ class Producer(ClientLifecycle):
         topic = messages[0].topic
         if topic.startswith(RETRY_PREFIX):
             raise ClientError("retry topics cannot be sent in a batch")
-        missing = 0
-        for msg in messages:
-            if msg.topic != topic:
-                raise ClientError(f"a batch must have one topic; got {topic!r} and {msg.topic!r}")
-            props = msg.properties
-            if _DELAY_LEVEL in props and msg.delay_level:
-                raise ClientError("delayed messages cannot be sent in a batch")
-            self._check_message(msg)
-            if _UNIQ_KEY not in props:
-                missing += 1
-        if missing:
-            fresh = iter(self.instance.unique_ids.next_ids(missing))
-            for msg in messages:
-                props = msg.properties
-                if _UNIQ_KEY not in props:
-                    props[_UNIQ_KEY] = next(fresh)
-        ids = [msg.properties[_UNIQ_KEY] for msg in messages]
-        body = encode_batch(messages)
-        if len(body) > self.max_message_size:
-            raise ClientError(
-                f"the batch is {len(body)} bytes, more than the {self.max_message_size} allowed; split it"
-            )
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        prepared = prepare_batch(messages, topic, self.max_message_size, self.instance.unique_ids)
+        if prepared is None:
+            raise self._batch_error(messages, topic)
+        body, ids = prepared
         fields = self._header_template(topic, True).copy()
         fields[_BORN_TIMESTAMP] = time.time_ns() // 1_000_000
-        return fields, body, ",".join(ids)
+        return fields, body, ids
+
+    def _batch_error(self, messages: Sequence[Message], topic: str) -> ClientError:
+        """Why ``prepare_batch`` refused ``messages``: the first message's fault, else the size."""
+        for msg in messages:
+            if msg.topic != topic:
+                return ClientError(f"a batch must have one topic; got {topic!r} and {msg.topic!r}")
+            if _DELAY_LEVEL in msg.properties and msg.delay_level:
+                return ClientError("delayed messages cannot be sent in a batch")
+            try:
+                self._check_message(msg)
+            except ClientError as exc:
+                return exc
+        size = len(encode_batch(messages))
+        return ClientError(
+            f"the batch is {size} bytes, more than the {self.max_message_size} allowed; split it"
+        )
 
     async def _fixed_queue(
         self, topic: str, shard_key: str | None, queue: MessageQueue | None

@@ -2297,25 +2297,17 @@ append_properties(PyObject *props, Out *o)
     return 0;
 }
 
+/* The batch body of a tuple of messages, or None (see encode_batch). */
 static PyObject *
-encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+encode_items(PyObject *items, Py_ssize_t max_props)
 {
-    Py_ssize_t max_props;
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || (max_props = PyLong_AsSsize_t(args[1])) < 0) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "encode_batch(messages: list, max_props: int)");
-        return NULL;
-    }
-    PyObject *messages = args[0];
     Out out = {NULL, 0, 0}, props = {NULL, 0, 0};
     PyObject *result = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
-        /* Held: a property getter may run Python code that changes the list. */
-        PyObject *msg = Py_NewRef(PyList_GET_ITEM(messages, i));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
+        PyObject *msg = PyTuple_GET_ITEM(items, i);
         PyObject *body = PyObject_GetAttr(msg, s_body);
         PyObject *flag = body == NULL ? NULL : PyObject_GetAttr(msg, s_flag);
         PyObject *dict = flag == NULL ? NULL : PyObject_GetAttr(msg, s_properties);
-        Py_DECREF(msg);
         if (dict == NULL) {
             Py_XDECREF(body);
             Py_XDECREF(flag);
@@ -2362,6 +2354,167 @@ done:
     return result;
 }
 
+static PyObject *
+encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t max_props;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || (max_props = PyLong_AsSsize_t(args[1])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "encode_batch(messages: list, max_props: int)");
+        return NULL;
+    }
+    /* A snapshot: a property getter may run Python code that changes the list. */
+    PyObject *items = PyList_AsTuple(args[0]);
+    if (items == NULL)
+        return NULL;
+    PyObject *result = encode_items(items, max_props);
+    Py_DECREF(items);
+    return result;
+}
+
+/* ---- a producer's whole batch ------------------------------------------------------------------
+ * prepare_batch(messages, topic, max_body, max_props, uniq_key, delay_key, next_id, counter)
+ * -> (body, ids) or None. protocol/message.py's prepare_batch: every message of `topic`, with a
+ * body of 1..max_body bytes and no delay level; each one without a unique id (uniq_key) gets
+ * one, the first from next_id() and the rest that id's head and the next counter values (as
+ * UniqueIdGenerator.next_ids); the batch body (encode_batch) and the ids joined with commas.
+ * None hands the batch to the pure code: a message that fails a check (the producer words the
+ * error), fields of other types, or a body over max_body. Ids given before a None stay given,
+ * as the pure code would have given them too. */
+
+static PyObject *
+prepare_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t max_body, max_props;
+    if (nargs != 8 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[1]) ||
+        (max_body = PyLong_AsSsize_t(args[2])) < 0 || (max_props = PyLong_AsSsize_t(args[3])) < 0 ||
+        !PyUnicode_CheckExact(args[4]) || !PyUnicode_CheckExact(args[5])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "prepare_batch(messages: list, topic: str, max_body: int, "
+                                             "max_props: int, uniq_key: str, delay_key: str, next_id, counter)");
+        return NULL;
+    }
+    PyObject *topic = args[1], *uniq_key = args[4], *delay_key = args[5], *next_id = args[6],
+             *counter = args[7];
+    PyObject *items = PyList_AsTuple(args[0]);
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(items), missing = 0;
+    PyObject *result = NULL, *body = NULL, *first = NULL, *joined = NULL;
+    PyObject **dicts = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    Out ids = {NULL, 0, 0};
+    if (dicts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *msg = PyTuple_GET_ITEM(items, i);
+        PyObject *t = PyObject_GetAttr(msg, s_topic);
+        if (t == NULL)
+            goto done;
+        int same = PyUnicode_CheckExact(t) && (t == topic || PyUnicode_Compare(t, topic) == 0);
+        Py_DECREF(t);
+        PyObject *b = same ? PyObject_GetAttr(msg, s_body) : NULL;
+        if (same && b == NULL)
+            goto done;
+        int fits = b != NULL && PyBytes_CheckExact(b) && PyBytes_GET_SIZE(b) > 0 && PyBytes_GET_SIZE(b) <= max_body;
+        Py_XDECREF(b);
+        if (!fits)
+            goto hand_back;
+        PyObject *d = dicts[i] = PyObject_GetAttr(msg, s_properties);
+        if (d == NULL)
+            goto done;
+        if (!PyDict_CheckExact(d))
+            goto hand_back;
+        int delayed = PyDict_Contains(d, delay_key);
+        PyObject *uniq = delayed ? NULL : PyDict_GetItemWithError(d, uniq_key);
+        if (delayed < 0 || PyErr_Occurred())
+            goto done;
+        if (delayed || (uniq != NULL && !PyUnicode_CheckExact(uniq)))
+            goto hand_back;
+        missing += uniq == NULL;
+    }
+    if (missing) {
+        first = PyObject_CallNoArgs(next_id);
+        if (first == NULL)
+            goto done;
+        if (!PyUnicode_CheckExact(first) || !PyUnicode_IS_ASCII(first) || PyUnicode_GET_LENGTH(first) < 4)
+            goto hand_back;
+    }
+    static const char hex[] = "0123456789ABCDEF";
+    Py_ssize_t given = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *uniq = PyDict_GetItemWithError(dicts[i], uniq_key);
+        if (uniq == NULL && PyErr_Occurred())
+            goto done;
+        PyObject *fresh = NULL;
+        if (uniq == NULL) {
+            if (given++ == 0) {
+                fresh = Py_NewRef(first);
+            } else {
+                PyObject *count = PyIter_Next(counter);
+                if (count == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_RuntimeError, "the unique id counter ended");
+                    goto done;
+                }
+                unsigned long long c = PyLong_Check(count) ? PyLong_AsUnsignedLongLongMask(count) : 0;
+                int is_int = PyLong_Check(count);
+                Py_DECREF(count);
+                if (!is_int || (c == (unsigned long long)-1 && PyErr_Occurred()))
+                    goto done_or_hand_back;
+                Py_ssize_t len = PyUnicode_GET_LENGTH(first);
+                fresh = PyUnicode_New(len, 127);
+                if (fresh == NULL)
+                    goto done;
+                char *w = (char *)PyUnicode_1BYTE_DATA(fresh);
+                memcpy(w, PyUnicode_1BYTE_DATA(first), (size_t)(len - 4));
+                for (int k = 3; k >= 0; k--, c >>= 4)
+                    w[len - 4 + k] = hex[c & 0xF];
+            }
+            int rc = PyDict_SetItem(dicts[i], uniq_key, fresh);
+            uniq = fresh;
+            Py_DECREF(fresh); /* the dict holds it */
+            if (rc < 0)
+                goto done;
+        }
+        Py_ssize_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(uniq, &size);
+        if (text == NULL) {
+            PyErr_Clear(); /* a lone surrogate: the pure code fails on it as str.encode() does */
+            goto hand_back;
+        }
+        if ((i && OUT_LIT(&ids, ",") < 0) || out_write(&ids, text, size) < 0)
+            goto done;
+    }
+    body = encode_items(items, max_props);
+    if (body == NULL)
+        goto done;
+    if (body == Py_None || PyBytes_GET_SIZE(body) > max_body)
+        goto hand_back;
+    joined = PyUnicode_DecodeUTF8(ids.len ? ids.buf : "", ids.len, NULL);
+    if (joined != NULL)
+        result = PyTuple_Pack(2, body, joined);
+    goto done;
+done_or_hand_back:
+    if (PyErr_Occurred())
+        goto done;
+hand_back:
+    result = Py_NewRef(Py_None);
+done:
+    if (dicts != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(dicts[i]);
+        PyMem_Free(dicts);
+    }
+    PyMem_Free(ids.buf);
+    Py_XDECREF(body);
+    Py_XDECREF(first);
+    Py_XDECREF(joined);
+    Py_DECREF(items);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
     {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
@@ -2393,6 +2546,8 @@ static PyMethodDef methods[] = {
      "The store messages of a batch body."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "A batch body of messages, or None for the pure encoder."},
+    {"prepare_batch", (PyCFunction)(void (*)(void))prepare_batch, METH_FASTCALL,
+     "A producer's batch body and unique ids, or None for the pure code."},
     {"offset_msg_ids", (PyCFunction)(void (*)(void))offset_msg_ids, METH_FASTCALL,
      "Offset message ids: a host's hex and each offset in 16 hex digits."},
     {"populate_write", (PyCFunction)(void (*)(void))populate_write, METH_FASTCALL,

@@ -67,3 +67,15 @@ def cq_put_entries(
     view: Any, pos: int, offsets: list[int], sizes: list[int], tags_codes: list[int], /
 ) -> int | None: ...
 def offset_msg_ids(host_hex: str, offsets: list[int], /) -> list[str] | None: ...
+def encode_batch(messages: list[Any], max_props: int, /) -> bytes | None: ...
+def prepare_batch(
+    messages: list[Any],
+    topic: str,
+    max_body: int,
+    max_props: int,
+    uniq_key: str,
+    delay_key: str,
+    next_id: Callable[[], str],
+    counter: Any,
+    /,
+) -> tuple[bytes, str] | None: ...

@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -867,6 +867,39 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
     return b"".join(parts)
 
 
+_UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY_KEY = PropertyKey.DELAY_TIME_LEVEL
+
+
+def prepare_batch(
+    messages: Sequence[Message], topic: str, max_body: int, ids: UniqueIdGenerator
+) -> tuple[bytes, str] | None:
+    """A producer's batch: its body (:func:`encode_batch`) and its messages' unique ids joined
+    with commas, after giving each message without one an id from ``ids`` (as
+    :meth:`UniqueIdGenerator.next_ids` does). None, with no id given, when a message is not of
+    ``topic``, has an empty body, one over ``max_body`` bytes or a delay level, and None when
+    the whole body is over ``max_body``: the producer words the error."""
+    missing = 0
+    for msg in messages:
+        body = msg.body
+        if msg.topic != topic or not body or len(body) > max_body:
+            return None
+        props = msg.properties
+        if _DELAY_KEY in props and msg.delay_level:
+            return None
+        if _UNIQ_KEY not in props:
+            missing += 1
+    if missing:
+        fresh = iter(ids.next_ids(missing))
+        for msg in messages:
+            if _UNIQ_KEY not in msg.properties:
+                msg.properties[_UNIQ_KEY] = next(fresh)
+    body = encode_batch(messages)
+    if len(body) > max_body:
+        return None
+    return body, ",".join([msg.properties[_UNIQ_KEY] for msg in messages])
+
+
 def decode_batch(data: bytes) -> list[BatchEntry]:
     """Split a batch body, trusting only the body and properties lengths."""
     entries = []
@@ -943,6 +976,7 @@ pure_java_hash_fast = java_hash_fast
 pure_decode_properties = decode_properties
 pure_decode_record = decode_record
 pure_encode_batch = encode_batch
+pure_prepare_batch = prepare_batch
 pure_offset_msg_ids = offset_msg_ids
 
 if _compiled is not None:
@@ -952,6 +986,7 @@ if _compiled is not None:
     decode_properties = _compiled.decode_properties
     _c_decode_record = _compiled.decode_record
     _c_encode_batch = _compiled.encode_batch
+    _c_prepare_batch = _compiled.prepare_batch
     _c_offset_msg_ids = _compiled.offset_msg_ids
 
     def offset_msg_ids(host_hex: str, offsets: list[int]) -> list[str]:
@@ -968,6 +1003,19 @@ if _compiled is not None:
             messages = list(messages)
         encoded: bytes | None = _c_encode_batch(messages, MAX_PROPERTIES_LENGTH)
         return encoded if encoded is not None else pure_encode_batch(messages)
+
+    def prepare_batch(
+        messages: Sequence[Message], topic: str, max_body: int, ids: UniqueIdGenerator
+    ) -> tuple[bytes, str] | None:
+        """A producer's batch body and comma-joined unique ids; see the pure version."""
+        # None from the compiled code: a check failed or a field is of another type; the pure
+        # code decides (and gives no second id to a message the compiled code gave one).
+        if type(messages) is not list:
+            messages = list(messages)
+        prepared: tuple[bytes, str] | None = _c_prepare_batch(
+            messages, topic, max_body, MAX_PROPERTIES_LENGTH, _UNIQ_KEY, _DELAY_KEY, ids.next_id, ids._counter
+        )
+        return prepared if prepared is not None else pure_prepare_batch(messages, topic, max_body, ids)
 
     def decode_record(
         buf: Any, pos: int = 0, *, check_crc: bool = False, decompress: bool = False

@@ -167,6 +167,11 @@ async def test_batch_rules_are_checked_before_sending(cluster: Cluster) -> None:
         with pytest.raises(ClientError, match="empty"):
             await producer.send_batch([])
         with pytest.raises(ClientError, match="body is empty"):
+            await producer.send_batch([Message("A", b"1"), Message("A", b"")])
+        whole = [Message("A", b"x" * (1024 * 1024)) for _ in range(4)]  # 4 MiB of bodies, plus heads
+        with pytest.raises(ClientError, match=r"the batch is 419\d{4} bytes, more than the 4194304 allowed"):
+            await producer.send_batch(whole)
+        with pytest.raises(ClientError, match="body is empty"):
             await producer.send(Message("A", b""))
         with pytest.raises(ClientError, match="topic name"):
             await producer.send(Message("bad topic!", b"x"))
