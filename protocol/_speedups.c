@@ -2449,6 +2449,8 @@ prepare_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         PyObject *fresh = NULL;
         if (uniq == NULL) {
+            if (first == NULL) /* none was missing in the first walk, and no code ran since */
+                goto hand_back;
             if (given++ == 0) {
                 fresh = Py_NewRef(first);
             } else {

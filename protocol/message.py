@@ -877,8 +877,8 @@ def prepare_batch(
     """A producer's batch: its body (:func:`encode_batch`) and its messages' unique ids joined
     with commas, after giving each message without one an id from ``ids`` (as
     :meth:`UniqueIdGenerator.next_ids` does). None, with no id given, when a message is not of
-    ``topic``, has an empty body, one over ``max_body`` bytes or a delay level, and None when
-    the whole body is over ``max_body``: the producer words the error."""
+    ``topic``, has an empty body, one over ``max_body`` bytes or a delay level; None, the ids
+    given, when the whole body is over ``max_body``. The producer words the error."""
     missing = 0
     for msg in messages:
         body = msg.body
