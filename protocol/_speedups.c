@@ -2388,7 +2388,7 @@ prepare_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_body, max_props;
     if (nargs != 8 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[1]) ||
         (max_body = PyLong_AsSsize_t(args[2])) < 0 || (max_props = PyLong_AsSsize_t(args[3])) < 0 ||
-        !PyUnicode_CheckExact(args[4]) || !PyUnicode_CheckExact(args[5])) {
+        !PyUnicode_CheckExact(args[4]) || !PyUnicode_CheckExact(args[5]) || !PyIter_Check(args[7])) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "prepare_batch(messages: list, topic: str, max_body: int, "
                                              "max_props: int, uniq_key: str, delay_key: str, next_id, counter)");

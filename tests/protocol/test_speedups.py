@@ -883,6 +883,8 @@ def test_batch_preparation_takes_the_compiled_path() -> None:
     assert joined == f"{'AB' * 12}0000FFFE,GIVEN,{'AB' * 12}0000FFFF"
     assert body == message.pure_encode_batch(msgs)
     assert next(ids._counter) == 0x10000  # one id from next_id, one from the counter
+    with pytest.raises(TypeError):  # a counter that is not an iterator is refused, not called
+        C.prepare_batch(msgs, "T", 4096, message.MAX_PROPERTIES_LENGTH, UNIQ, DELAY, ids.next_id, [1, 2])
 
 
 def test_unique_ids_in_bulk_are_distinct_and_consecutive() -> None:
