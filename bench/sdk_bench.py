@@ -407,6 +407,11 @@ def redis_available() -> str | None:
 # -- driver -----------------------------------------------------------------------------------
 
 
+def large_batch_label(args: argparse.Namespace) -> str:
+    """The label of the second batch scenario (``--large-batch`` messages a batch)."""
+    return f"batch{args.large_batch}"
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -426,7 +431,7 @@ async def sdk_ceiling(args: argparse.Namespace) -> dict[str, list[Figures]]:
         stdout=asyncio.subprocess.PIPE,
     )
     results: dict[str, list[Figures]] = {}
-    large = f"batch{args.large_batch}"
+    large = large_batch_label(args)
     try:
         assert proc.stdout is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)
@@ -474,7 +479,7 @@ async def bench(args: argparse.Namespace) -> None:
     results: dict[str, list[Figures]] = {}
     latency: list[dict[str, float]] = []
     peer: dict[str, list[float]] = {}
-    large = f"batch{args.large_batch}"
+    large = large_batch_label(args)
     why_not = "not needed" if args.skip_redis or args.latency_only else redis_available()
     if why_not is not None:
         print(f"redis comparison skipped: {why_not}")
@@ -629,7 +634,7 @@ def summarize(
         print(
             "=== against the targets (median of per-run ratios; each run measures both sides back to back) ==="
         )
-        best_send = [max(runs) for runs in zip(tps("sync-64"), tps("batch"), tps(f"batch{args.large_batch}"))]
+        best_send = [max(runs) for runs in zip(tps("sync-64"), tps("batch"), tps(large_batch_label(args)))]
         rows = [
             ("sync one-at-a-time vs XADD one-at-a-time", tps("sync-1"), peer["xadd-1"], 1.0),
             ("best pipelined/batched send vs pipelined XADD", best_send, peer["xadd-pipe"], 3.0),

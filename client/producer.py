@@ -41,6 +41,8 @@ from aiorocketmq.protocol.message import (
     Message,
     MessageExt,
     PropertyKey,
+    batch_fault,
+    body_fault,
     compress_body,
     decode_offset_msg_id,
     encode_batch,
@@ -75,7 +77,6 @@ RETRY_BACKOFF = 0.05
 RETRY_BACKOFF_MAX = 1.0
 
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_DELAY_LEVEL = PropertyKey.DELAY_TIME_LEVEL
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _SEND_REPLY_V2 = int(RequestCode.SEND_REPLY_MESSAGE_V2)
@@ -329,13 +330,9 @@ class Producer(ClientLifecycle):
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
-        body = msg.body
-        if not body:
-            raise ClientError("the message body is empty")
-        if len(body) > self.max_message_size:
-            raise ClientError(
-                f"the message body is {len(body)} bytes, more than the {self.max_message_size} allowed"
-            )
+        fault = body_fault(msg.body, self.max_message_size)
+        if fault is not None:
+            raise ClientError(fault)
 
     def _prepare(self, msg: Message, sys_flag: int = 0) -> tuple[dict[str, Any], bytes, str]:
         """The V2 header fields (without queue id), wire body and unique id of one message."""
@@ -388,19 +385,11 @@ class Producer(ClientLifecycle):
 
     def _batch_error(self, messages: Sequence[Message], topic: str) -> ClientError:
         """Why ``prepare_batch`` refused ``messages``: the first message's fault, else the size."""
-        for msg in messages:
-            if msg.topic != topic:
-                return ClientError(f"a batch must have one topic; got {topic!r} and {msg.topic!r}")
-            if _DELAY_LEVEL in msg.properties and msg.delay_level:
-                return ClientError("delayed messages cannot be sent in a batch")
-            try:
-                self._check_message(msg)
-            except ClientError as exc:
-                return exc
-        size = len(encode_batch(messages))
-        return ClientError(
-            f"the batch is {size} bytes, more than the {self.max_message_size} allowed; split it"
-        )
+        fault = batch_fault(messages, topic, self.max_message_size)
+        if fault is None:
+            size = len(encode_batch(messages))
+            fault = f"the batch is {size} bytes, more than the {self.max_message_size} allowed; split it"
+        return ClientError(fault)
 
     async def _fixed_queue(
         self, topic: str, shard_key: str | None, queue: MessageQueue | None

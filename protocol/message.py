@@ -871,24 +871,41 @@ _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY_KEY = PropertyKey.DELAY_TIME_LEVEL
 
 
+def body_fault(body: bytes, max_body: int) -> str | None:
+    """Why a producer may not send a message with ``body``, or None."""
+    if not body:
+        return "the message body is empty"
+    if len(body) > max_body:
+        return f"the message body is {len(body)} bytes, more than the {max_body} allowed"
+    return None
+
+
+def batch_fault(messages: Sequence[Message], topic: str, max_body: int) -> str | None:
+    """Why a producer may not send ``messages`` as one batch of ``topic`` (the first message
+    at fault: another topic, a delay level, or its body), or None. The whole batch's size is
+    judged after encoding."""
+    for msg in messages:
+        if msg.topic != topic:
+            return f"a batch must have one topic; got {topic!r} and {msg.topic!r}"
+        if _DELAY_KEY in msg.properties and msg.delay_level:
+            return "delayed messages cannot be sent in a batch"
+        fault = body_fault(msg.body, max_body)
+        if fault is not None:
+            return fault
+    return None
+
+
 def prepare_batch(
     messages: Sequence[Message], topic: str, max_body: int, ids: UniqueIdGenerator
 ) -> tuple[bytes, str] | None:
     """A producer's batch: its body (:func:`encode_batch`) and its messages' unique ids joined
     with commas, after giving each message without one an id from ``ids`` (as
-    :meth:`UniqueIdGenerator.next_ids` does). None, with no id given, when a message is not of
-    ``topic``, has an empty body, one over ``max_body`` bytes or a delay level; None, the ids
-    given, when the whole body is over ``max_body``. The producer words the error."""
-    missing = 0
-    for msg in messages:
-        body = msg.body
-        if msg.topic != topic or not body or len(body) > max_body:
-            return None
-        props = msg.properties
-        if _DELAY_KEY in props and msg.delay_level:
-            return None
-        if _UNIQ_KEY not in props:
-            missing += 1
+    :meth:`UniqueIdGenerator.next_ids` does). None, with no id given, when :func:`batch_fault`
+    finds a fault; None, the ids given, when the whole body is over ``max_body``. The producer
+    words the error."""
+    if batch_fault(messages, topic, max_body) is not None:
+        return None
+    missing = sum(_UNIQ_KEY not in msg.properties for msg in messages)
     if missing:
         fresh = iter(ids.next_ids(missing))
         for msg in messages:
