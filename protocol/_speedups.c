@@ -863,10 +863,42 @@ decode_properties(PyObject *self, PyObject *text)
 #define STORE_V6 0x20
 #define COMPRESSED 0x1
 
-static int
-get_long_attr(PyObject *obj, PyObject *name, long long lo, long long hi, long long *out)
+
+/* The StoreMessage class (setup_batch) and its slots' byte offsets in an instance. Readers of a
+ * message go to the slot directly when the message is exactly that class and the class is as it
+ * was when the offsets were read (its version tag changes when anything on it is reassigned);
+ * anything else, subclasses included, is read by attribute. PyObject_GetAttr on a slot was a
+ * sixth of the event loop's time in a batched send. */
+static PyObject *StoreMessage = NULL;
+static PyObject *s_tags_code, *s_keys, *s_uniq_key;
+
+/* StoreMessage's slots in the order fill_store_message writes them; their byte offsets in an
+ * instance are read from the class's member descriptors once, by setup_batch. */
+enum {
+    SM_TOPIC, SM_QUEUE_ID, SM_BODY, SM_PROPERTIES, SM_FLAG, SM_SYS_FLAG, SM_BORN_TIMESTAMP,
+    SM_BORN_HOST, SM_RECONSUME_TIMES, SM_PREPARED_OFFSET, SM_TAGS_CODE, SM_KEYS, SM_UNIQ_KEY,
+    SM_STORE_TIMESTAMP, SM_FIELDS
+};
+static Py_ssize_t store_slot[SM_FIELDS];
+static unsigned int store_version = 0;
+
+/* msg.<name> (new reference). */
+static inline PyObject *
+msg_attr(PyObject *msg, PyObject *name, int field)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    if (store_version != 0 && Py_IS_TYPE(msg, (PyTypeObject *)StoreMessage) &&
+        ((PyTypeObject *)StoreMessage)->tp_version_tag == store_version) {
+        PyObject *v = *(PyObject **)((char *)msg + store_slot[field]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(msg, name);
+}
+
+static int
+get_long_attr(PyObject *obj, PyObject *name, int field, long long lo, long long hi, long long *out)
+{
+    PyObject *v = msg_attr(obj, name, field);
     if (v == NULL)
         return -1;
     if (!PyLong_CheckExact(v)) {
@@ -974,9 +1006,9 @@ encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *msg = items[i];
-        PyObject *body = PyObject_GetAttr(msg, s_body);
-        PyObject *props_s = body == NULL ? NULL : PyObject_GetAttr(msg, s_properties);
-        PyObject *born = props_s == NULL ? NULL : PyObject_GetAttr(msg, s_born_host);
+        PyObject *body = msg_attr(msg, s_body, SM_BODY);
+        PyObject *props_s = body == NULL ? NULL : msg_attr(msg, s_properties, SM_PROPERTIES);
+        PyObject *born = props_s == NULL ? NULL : msg_attr(msg, s_born_host, SM_BORN_HOST);
         if (born == NULL) {
             Py_XDECREF(body);
             Py_XDECREF(props_s);
@@ -1009,13 +1041,13 @@ encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         long long sys_flag, queue_id, flag, born_ts, store_ts, reconsume, prepared;
         int rc = 0;
         if (!fallback && !status) {
-            if ((rc = get_long_attr(msg, s_sys_flag, INT32_MIN_, INT32_MAX_, &sys_flag)) ||
-                (rc = get_long_attr(msg, s_queue_id, INT32_MIN_, INT32_MAX_, &queue_id)) ||
-                (rc = get_long_attr(msg, s_flag, INT32_MIN_, INT32_MAX_, &flag)) ||
-                (rc = get_long_attr(msg, s_born_timestamp, INT64_MIN, INT64_MAX, &born_ts)) ||
-                (rc = get_long_attr(msg, s_store_timestamp, INT64_MIN, INT64_MAX, &store_ts)) ||
-                (rc = get_long_attr(msg, s_reconsume_times, INT32_MIN_, INT32_MAX_, &reconsume)) ||
-                (rc = get_long_attr(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX, &prepared)))
+            if ((rc = get_long_attr(msg, s_sys_flag, SM_SYS_FLAG, INT32_MIN_, INT32_MAX_, &sys_flag)) ||
+                (rc = get_long_attr(msg, s_queue_id, SM_QUEUE_ID, INT32_MIN_, INT32_MAX_, &queue_id)) ||
+                (rc = get_long_attr(msg, s_flag, SM_FLAG, INT32_MIN_, INT32_MAX_, &flag)) ||
+                (rc = get_long_attr(msg, s_born_timestamp, SM_BORN_TIMESTAMP, INT64_MIN, INT64_MAX, &born_ts)) ||
+                (rc = get_long_attr(msg, s_store_timestamp, SM_STORE_TIMESTAMP, INT64_MIN, INT64_MAX, &store_ts)) ||
+                (rc = get_long_attr(msg, s_reconsume_times, SM_RECONSUME_TIMES, INT32_MIN_, INT32_MAX_, &reconsume)) ||
+                (rc = get_long_attr(msg, s_prepared_transaction_offset, SM_PREPARED_OFFSET, INT64_MIN, INT64_MAX, &prepared)))
                 fallback = 1;
         }
         if (rc < 0 || fallback || status) {
@@ -1671,19 +1703,8 @@ done:
  *   pass: the entries are split, their properties scanned as UTF-8 bytes (the separators \x01 and
  *   \x02 never occur inside a multi-byte character) and each StoreMessage filled slot by slot. */
 
-static PyObject *StoreMessage = NULL;
 static PyObject *batch_keys = NULL; /* (tags, keys, uniq, delay, wait, *timer keys) as str */
 static Py_ssize_t batch_max_props = 0;
-static PyObject *s_tags_code, *s_keys, *s_uniq_key;
-
-/* StoreMessage's slots in the order fill_store_message writes them; their byte offsets in an
- * instance are read from the class's member descriptors once, by setup_batch. */
-enum {
-    SM_TOPIC, SM_QUEUE_ID, SM_BODY, SM_PROPERTIES, SM_FLAG, SM_SYS_FLAG, SM_BORN_TIMESTAMP,
-    SM_BORN_HOST, SM_RECONSUME_TIMES, SM_PREPARED_OFFSET, SM_TAGS_CODE, SM_KEYS, SM_UNIQ_KEY,
-    SM_STORE_TIMESTAMP, SM_FIELDS
-};
-static Py_ssize_t store_slot[SM_FIELDS];
 
 static int
 find_slots(PyObject *cls)
@@ -1710,6 +1731,8 @@ find_slots(PyObject *cls)
         }
     }
     memcpy(store_slot, found, sizeof found);
+    /* The lookups above gave the class a valid version tag; reassigning anything on it drops it. */
+    store_version = ((PyTypeObject *)cls)->tp_version_tag;
     return 0;
 }
 
@@ -1987,9 +2010,9 @@ count_keys(PyObject *keys)
 /* A str attribute that holds characters (new reference); NULL with no error for None or "";
  * -1 in *bad for anything else (the pure code decides). */
 static PyObject *
-key_attr(PyObject *msg, PyObject *name, int *bad)
+key_attr(PyObject *msg, PyObject *name, int field, int *bad)
 {
-    PyObject *v = PyObject_GetAttr(msg, name);
+    PyObject *v = msg_attr(msg, name, field);
     if (v == NULL) {
         *bad = -1;
         return NULL;
@@ -2056,8 +2079,8 @@ index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int bad = 0;
     for (Py_ssize_t i = 0; i < n && !bad; i++) {
         PyObject *msg = items[i];
-        PyObject *uniq = key_attr(msg, s_uniq_key, &bad);
-        PyObject *keys = bad ? NULL : key_attr(msg, s_keys, &bad);
+        PyObject *uniq = key_attr(msg, s_uniq_key, SM_UNIQ_KEY, &bad);
+        PyObject *keys = bad ? NULL : key_attr(msg, s_keys, SM_KEYS, &bad);
         if (bad || (uniq == NULL && keys == NULL)) {
             Py_XDECREF(uniq);
             Py_XDECREF(keys);
@@ -2065,7 +2088,7 @@ index_build_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         long long sys_flag, phy, stamp;
         int overflow = 0;
-        if ((bad = get_long_attr(msg, s_sys_flag, INT64_MIN, INT64_MAX, &sys_flag)) == 0) {
+        if ((bad = get_long_attr(msg, s_sys_flag, SM_SYS_FLAG, INT64_MIN, INT64_MAX, &sys_flag)) == 0) {
             PyObject *phy_obj = i < PyList_GET_SIZE(offsets) ? PyList_GET_ITEM(offsets, i) : NULL;
             PyObject *stamp_obj = i < PyList_GET_SIZE(stamps) ? PyList_GET_ITEM(stamps, i) : NULL;
             if (phy_obj == NULL || stamp_obj == NULL || !PyLong_CheckExact(phy_obj) || !PyLong_CheckExact(stamp_obj))

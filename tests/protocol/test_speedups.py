@@ -653,6 +653,83 @@ def test_compiled_walks_survive_a_list_emptied_under_them(tmp_path: Path) -> Non
     assert isinstance(encoded, tuple) and len(encoded[1]) == 40 and encoded[4] == 40
 
 
+class _OtherBody(StoreMessage):
+    """A subclass whose ``body`` and ``uniq_key`` are properties over the base class's slots."""
+
+    @property
+    def body(self) -> bytes:  # type: ignore[override]
+        return b"property body"
+
+    @property
+    def uniq_key(self) -> str:  # type: ignore[override]
+        return "PROPERTY-KEY"
+
+
+def _with_slots(cls: type[StoreMessage], body: bytes, uniq_key: str) -> StoreMessage:
+    """An instance of ``cls`` whose StoreMessage slots hold ``body`` and ``uniq_key``."""
+    msg = object.__new__(cls)
+    for name, value in zip(
+        ("topic", "queue_id", "properties", "flag", "sys_flag", "born_timestamp", "born_host"),
+        ("T", 0, "a\x01b\x02", 0, 0, 1, pack_host("10.0.0.1", 5)),
+        strict=True,
+    ):
+        setattr(msg, name, value)
+    for name in ("reconsume_times", "prepared_transaction_offset", "tags_code", "store_timestamp"):
+        setattr(msg, name, 0)
+    slots = vars(StoreMessage)
+    slots["body"].__set__(msg, body)
+    slots["uniq_key"].__set__(msg, uniq_key)
+    slots["keys"].__set__(msg, None)
+    return msg
+
+
+def _encoded_body_and_keys(tmp_path: Path, msg: StoreMessage) -> tuple[bytes, int]:
+    """The body encode_records stores for ``msg``, and how many index entries the compiled
+    builder made under the key PROPERTY-KEY."""
+    from aiorocketmq.broker.store.index import IndexFile
+
+    encoded = C.encode_records([msg], b"\x01T", 0, 1, 0, pack_host("127.0.0.1", 1), 1 << 20)
+    assert isinstance(encoded, tuple)
+    record, _ = C.decode_record(encoded[0], 0, True, False)
+    index = IndexFile(tmp_path / f"i{len(list(tmp_path.iterdir()))}", 64, 100, create=True)
+    found: list[int] = []
+    try:
+        assert index.put_batch_compiled("T", [msg], [7], [1], -1) == 1
+        index.select("T#PROPERTY-KEY", 10, 0, 1 << 62, found)
+    finally:
+        index.close()
+    return record.body, len(found)
+
+
+def test_compiled_readers_take_slots_only_from_the_class_as_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The encoder and the index builder read a StoreMessage's slots directly; a subclass's
+    properties, and the class itself once something on it is reassigned, are read as
+    attributes, as the pure code reads them."""
+    from aiorocketmq.broker.store import index as index_module
+
+    monkeypatch.setattr(index_module, "_index_build_batch", C.index_build_batch)
+    plain = _with_slots(StoreMessage, b"slot body", "SLOT-KEY")
+    assert _encoded_body_and_keys(tmp_path, plain) == (b"slot body", 0)
+    sub = _with_slots(_OtherBody, b"slot body", "SLOT-KEY")
+    assert _encoded_body_and_keys(tmp_path, sub) == (b"property body", 1)
+    patches = {
+        "uniq_key": property(lambda self: "PROPERTY-KEY"),
+        "body": property(lambda self: b"patched body"),
+    }
+    slots = {name: vars(StoreMessage)[name] for name in patches}
+    try:
+        for name, patched in patches.items():
+            setattr(StoreMessage, name, patched)
+        assert _encoded_body_and_keys(tmp_path, plain) == (b"patched body", 1)
+    finally:
+        for name, descriptor in slots.items():
+            setattr(StoreMessage, name, descriptor)
+        batch.setup_compiled(C)  # the class changed (and changed back): register it again
+    assert _encoded_body_and_keys(tmp_path, plain) == (b"slot body", 0)
+
+
 _FIELD_VALUES = st.one_of(
     st.none(),
     st.booleans(),
