@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import itertools
 import logging
 import socket
@@ -446,6 +447,10 @@ class Connection(asyncio.Protocol):
         if isinstance(result, RemotingCommand):
             self._reply(cmd, result)
             return
+        if isinstance(result, asyncio.Future):
+            # Answered from the future's callback: no coroutine and task per request.
+            result.add_done_callback(functools.partial(self._reply_when_done, cmd))
+            return
         task = asyncio.ensure_future(self._await_handler(cmd, result))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -458,6 +463,18 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self._handler_failed(cmd, exc)
             return
+        if response is not None:
+            self._reply(cmd, response)
+
+    def _reply_when_done(self, cmd: RemotingCommand, done: asyncio.Future[RemotingCommand | None]) -> None:
+        if done.cancelled():
+            return
+        error = done.exception()
+        if error is not None:
+            if isinstance(error, Exception):
+                self._handler_failed(cmd, error)
+            return
+        response = done.result()
         if response is not None:
             self._reply(cmd, response)
 

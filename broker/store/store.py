@@ -740,10 +740,17 @@ class MessageStore:
     async def wait_flushed(self, result: PutResult) -> PutStatus:
         """Under SYNC_FLUSH: PUT_OK once the result's bytes are on disk, FLUSH_DISK_TIMEOUT after
         ``syncFlushTimeout``. Under ASYNC_FLUSH (or for a failed put): the result's status."""
+        return await self.flushed(result)
+
+    def flushed(self, result: PutResult) -> asyncio.Future[PutStatus]:
+        """:meth:`wait_flushed` as a future, for the send path: a put under SYNC_FLUSH then
+        costs a callback instead of a coroutine and a task."""
         flusher = self._commit_log_flusher
         if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
-            return result.status
-        return await flusher.wait(result.wrote_offset + result.wrote_bytes)
+            future: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
+            future.set_result(result.status)
+            return future
+        return flusher.wait(result.wrote_offset + result.wrote_bytes)
 
     async def wait_stored(self, result: PutResult) -> PutStatus:
         """What a send that waits for its message (``WAIT=true``) answers: :meth:`wait_flushed`,

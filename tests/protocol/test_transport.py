@@ -30,6 +30,9 @@ ASYNC_BOOM = 1003
 NOT_FOUND = 1004
 BAD_HEADER = 1005
 SLOW_ECHO = 1006
+FUTURE_ECHO = 1007
+FUTURE_BOOM = 1008
+FUTURE_CANCELLED = 1009
 
 ServerFactory = Callable[..., Awaitable[tuple[Server, int]]]
 
@@ -56,6 +59,25 @@ async def async_boom(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     raise RuntimeError("late failure")
 
 
+def later(settle: Callable[[asyncio.Future[RemotingCommand]], object]) -> asyncio.Future[RemotingCommand]:
+    """A future (not a coroutine) that ``settle`` completes on the loop's next turn."""
+    future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(settle, future)
+    return future
+
+
+def future_echo(conn: Connection, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+    return later(lambda future: future.set_result(echo(conn, cmd)))
+
+
+def future_boom(conn: Connection, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+    return later(lambda future: future.set_exception(RuntimeError("failed later")))
+
+
+def future_cancelled(conn: Connection, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+    return later(lambda future: future.cancel())
+
+
 def not_found(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     raise TopicNotExistError("No topic route info in name server for the topic: T")
 
@@ -73,6 +95,9 @@ HANDLERS: dict[int, Handler] = {
     NOT_FOUND: not_found,
     BAD_HEADER: bad_header,
     SLOW_ECHO: slow_echo,
+    FUTURE_ECHO: future_echo,
+    FUTURE_BOOM: future_boom,
+    FUTURE_CANCELLED: future_cancelled,
 }
 
 
@@ -214,6 +239,8 @@ async def test_oneway_requests_get_no_response_of_any_kind(make_server: ServerFa
             + raw_request(BOOM, 13, flag=2)  # handler raises
             + raw_request(ASYNC_BOOM, 14, flag=2)  # awaitable raises
             + raw_request(SLOW_ECHO, 15, flag=2)  # awaitable answers
+            + raw_request(FUTURE_ECHO, 18, flag=2)  # future answers
+            + raw_request(FUTURE_BOOM, 19, flag=2)  # future fails
             + raw_request(ECHO, 16)
         )
         await writer.drain()
@@ -361,6 +388,7 @@ async def test_unknown_code_is_answered_with_request_code_not_supported(
     [
         (BOOM, ResponseCode.SYSTEM_ERROR, "ValueError: disk on fire"),
         (ASYNC_BOOM, ResponseCode.SYSTEM_ERROR, "RuntimeError: late failure"),
+        (FUTURE_BOOM, ResponseCode.SYSTEM_ERROR, "RuntimeError: failed later"),
         (NOT_FOUND, ResponseCode.TOPIC_NOT_EXIST, "No topic route info in name server for the topic: T"),
         (BAD_HEADER, ResponseCode.SYSTEM_ERROR, "bad GetRouteInfoRequestHeader: missing field 'topic'"),
     ],
@@ -451,6 +479,29 @@ async def test_client_closes_on_a_malformed_server_frame(
 
 
 # -- serialization mirroring ------------------------------------------------------------------------
+
+
+async def test_a_handlers_future_is_answered_when_it_completes(make_server: ServerFactory) -> None:
+    """A handler may return a future (no task is made for it): its result is the answer, and
+    a cancelled one is answered never."""
+    _, port = await make_server()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(raw_request(FUTURE_CANCELLED, 20) + raw_request(FUTURE_ECHO, 21))
+        await writer.drain()
+        _, first = await asyncio.wait_for(read_frame(reader), 10)
+        assert (first.opaque, first.code, first.ext_fields) == (
+            21,
+            ResponseCode.SUCCESS,
+            {"n": "21", "echo": "yes"},
+        )
+        # Anything owed to request 20 would have been written before this one.
+        writer.write(raw_request(ECHO, 22))
+        _, second = await asyncio.wait_for(read_frame(reader), 10)
+        assert second.opaque == 22
+    finally:
+        writer.close()
+        await writer.wait_closed()
 
 
 @pytest.mark.parametrize("serialize_type", list(SerializeType), ids=[t.name for t in SerializeType])
