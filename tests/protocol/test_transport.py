@@ -229,7 +229,9 @@ async def test_oneway_request_reaches_the_handler_with_flag_bit_1(
     assert (await seen.get()).flag == 0
 
 
-async def test_oneway_requests_get_no_response_of_any_kind(make_server: ServerFactory) -> None:
+async def test_oneway_requests_and_cancelled_answers_get_no_response(make_server: ServerFactory) -> None:
+    """No response of any kind to a oneway request, nor to one whose handler's future (a
+    handler may return one: no task is made for it) is cancelled."""
     _, port = await make_server()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -241,12 +243,13 @@ async def test_oneway_requests_get_no_response_of_any_kind(make_server: ServerFa
             + raw_request(SLOW_ECHO, 15, flag=2)  # awaitable answers
             + raw_request(FUTURE_ECHO, 18, flag=2)  # future answers
             + raw_request(FUTURE_BOOM, 19, flag=2)  # future fails
+            + raw_request(FUTURE_CANCELLED, 20)  # not oneway, but its answer is cancelled
             + raw_request(ECHO, 16)
         )
         await writer.drain()
         _, first = await asyncio.wait_for(read_frame(reader), 10)
         assert first.opaque == 16 and first.is_response
-        # Anything owed to the oneway requests would have been written before this one.
+        # Anything owed to the requests before would have been written before this one.
         writer.write(raw_request(SLOW_ECHO, 17))
         _, second = await asyncio.wait_for(read_frame(reader), 10)
         assert second.opaque == 17
@@ -481,36 +484,13 @@ async def test_client_closes_on_a_malformed_server_frame(
 # -- serialization mirroring ------------------------------------------------------------------------
 
 
-async def test_a_handlers_future_is_answered_when_it_completes(make_server: ServerFactory) -> None:
-    """A handler may return a future (no task is made for it): its result is the answer, and
-    a cancelled one is answered never."""
-    _, port = await make_server()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(raw_request(FUTURE_CANCELLED, 20) + raw_request(FUTURE_ECHO, 21))
-        await writer.drain()
-        _, first = await asyncio.wait_for(read_frame(reader), 10)
-        assert (first.opaque, first.code, first.ext_fields) == (
-            21,
-            ResponseCode.SUCCESS,
-            {"n": "21", "echo": "yes"},
-        )
-        # Anything owed to request 20 would have been written before this one.
-        writer.write(raw_request(ECHO, 22))
-        _, second = await asyncio.wait_for(read_frame(reader), 10)
-        assert second.opaque == 22
-    finally:
-        writer.close()
-        await writer.wait_closed()
-
-
 @pytest.mark.parametrize("serialize_type", list(SerializeType), ids=[t.name for t in SerializeType])
 async def test_every_response_in_the_requests_serialization(
     make_server: ServerFactory, serialize_type: SerializeType
 ) -> None:
     _, port = await make_server()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    codes = [ECHO, SLOW_ECHO, 9999, BOOM, ASYNC_BOOM, NOT_FOUND]
+    codes = [ECHO, SLOW_ECHO, 9999, BOOM, ASYNC_BOOM, NOT_FOUND, FUTURE_ECHO, FUTURE_BOOM]
     try:
         writer.write(
             b"".join(raw_request(code, i, serialize_type=serialize_type) for i, code in enumerate(codes))
@@ -528,9 +508,10 @@ async def test_every_response_in_the_requests_serialization(
         assert type_byte == serialize_type, codes[opaque]
         assert response.serialize_type == serialize_type
         assert response.is_response
-    assert [answers[i][1].code for i in range(len(codes))] == [0, 0, 3, 1, 1, 17]
+    assert [answers[i][1].code for i in range(len(codes))] == [0, 0, 3, 1, 1, 17, 0, 1]
     if serialize_type != SerializeType.MSGPACK:
         assert answers[0][1].ext_fields == {"n": "0", "echo": "yes"}
+        assert answers[6][1].ext_fields == {"n": "6", "echo": "yes"}
 
 
 async def test_pipelined_requests_are_answered_in_order(make_server: ServerFactory) -> None:
