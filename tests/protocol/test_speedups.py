@@ -666,20 +666,13 @@ class _OtherBody(StoreMessage):
 
 
 def _with_slots(cls: type[StoreMessage], body: bytes, uniq_key: str) -> StoreMessage:
-    """An instance of ``cls`` whose StoreMessage slots hold ``body`` and ``uniq_key``."""
+    """An instance of ``cls`` whose StoreMessage slots hold ``body`` and ``uniq_key`` (set
+    through the base class's slot descriptors: a subclass's properties have no setters)."""
+    plain = StoreMessage("T", 0, body, "a\x01b\x02", born_timestamp=1, born_host=pack_host("10.0.0.1", 5))
+    plain.uniq_key = uniq_key
     msg = object.__new__(cls)
-    for name, value in zip(
-        ("topic", "queue_id", "properties", "flag", "sys_flag", "born_timestamp", "born_host"),
-        ("T", 0, "a\x01b\x02", 0, 0, 1, pack_host("10.0.0.1", 5)),
-        strict=True,
-    ):
-        setattr(msg, name, value)
-    for name in ("reconsume_times", "prepared_transaction_offset", "tags_code", "store_timestamp"):
-        setattr(msg, name, 0)
-    slots = vars(StoreMessage)
-    slots["body"].__set__(msg, body)
-    slots["uniq_key"].__set__(msg, uniq_key)
-    slots["keys"].__set__(msg, None)
+    for name in StoreMessage.__slots__:
+        vars(StoreMessage)[name].__set__(msg, getattr(plain, name))
     return msg
 
 
