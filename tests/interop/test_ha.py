@@ -32,6 +32,22 @@ async def commit_log_end(addr: str) -> int:
     return int((await runtime_info(int(addr.split(":")[1])))["commitLogMaxOffset"])
 
 
+async def wait_for_runtime_info(apache: ApacheBroker) -> None:
+    """Apache's broker fails GET_BROKER_RUNTIME_INFO (SYSTEM_ERROR, a NoSuchElementException
+    from an empty LinkedList) until its store statistics have taken their first sample, about
+    a second after it starts; a fast machine asks sooner than that."""
+
+    async def answers() -> bool:
+        conn = await open_conn(apache.addr)
+        try:
+            response = await call(conn, RequestCode.GET_BROKER_RUNTIME_INFO, timeout=3.0)
+            return response.code == ResponseCode.SUCCESS
+        finally:
+            conn.close()
+
+    await wait_until(answers, 30)
+
+
 async def send_all(master: str) -> list[str]:
     conn = await open_conn(master)
     try:
@@ -80,6 +96,7 @@ async def test_our_master_feeds_an_apache_slave(java_toolchain: Toolchain, tmp_p
             overrides={"brokerId": 1, "brokerRole": "SLAVE"},
         )
         await asyncio.to_thread(slave.start)
+        await wait_for_runtime_info(slave)
 
         async def apache_slave_connected() -> bool:
             # Connected and reported its offset (Apache's slave first reports after
@@ -113,6 +130,7 @@ async def test_an_apache_master_feeds_our_slave(java_toolchain: Toolchain, tmp_p
             overrides={"brokerRole": "SYNC_MASTER"},
         )
         await asyncio.to_thread(master.start)
+        await wait_for_runtime_info(master)
         ours.namesrv_ports.append(namesrv.port)
         with held_port_pair() as port:
             slave = await ours.start_broker(
