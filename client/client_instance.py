@@ -181,38 +181,6 @@ class ConsumerMember(Protocol):
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
 
-class CorkedConnection(Connection):
-    """A client connection that gathers the frames written during one event-loop iteration
-    into one socket write. Pipelined requests then cost one system call per burst, and the
-    broker, reading the burst at once, answers it with one write too."""
-
-    def __init__(self, handlers: dict[int, Handler], *, name: str) -> None:
-        super().__init__(handlers, name=name)
-        self._frames: list[bytes] = []
-
-    def write(self, frame: bytes) -> None:
-        if self._out is not None:  # answering inside data_received: the base batches it
-            self._out.append(frame)
-            return
-        frames = self._frames
-        frames.append(frame)
-        if len(frames) == 1 and self._loop is not None:
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        frames = self._frames
-        if not frames:
-            return
-        self._frames = []
-        transport = self._transport
-        if transport is not None and not self.closed:
-            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
-
-    def close(self, reason: str | None = None) -> None:
-        self._flush()
-        super().close(reason)
-
-
 async def open_connection(
     host: str,
     port: int,
@@ -224,7 +192,7 @@ async def open_connection(
     signer: Signer | None = None,
 ) -> Connection:
     return await connect_with(
-        lambda: CorkedConnection(handlers, name=name),
+        lambda: Connection(handlers, name=name),
         host,
         port,
         timeout=timeout,

@@ -3,8 +3,11 @@
 
 Either side of a connection may send requests; responses are matched to their requests by
 ``opaque`` alone (REMOTING.md §1.1). Handlers may answer synchronously (returning the
-response, fastest) or return an awaitable (long polling, sync flush) that is run as a task.
-Requests that arrive in one read are answered with one write.
+response, fastest), return a future (answered from its callback) or return an awaitable
+(long polling) that is run as a task. Requests that arrive in one read are answered with one
+write; frames written at any other time (later answers, requests) are gathered over one turn
+of the event loop and sent with one write, so the answers one group commit releases, or a
+client's pipelined requests, cost one system call rather than one each.
 
 A server protects its memory from broken and hostile peers (:class:`ConnectionLimits`): one
 incomplete frame holds at most the frame size limit; all connections' incomplete frames
@@ -156,6 +159,9 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._out: list[bytes] | None = None
+        #: Frames written outside a read, sent together by :meth:`_flush` once the callbacks
+        #: ready in this turn of the loop have run.
+        self._corked: list[bytes] = []
         self._close_callbacks: list[Callable[[Connection], None]] = []
         self._closed_waiter: asyncio.Future[None] | None = None
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -221,6 +227,9 @@ class Connection(asyncio.Protocol):
             self._out = None
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
+            if self._corked:  # written before this read: they go first
+                out[:0] = self._corked
+                self._corked = []
             transport.write(out[0] if len(out) == 1 else b"".join(out))
             if self._paused:
                 self._check_backlog()
@@ -257,12 +266,14 @@ class Connection(asyncio.Protocol):
         self.close_reason = self.close_reason or reason
         self._release_buffer()
         self._decoder = FrameDecoder(self._decoder.max_frame_size)
+        self._corked = []
         self.closed = True
         if self._transport is not None:
             self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release_buffer()
+        self._corked = []
         self.closed = True
         reason = self.close_reason or (f"connection lost: {exc}" if exc else "connection closed by peer")
         self.close_reason = reason
@@ -345,7 +356,19 @@ class Connection(asyncio.Protocol):
         if out is not None:
             out.append(frame)
         elif self._transport is not None and not self.closed:
-            self._transport.write(frame)
+            corked = self._corked
+            corked.append(frame)
+            if len(corked) == 1:
+                self._loop.call_soon(self._flush)  # type: ignore[union-attr]  # set with the transport
+
+    def _flush(self) -> None:
+        corked = self._corked
+        if not corked:
+            return
+        self._corked = []
+        transport = self._transport
+        if transport is not None and not self.closed and not transport.is_closing():
+            transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
             if self._paused:
                 self._check_backlog()
 
@@ -387,12 +410,14 @@ class Connection(asyncio.Protocol):
             self.close_reason = reason or "closed locally"
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            out = self._out
-            if out:
-                # Responses batched earlier in this read were owed before the close: send
-                # them first (the transport flushes its buffer before closing).
-                transport.write(b"".join(out))
-                out.clear()
+            # Frames written before the close, gathered for later or batched in this read,
+            # were owed first (the transport flushes its buffer before closing).
+            owed = self._corked + (self._out or [])
+            self._corked = []
+            if self._out:
+                self._out.clear()
+            if owed:
+                transport.write(b"".join(owed))
             transport.close()
 
     def abort(self) -> None:

@@ -615,3 +615,51 @@ async def test_requests_before_a_bad_frame_in_the_same_read_are_answered(
     (answer,) = FrameDecoder().feed(data)
     assert answer.is_response and answer.opaque == 77 and answer.ext_fields["n"] == "1"
     assert not server.connections
+
+
+class CountingTransport:
+    """The server connection's real transport, with its writes recorded."""
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_answers_given_in_one_later_turn_go_out_in_one_write_and_before_a_close(
+    make_server: ServerFactory,
+) -> None:
+    def answer_later_then_close(conn: Connection, cmd: RemotingCommand) -> None:
+        def settle() -> None:
+            conn._reply(cmd, echo(conn, cmd))
+            conn.close("handler asked")
+
+        asyncio.get_running_loop().call_soon(settle)
+
+    server, port = await make_server({**HANDLERS, STALL: answer_later_then_close})
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(raw_request(ECHO, 1))
+        assert (await asyncio.wait_for(read_frame(reader), 10))[1].opaque == 1
+        (conn,) = server.connections
+        spy = CountingTransport(conn._transport)  # type: ignore[arg-type]
+        conn._transport = spy  # type: ignore[assignment]
+        # One read of 20 requests whose answers all come on the loop's next turn (a group
+        # commit releasing its writers): one write carries them, in order.
+        writer.write(b"".join(raw_request(FUTURE_ECHO, i) for i in range(2, 22)))
+        answers = [(await asyncio.wait_for(read_frame(reader), 10))[1].opaque for _ in range(20)]
+        assert answers == list(range(2, 22))
+        assert len(spy.writes) == 1
+        # An answer written just before a close in the same turn still goes out first.
+        writer.write(raw_request(STALL, 30))
+        assert (await asyncio.wait_for(read_frame(reader), 10))[1].opaque == 30
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+    finally:
+        writer.close()
+        await writer.wait_closed()
