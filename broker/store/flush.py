@@ -49,6 +49,14 @@ def sync_all(files: Sequence[_Syncable]) -> None:
         item.sync()
 
 
+def _call(callback: Callable[[PutStatus], None], status: PutStatus) -> None:
+    """One waiter's callback; its failure must not keep the others from theirs."""
+    try:
+        callback(status)
+    except Exception:
+        log.exception("a flush waiter's callback failed")
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -85,8 +93,9 @@ class CommitLogFlusher:
         self.least_pages = least_pages
         self.thorough_interval_ms = thorough_interval_ms
         self.timeout = timeout_ms / 1000
-        #: (end offset, deadline, future) in the order the waits began, so deadlines ascend.
-        self._waiters: list[tuple[int, float, asyncio.Future[PutStatus]]] = []
+        #: (end offset, deadline, callback) in the order the waits began, so deadlines ascend.
+        #: Each callback is called once, with PUT_OK or FLUSH_DISK_TIMEOUT.
+        self._waiters: list[tuple[int, float, Callable[[PutStatus], None]]] = []
         #: One timer, for the oldest waiter's deadline (a timer per put costs more than a put).
         self._timer: asyncio.TimerHandle | None = None
         #: The running flush: resolves to whether it succeeded.
@@ -112,10 +121,9 @@ class CommitLogFlusher:
             await self.flush(0)
             if self.queue.flushed_where >= self.queue.max_offset:
                 break
-        for _end, _deadline, future in self._waiters:
-            if not future.done():
-                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
-        self._waiters.clear()
+        waiters, self._waiters = self._waiters, []
+        for _end, _deadline, callback in waiters:
+            _call(callback, PutStatus.FLUSH_DISK_TIMEOUT)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -125,13 +133,26 @@ class CommitLogFlusher:
     def wait(self, end: int) -> asyncio.Future[PutStatus]:
         """Resolves to PUT_OK once bytes up to ``end`` are on disk, FLUSH_DISK_TIMEOUT after
         the timeout. (A future, not a coroutine: one frame less per put.)"""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[PutStatus] = loop.create_future()
+        future: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
+
+        def settle(status: PutStatus) -> None:
+            if not future.done():
+                future.set_result(status)
+
+        self.when_flushed(end, settle)
+        return future
+
+    def when_flushed(self, end: int, callback: Callable[[PutStatus], None]) -> None:
+        """Call ``callback`` once with PUT_OK when bytes up to ``end`` are on disk (at once if
+        they are), or with FLUSH_DISK_TIMEOUT after the timeout. Called from the flush's own
+        settling, not through a future's callback: the send path answers a turn of the loop
+        sooner."""
         if self.queue.flushed_where >= end:
-            future.set_result(PutStatus.PUT_OK)
-            return future
+            callback(PutStatus.PUT_OK)
+            return
+        loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        self._waiters.append((end, deadline, future))
+        self._waiters.append((end, deadline, callback))
         if self._timer is None:
             self._timer = loop.call_at(deadline, self._expire)
         if self._running is None and self._retry is None and not self._starting:
@@ -139,7 +160,6 @@ class CommitLogFlusher:
             # by the last flush join this one instead of each needing a round of its own.
             self._starting = True
             loop.call_soon(self._start_soon)
-        return future
 
     def _start_soon(self) -> None:
         self._starting = False
@@ -153,13 +173,13 @@ class CommitLogFlusher:
         now = loop.time()
         waiters = self._waiters
         expired = 0
-        for _end, deadline, future in waiters:
+        for _end, deadline, _callback in waiters:
             if deadline > now:
                 break
             expired += 1
-            if not future.done():
-                self.timeouts += 1
-                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+        self.timeouts += expired
+        for _end, _deadline, callback in waiters[:expired]:
+            _call(callback, PutStatus.FLUSH_DISK_TIMEOUT)
         del waiters[:expired]
         if waiters:
             self._timer = loop.call_at(waiters[0][1], self._expire)
@@ -167,15 +187,15 @@ class CommitLogFlusher:
     def _settle(self) -> None:
         flushed = self.queue.flushed_where
         waiting = []
+        covered = []
         for item in self._waiters:
-            future = item[2]
-            if future.done():
-                continue
             if item[0] <= flushed:
-                future.set_result(PutStatus.PUT_OK)
+                covered.append(item[2])
             else:
                 waiting.append(item)
         self._waiters = waiting
+        for callback in covered:
+            _call(callback, PutStatus.PUT_OK)
         if not waiting and self._timer is not None:
             self._timer.cancel()
             self._timer = None

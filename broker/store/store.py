@@ -752,6 +752,15 @@ class MessageStore:
             return future
         return flusher.wait(result.wrote_offset + result.wrote_bytes)
 
+    def when_flushed(self, result: PutResult, callback: Callable[[PutStatus], None]) -> None:
+        """:meth:`flushed` as a callback, called once with the status: at once when there is
+        nothing to wait for, else from the flush that covers the message (or its timeout)."""
+        flusher = self._commit_log_flusher
+        if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
+            callback(result.status)
+            return
+        flusher.when_flushed(result.wrote_offset + result.wrote_bytes, callback)
+
     async def wait_stored(self, result: PutResult) -> PutStatus:
         """What a send that waits for its message (``WAIT=true``) answers: :meth:`wait_flushed`,
         then, on a SYNC_MASTER, the slave's ack (its status wins, as in RocketMQ)."""

@@ -121,6 +121,47 @@ async def test_sync_flush_timeout(tmp_path: Path, disk: Disk) -> None:
         assert await store.wait_flushed(later) is PutStatus.PUT_OK
 
 
+async def test_flush_callbacks_are_called_once_by_the_flush_covering_them_or_their_timeout(
+    tmp_path: Path, disk: Disk, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The send path's way to wait: a callback from the flush's own settling, no future.
+    disk.stall = threading.Event()
+    config = small_config(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300)
+    async with running(config) as store:
+        first = store.put_message(make_message(n=1))
+        end = first.wrote_offset + first.wrote_bytes
+        calls: list[tuple[str, PutStatus, bool]] = []
+
+        def record(name: str) -> Callable[[PutStatus], None]:
+            def callback(status: PutStatus) -> None:
+                calls.append((name, status, store.commit_log.queue.flushed_where >= end))
+
+            return callback
+
+        def broken(status: PutStatus) -> None:
+            raise RuntimeError("a waiter's own bug")
+
+        store.when_flushed(first, broken)
+        store.when_flushed(first, record("a"))
+        await asyncio.sleep(0.05)
+        assert calls == []  # the disk is stalled: nothing is on it yet
+        disk.stall.set()
+        await wait_until(lambda: bool(calls))
+        assert calls == [("a", PutStatus.PUT_OK, True)]  # the broken one kept nobody waiting
+        assert "a flush waiter's callback failed" in caplog.text
+        store.when_flushed(first, record("b"))  # already on disk: called at once
+        assert calls[-1] == ("b", PutStatus.PUT_OK, True)
+
+        disk.stall = threading.Event()
+        late = store.put_message(make_message(n=2))
+        store.when_flushed(late, record("c"))
+        await wait_until(lambda: len(calls) == 3)
+        assert calls[2][:2] == ("c", PutStatus.FLUSH_DISK_TIMEOUT)
+        disk.stall.set()
+        assert await store.wait_flushed(store.put_message(make_message(n=3))) is PutStatus.PUT_OK
+        assert len(calls) == 3  # a waiter that timed out is not called again when the flush lands
+
+
 async def test_async_flush_thresholds(tmp_path: Path, disk: Disk) -> None:
     def config(root: Path, thorough_ms: int) -> StoreConfig:
         return small_config(
