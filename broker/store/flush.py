@@ -3,7 +3,7 @@
 * The **commit log** under ASYNC_FLUSH is flushed every ``flushIntervalCommitLog`` (500 ms)
   when at least ``flushCommitLogLeastPages`` (4) pages are dirty, and in full every
   ``flushCommitLogThoroughInterval`` (10 s). Under SYNC_FLUSH it is a **group commit**: a put
-  waits (:meth:`CommitLogFlusher.wait`) until a flush covers its bytes; the puts that arrive
+  waits (:meth:`CommitLogFlusher.when_flushed`) until a flush covers its bytes; the puts that arrive
   while one ``fdatasync`` runs share the next one. A waiter not covered within
   ``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT (its message is stored, just not known durable).
 * **Consume queues** (and index files, and then the checkpoint) are flushed every
@@ -129,18 +129,6 @@ class CommitLogFlusher:
             self._timer = None
 
     # -- waiting ---------------------------------------------------------------------------------
-
-    def wait(self, end: int) -> asyncio.Future[PutStatus]:
-        """Resolves to PUT_OK once bytes up to ``end`` are on disk, FLUSH_DISK_TIMEOUT after
-        the timeout. (A future, not a coroutine: one frame less per put.)"""
-        future: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
-
-        def settle(status: PutStatus) -> None:
-            if not future.done():
-                future.set_result(status)
-
-        self.when_flushed(end, settle)
-        return future
 
     def when_flushed(self, end: int, callback: Callable[[PutStatus], None]) -> None:
         """Call ``callback`` once with PUT_OK when bytes up to ``end`` are on disk (at once if

@@ -740,21 +740,19 @@ class MessageStore:
     async def wait_flushed(self, result: PutResult) -> PutStatus:
         """Under SYNC_FLUSH: PUT_OK once the result's bytes are on disk, FLUSH_DISK_TIMEOUT after
         ``syncFlushTimeout``. Under ASYNC_FLUSH (or for a failed put): the result's status."""
-        return await self.flushed(result)
+        done: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
 
-    def flushed(self, result: PutResult) -> asyncio.Future[PutStatus]:
-        """:meth:`wait_flushed` as a future, for the send path: a put under SYNC_FLUSH then
-        costs a callback instead of a coroutine and a task."""
-        flusher = self._commit_log_flusher
-        if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
-            future: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
-            future.set_result(result.status)
-            return future
-        return flusher.wait(result.wrote_offset + result.wrote_bytes)
+        def settle(status: PutStatus) -> None:
+            if not done.done():  # the waiting task may have been cancelled
+                done.set_result(status)
+
+        self.when_flushed(result, settle)
+        return await done
 
     def when_flushed(self, result: PutResult, callback: Callable[[PutStatus], None]) -> None:
-        """:meth:`flushed` as a callback, called once with the status: at once when there is
-        nothing to wait for, else from the flush that covers the message (or its timeout)."""
+        """:meth:`wait_flushed` as a callback, called once with the status: at once when there
+        is nothing to wait for, else from the flush that covers the message (or its timeout).
+        The send path answers from it, without a coroutine per put."""
         flusher = self._commit_log_flusher
         if result.status is not PutStatus.PUT_OK or flusher is None or not flusher.sync or not self._running:
             callback(result.status)
