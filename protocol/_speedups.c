@@ -2540,7 +2540,175 @@ done:
     return result;
 }
 
+/* ---- send headers ---------------------------------------------------------------------------
+ * send_header(fields: dict, v2: bool) -> SendHeader | None: the header of a SEND_MESSAGE (full
+ * names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (one-letter names) as protocol/headers.py's
+ * SendHeader, for the shape every client sends: str values, integers as plain decimals in range,
+ * booleans as "true"/"false"/"1"/"0". Anything else (a missing required field, a number the
+ * pydantic model reads leniently or refuses) gives None, and the model decides and words the
+ * error; what both accept they read alike. */
+
+enum { SF_STR, SF_STR_OPT, SF_INT32, SF_INT32_OPT, SF_INT64, SF_BOOL };
+
+#define SEND_FIELDS 13
+
+static const struct {
+    int kind;
+    int required;
+    long long fallback; /* the default of an absent int or bool field */
+} send_fields[SEND_FIELDS] = {
+    {SF_STR, 1, 0},       /* producer_group */
+    {SF_STR, 1, 0},       /* topic */
+    {SF_STR, 0, 0},       /* default_topic: send_default_topic when absent */
+    {SF_INT32, 0, 4},     /* default_topic_queue_nums */
+    {SF_INT32, 1, 0},     /* queue_id */
+    {SF_INT32, 0, 0},     /* sys_flag */
+    {SF_INT64, 1, 0},     /* born_timestamp */
+    {SF_INT32, 0, 0},     /* flag */
+    {SF_STR_OPT, 0, 0},   /* properties */
+    {SF_INT32_OPT, 0, 0}, /* reconsume_times */
+    {SF_BOOL, 0, 0},      /* unit_mode */
+    {SF_INT32_OPT, 0, 0}, /* max_reconsume_times */
+    {SF_BOOL, 0, 0},      /* batch */
+};
+
+static PyObject *SendHeader = NULL;               /* the NamedTuple class */
+static PyObject *send_names[2][SEND_FIELDS];      /* wire names: [0] SEND_MESSAGE, [1] V2 */
+static PyObject *send_default_topic = NULL;
+
+static PyObject *
+setup_send_header(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *names[2], *default_topic;
+    if (!PyArg_ParseTuple(args, "OO!O!U:setup_send_header", &cls, &PyTuple_Type, &names[0], &PyTuple_Type,
+                          &names[1], &default_topic))
+        return NULL;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "setup_send_header() needs the SendHeader tuple class");
+        return NULL;
+    }
+    for (int v = 0; v < 2; v++) {
+        if (PyTuple_GET_SIZE(names[v]) != SEND_FIELDS) {
+            PyErr_SetString(PyExc_ValueError, "setup_send_header(): 13 wire names per header");
+            return NULL;
+        }
+        for (int i = 0; i < SEND_FIELDS; i++) {
+            PyObject *name = PyTuple_GET_ITEM(names[v], i);
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "setup_send_header(): wire names are str");
+                return NULL;
+            }
+            Py_XSETREF(send_names[v][i], Py_NewRef(name));
+        }
+    }
+    Py_XSETREF(SendHeader, Py_NewRef(cls));
+    Py_XSETREF(send_default_topic, Py_NewRef(default_topic));
+    Py_RETURN_NONE;
+}
+
+/* A plain decimal ("-"? digits, at most 18 of them): 1 and *out, else 0. */
+static int
+plain_decimal(PyObject *text, long long *out)
+{
+    if (!PyUnicode_IS_ASCII(text))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const char *p = (const char *)PyUnicode_1BYTE_DATA(text);
+    int negative = n > 0 && p[0] == '-';
+    Py_ssize_t i = negative;
+    if (n - i < 1 || n - i > 18)
+        return 0;
+    long long value = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        value = value * 10 + (p[i] - '0');
+    }
+    *out = negative ? -value : value;
+    return 1;
+}
+
+static PyObject *
+send_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "send_header(fields, v2)");
+        return NULL;
+    }
+    if (SendHeader == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: setup_send_header() was not called");
+        return NULL;
+    }
+    PyObject *fields = args[0];
+    int v2 = PyObject_IsTrue(args[1]);
+    if (v2 < 0)
+        return NULL;
+    if (!PyDict_CheckExact(fields))
+        Py_RETURN_NONE;
+    PyTypeObject *tp = (PyTypeObject *)SendHeader;
+    PyObject *header = tp->tp_alloc(tp, SEND_FIELDS);
+    if (header == NULL)
+        return NULL;
+    for (int i = 0; i < SEND_FIELDS; i++) {
+        PyObject *value = PyDict_GetItemWithError(fields, send_names[v2][i]);
+        PyObject *item = NULL;
+        int kind = send_fields[i].kind;
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            if (send_fields[i].required)
+                goto refuse;
+            if (kind == SF_STR)
+                item = Py_NewRef(send_default_topic);
+            else if (kind == SF_STR_OPT || kind == SF_INT32_OPT)
+                item = Py_NewRef(Py_None);
+            else if (kind == SF_BOOL)
+                item = Py_NewRef(send_fields[i].fallback ? Py_True : Py_False);
+            else
+                item = PyLong_FromLongLong(send_fields[i].fallback);
+        }
+        else {
+            if (!PyUnicode_CheckExact(value))
+                goto refuse;
+            if (kind == SF_STR || kind == SF_STR_OPT) {
+                item = Py_NewRef(value);
+            }
+            else if (kind == SF_BOOL) {
+                if (PyUnicode_CompareWithASCIIString(value, "true") == 0 ||
+                    PyUnicode_CompareWithASCIIString(value, "1") == 0)
+                    item = Py_NewRef(Py_True);
+                else if (PyUnicode_CompareWithASCIIString(value, "false") == 0 ||
+                         PyUnicode_CompareWithASCIIString(value, "0") == 0)
+                    item = Py_NewRef(Py_False);
+                else
+                    goto refuse;
+            }
+            else {
+                long long number;
+                if (!plain_decimal(value, &number))
+                    goto refuse;
+                if (kind != SF_INT64 && (number < INT32_MIN || number > INT32_MAX))
+                    goto refuse;
+                item = PyLong_FromLongLong(number);
+            }
+        }
+        if (item == NULL)
+            goto error;
+        PyTuple_SET_ITEM(header, i, item);
+    }
+    return header;
+refuse:
+    Py_DECREF(header);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(header);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"setup_send_header", setup_send_header, METH_VARARGS, "Register headers.py's SendHeader and wire names."},
+    {"send_header", (PyCFunction)(void (*)(void))send_header, METH_FASTCALL,
+     "A send request's header, or None for the pydantic model."},
     {"setup_commands", setup_commands, METH_VARARGS, "Register command.py's classes and fallbacks."},
     {"setup_records", setup_records, METH_VARARGS, "Register message.py's classes and helpers."},
     {"java_hash", java_hash, METH_O, "Java String.hashCode() of a str."},

@@ -32,11 +32,7 @@ from aiorocketmq.protocol.errors import (
     TopicNotExistError,
     error_for_code,
 )
-from aiorocketmq.protocol.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-)
+from aiorocketmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendHeader, send_header
 from aiorocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     NAME_VALUE_SEPARATOR,
@@ -144,11 +140,7 @@ class Sender:
     # -- SEND ----------------------------------------------------------------------------
 
     def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
-        h: SendMessageRequestHeader | SendMessageRequestHeaderV2
-        if cmd.code == RequestCode.SEND_MESSAGE:
-            h = SendMessageRequestHeader.from_fields(cmd.ext_fields)
-        else:
-            h = SendMessageRequestHeaderV2.from_fields(cmd.ext_fields)
+        h = send_header(cmd.ext_fields, cmd.code != RequestCode.SEND_MESSAGE)
         config = self.config
         if not config.writable:
             raise NoPermissionError(f"the broker[{config.broker_ip1}] sending message is forbidden")
@@ -194,7 +186,7 @@ class Sender:
         self,
         conn: Connection,
         cmd: RemotingCommand,
-        h: SendMessageRequestHeader | SendMessageRequestHeaderV2,
+        h: SendHeader,
         topic: str,
         queue_id: int,
         sys_flag: int,
@@ -271,7 +263,7 @@ class Sender:
     def _retry_or_dlq(
         self,
         cmd: RemotingCommand,
-        h: SendMessageRequestHeader | SendMessageRequestHeaderV2,
+        h: SendHeader,
         topic: str,
         queue_id: int,
         props: dict[str, str],
@@ -300,7 +292,7 @@ class Sender:
         self,
         conn: Connection,
         cmd: RemotingCommand,
-        h: SendMessageRequestHeader | SendMessageRequestHeaderV2,
+        h: SendHeader,
         topic: str,
         queue_id: int,
         sys_flag: int,

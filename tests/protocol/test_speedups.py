@@ -24,6 +24,7 @@ from aiorocketmq.broker import batch
 from aiorocketmq.broker.store.commit_log import CommitLog
 from aiorocketmq.broker.store.messages import PutStatus, StoreMessage
 from aiorocketmq.protocol import acl, command, message, speedups
+from aiorocketmq.protocol import headers as send_headers
 from aiorocketmq.protocol.codes import ResponseCode, SerializeType
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ProtocolError
@@ -741,6 +742,114 @@ def test_acl_field_values_agree(fields: dict[str, Any], skip: frozenset[str]) ->
     """What an ACL signature covers: the same bytes from both, unicode keys and values,
     big integers, booleans, None values and skipped keys included."""
     assert outcome(C.acl_field_values, fields, skip) == outcome(acl.pure_field_values, fields, skip)
+
+
+# -- send headers (protocol/send_headers.py) -----------------------------------------------------------
+
+send_headers.setup_compiled(C)
+
+_SEND_V1 = tuple(send_headers.SendMessageRequestHeader.wire(name) for name in send_headers.SendHeader._fields)
+_SEND_V2 = tuple(
+    send_headers.SendMessageRequestHeaderV2.wire(name) for name in send_headers.SendHeader._fields
+)
+
+
+def _decimals(low: int, high: int, *edges: int) -> st.SearchStrategy[str]:
+    """Decimals in range, and now and then at or just past its ends."""
+    ends = [low - 1, low, -1, 0, 1, high, high + 1, *edges]
+    return st.one_of(st.sampled_from(ends), st.integers(low, high)).map(str)
+
+
+_INT32 = _decimals(-(2**31), 2**31 - 1)
+# 18 digits are the most the compiled reader takes; longer ones go to the model, in range or not.
+_INT64 = _decimals(-(2**63), 2**63 - 1, 10**18 - 1, 10**18, -(10**18), 10**19 - 1, 10**30)
+_WORD = st.sampled_from(["true", "false", "1", "0"])
+#: Per field of SendHeader: what clients send there, and whether it may be left out.
+_SEND_FIELD_VALUES = (
+    (text, False),
+    (text, False),
+    (text, True),
+    (_INT32, True),
+    (_INT32, False),
+    (_INT32, True),
+    (_INT64, False),
+    (_INT32, True),
+    (text, True),
+    (_INT32, True),
+    (_WORD, True),
+    (_INT32, True),
+    (_WORD, True),
+)
+#: What the model reads leniently or refuses: padding, signs, underscores, decimals, hex,
+#: numbers out of range, empty, other types.
+_ODD_VALUES = st.one_of(
+    st.sampled_from(
+        ["True", "yes", "", " 5", "5 ", "+5", "-0", "007", "1_000", "5.0", "0x10", "\u0663", "-", "TBW102"]
+    ),
+    st.sampled_from([-(2**63) - 1, -(2**31) - 1, 2**31, 2**63, 10**18, -(10**18), 10**30]).map(str),
+    text,
+    st.integers(-(2**31), 2**31 - 1),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+)
+
+
+def typed(header: Any) -> Any:
+    """A send header with each value's type (True and 1 are equal, and must not pass as such)."""
+    return (
+        [(type(value), value) for value in header] if isinstance(header, send_headers.SendHeader) else header
+    )
+
+
+@SETTINGS
+@given(v2=st.booleans(), data=st.data())
+def test_send_headers_agree(v2: bool, data: st.DataObject) -> None:
+    """The compiled reader gives None (the model decides) or exactly what the model gives."""
+    names = _SEND_V2 if v2 else _SEND_V1
+    # Whole headers as clients send them, but for (at times) one field odd or left out.
+    odd = data.draw(st.sampled_from([None, None, *range(len(names))]))
+    fields = {}
+    for i, (name, (values, optional)) in enumerate(zip(names, _SEND_FIELD_VALUES, strict=True)):
+        if i == odd:
+            if data.draw(st.booleans()):
+                fields[name] = data.draw(_ODD_VALUES)
+        elif not optional or data.draw(st.booleans()):
+            fields[name] = data.draw(values)
+    fields.update(data.draw(st.dictionaries(st.sampled_from(["x", "topic2", "B"]), text, max_size=2)))
+    compiled = C.send_header(fields, v2)
+    pure = outcome(send_headers.pure_send_header, fields, v2)
+    if compiled is not None:
+        assert type(compiled) is send_headers.SendHeader
+        assert ("value", typed(compiled)) == (pure[0], typed(pure[1]))
+
+
+def test_send_headers_as_clients_send_them_take_the_compiled_path() -> None:
+    v2 = {"a": "PG", "b": "T", "c": "TBW102", "d": "8", "e": "3", "f": "4", "g": "1732520000000", "h": "0",
+          "i": "UNIQ_KEY\x01A\x02WAIT\x01true\x02", "j": "2", "k": "false", "l": "16", "m": "true"}  # fmt: skip
+    bare = {"a": "PG", "b": "T", "e": "-1", "g": "-9223372036854775"}
+    full = {
+        "producerGroup": "PG",
+        "topic": "T",
+        "queueId": "2147483647",
+        "bornTimestamp": "5",
+        "unitMode": "1",
+    }
+    for fields, is_v2 in ((v2, True), (bare, True), (full, False)):
+        compiled = C.send_header(fields, is_v2)
+        assert compiled is not None
+        assert typed(compiled) == typed(send_headers.pure_send_header(fields, is_v2))
+    assert C.send_header(v2, True).batch is True and C.send_header(bare, True).default_topic_queue_nums == 4
+    # Left to the model: a missing field (it words the error), a lenient number, another type.
+    for fields in (
+        {"a": "PG", "e": "1", "g": "1"},
+        {**bare, "e": " 1"},
+        {**bare, "k": "TRUE"},
+        {**bare, "g": 5},
+    ):
+        assert C.send_header(fields, True) is None
+    with pytest.raises(ProtocolError, match="missing field 'b' \\(topic\\)"):
+        send_headers.send_header({"a": "PG", "e": "1", "g": "1"}, True)
 
 
 # -- batch bodies into store messages (broker/batch.py) -----------------------------------------
