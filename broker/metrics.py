@@ -19,13 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from aiorocketmq.broker.store import MessageStore
+from aiorocketmq.broker.store.store import PUT_LATENCY_BUCKETS_MS
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.names import SYSTEM_GROUP_PREFIX, dlq_topic, is_dlq_topic, is_retry_topic
 
 from .clients import ClientRegistry
 from .config import BrokerConfig
 from .offsets import OffsetTable
-from .stats import PUT_LATENCY_BUCKETS_MS, PUT_LATENCY_LABELS, BrokerStats
+from .stats import PUT_LATENCY_LABELS, BrokerStats
 from .topics import TopicTable
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,7 @@ class MetricsExporter:
             out.sample("rocketmq_group_dlqdiff", group_labels(group, topic), lag)
 
     def _latency(self, out: _Text, labels: dict[str, str]) -> None:
-        stats = self.stats
+        stats = self.store.stats
         buckets = stats.put_latency_buckets
         runtime_labels = {
             "cluster": labels["cluster"],
@@ -282,9 +283,9 @@ class MetricsExporter:
         for bound, count in zip(PUT_LATENCY_BUCKETS_MS, buckets, strict=False):
             cumulative += count
             out.sample(f"{hist}_bucket", {**labels, "le": f"{bound / 1000:g}"}, cumulative)
-        out.sample(f"{hist}_bucket", {**labels, "le": "+Inf"}, stats.put_latency_count)
-        out.sample(f"{hist}_sum", labels, stats.put_latency_sum_ms / 1000)
-        out.sample(f"{hist}_count", labels, stats.put_latency_count)
+        out.sample(f"{hist}_bucket", {**labels, "le": "+Inf"}, stats.put_calls)
+        out.sample(f"{hist}_sum", labels, stats.put_latency_total_ns / 1e9)
+        out.sample(f"{hist}_count", labels, stats.put_calls)
 
 
 _K = TypeVar("_K")

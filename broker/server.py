@@ -22,7 +22,7 @@ from aiorocketmq.protocol.codes import CURRENT_VERSION
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import pack_host
-from aiorocketmq.protocol.names import SCHEDULE_TOPIC
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, Server
 
@@ -273,9 +273,9 @@ class Broker:
         await self.store.start()
         self._store_started = True
         self.store.add_arrival_listener(self.long_polling.on_arrival)
-        self.store.add_arrival_listener(self.delay.on_arrival)
+        self.store.add_arrival_listener(self.delay.on_arrival, SCHEDULE_TOPIC)
         self.delay.load()
-        self.store.add_arrival_listener(self.timers.on_arrival)
+        self.store.add_arrival_listener(self.timers.on_arrival, TIMER_TOPIC)
         self.timers.load()
         await self.transactions.load()
         self.pop.recover()

@@ -1,5 +1,6 @@
 """Running counters the broker keeps for runtime info and metrics: messages and bytes put per
-topic, messages got per group and topic, send-backs, put latency; TPS comes from snapshots."""
+topic, messages got per group and topic; TPS comes from snapshots. Put latency is the store's
+(:class:`~aiorocketmq.broker.store.StoreStats`): it times the append once, where it happens."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Upper bounds (ms, exclusive) of RocketMQ's put-latency buckets; the last is unbounded.
-PUT_LATENCY_BUCKETS_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
-#: rocketmq-exporter's names for those buckets (``rocketmq_brokeruntime_pmdt_<label>``).
+#: rocketmq-exporter's names for the store's put-latency buckets (``rocketmq_brokeruntime_pmdt_<label>``).
 PUT_LATENCY_LABELS = (
     "0ms", "0to10ms", "10to50ms", "50to100ms", "100to200ms", "200to500ms", "500to1s",
     "1to2s", "2to3s", "3to4s", "4to5s", "5to10s", "10stomore",
@@ -24,9 +23,6 @@ class BrokerStats:
     put_failures: int = 0
     got_messages: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     got_bytes: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    put_latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(PUT_LATENCY_BUCKETS_MS) + 1))
-    put_latency_sum_ms: float = 0.0
-    put_latency_count: int = 0
     #: Requests behind the message counts (RocketMQ's ``times``: messages per request).
     put_times: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     got_times: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
@@ -38,16 +34,6 @@ class BrokerStats:
             self.put_times[topic] += 1
         else:
             self.put_failures += 1
-
-    def on_put_latency(self, seconds: float) -> None:
-        ms = seconds * 1000
-        self.put_latency_sum_ms += ms
-        self.put_latency_count += 1
-        for i, bound in enumerate(PUT_LATENCY_BUCKETS_MS):
-            if ms < bound:
-                self.put_latency_buckets[i] += 1
-                return
-        self.put_latency_buckets[-1] += 1
 
     def on_get(self, group: str, topic: str, count: int, size: int) -> None:
         self.got_messages[(group, topic)] += count

@@ -8,7 +8,6 @@ Sends, send-backs, transaction commits, delayed deliveries and the broker's own 
 
 from __future__ import annotations
 
-import time
 from typing import Protocol
 
 from aiorocketmq.broker.store import MessageStore, PutResult, StoreMessage
@@ -143,15 +142,11 @@ class MessageWriter:
         )
 
     def put(self, msg: StoreMessage) -> PutResult:
-        started = time.perf_counter()
         result = self.store.put_message(msg)
-        self.stats.on_put_latency(time.perf_counter() - started)
         self.stats.on_put(msg.topic, result)
         return result
 
     def put_batch(self, messages: list[StoreMessage]) -> PutResult:
-        started = time.perf_counter()
         result = self.store.put_messages(messages)
-        self.stats.on_put_latency(time.perf_counter() - started)
         self.stats.on_put(messages[0].topic, result)
         return result

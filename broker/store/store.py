@@ -20,7 +20,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -95,9 +95,14 @@ class ReplicaWait(Protocol):
     async def wait(self, end_offset: int) -> PutStatus: ...
 
 
+#: Upper bounds (ms, exclusive) of RocketMQ's put-latency buckets; the last is unbounded.
+PUT_LATENCY_BUCKETS_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+_PUT_LATENCY_BOUNDS_NS = tuple(ms * 1_000_000 for ms in PUT_LATENCY_BUCKETS_MS)
+
+
 @dataclass(slots=True)
 class StoreStats:
-    """Counters for the broker's runtime info."""
+    """Counters for the broker's runtime info and metrics."""
 
     put_message_times_total: int = 0
     put_message_size_total: int = 0
@@ -105,6 +110,8 @@ class StoreStats:
     put_calls: int = 0
     put_latency_total_ns: int = 0
     put_latency_max_ns: int = 0
+    #: Puts per latency bucket (:data:`PUT_LATENCY_BUCKETS_MS`, then one for the rest).
+    put_latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(PUT_LATENCY_BUCKETS_MS) + 1))
     get_message_times_found: int = 0
     get_message_times_miss: int = 0
     get_message_transferred: int = 0
@@ -118,6 +125,21 @@ class StoreStats:
     @property
     def put_latency_avg_ms(self) -> float:
         return self.put_latency_total_ns / self.put_calls / 1e6 if self.put_calls else 0.0
+
+    def on_put_latency(self, latency_ns: int) -> None:
+        self.put_calls += 1
+        self.put_latency_total_ns += latency_ns
+        if latency_ns > self.put_latency_max_ns:
+            self.put_latency_max_ns = latency_ns
+        buckets = self.put_latency_buckets
+        if latency_ns < 1_000_000:
+            buckets[0] += 1  # nearly every put
+            return
+        for i, bound in enumerate(_PUT_LATENCY_BOUNDS_NS):
+            if latency_ns < bound:
+                buckets[i] += 1
+                return
+        buckets[-1] += 1
 
 
 def _now_ms() -> int:
@@ -156,7 +178,10 @@ class MessageStore:
         self._flush_due: set[MappedFileQueue] = set()
         #: Consume queues whose next file a worker is making, and the puts waiting for it.
         self._room_waits: dict[ConsumeQueue, RoomWait] = {}
-        self._listeners: list[ArrivalListener] = []
+        #: Arrival listeners with the topic each watches (None: every topic).
+        self._listeners: list[tuple[str | None, ArrivalListener]] = []
+        #: The listeners of each topic that has had arrivals, in registration order.
+        self._topic_listeners: dict[str, tuple[ArrivalListener, ...]] = {}
         self._running = False
         self._slave = config.broker_role is BrokerRole.SLAVE
         #: A SLAVE's store takes only replicated bytes, never puts.
@@ -602,13 +627,9 @@ class MessageStore:
             stats.put_message_failures += 1
             return PutResult(PutStatus.UNKNOWN_ERROR, appended.wrote_offset, appended.wrote_bytes)
         ids = offset_msg_ids(self._msg_id_host, offsets)
-        latency = time.perf_counter_ns() - started
         stats.put_message_times_total += count
         stats.put_message_size_total += appended.wrote_bytes
-        stats.put_calls += 1
-        stats.put_latency_total_ns += latency
-        if latency > stats.put_latency_max_ns:
-            stats.put_latency_max_ns = latency
+        stats.on_put_latency(time.perf_counter_ns() - started)
         return PutResult(
             PutStatus.PUT_OK,
             appended.wrote_offset,
@@ -676,8 +697,12 @@ class MessageStore:
             self._notify(topic, queue_id, sorted((nxt, code) for code, nxt in arrivals.items()))
 
     def _notify(self, topic: str, queue_id: int, arrivals: Sequence[tuple[int, int]]) -> None:
+        listeners = self._topic_listeners.get(topic)
+        if listeners is None:
+            listeners = tuple(fn for watched, fn in self._listeners if watched is None or watched == topic)
+            self._topic_listeners[topic] = listeners
         for next_offset, code in arrivals:
-            for listener in self._listeners:
+            for listener in listeners:
                 try:
                     listener(topic, queue_id, next_offset, code)
                 except Exception:
@@ -732,10 +757,12 @@ class MessageStore:
                     return store_timestamp + self._delay_levels[level - 1]
         return tags_code(properties.get(PropertyKey.TAGS))
 
-    def add_arrival_listener(self, fn: ArrivalListener) -> None:
+    def add_arrival_listener(self, fn: ArrivalListener, topic: str | None = None) -> None:
         """``fn(topic, queue_id, next_queue_offset, tags_code)`` after each dispatch (for long
-        polling); a batch calls it once per distinct tags code, with the highest offset."""
-        self._listeners.append(fn)
+        polling); a batch calls it once per distinct tags code, with the highest offset. With
+        ``topic``, only for that topic's arrivals: every send pays for each listener called."""
+        self._listeners.append((topic, fn))
+        self._topic_listeners.clear()
 
     async def wait_flushed(self, result: PutResult) -> PutStatus:
         """Under SYNC_FLUSH: PUT_OK once the result's bytes are on disk, FLUSH_DISK_TIMEOUT after

@@ -246,6 +246,21 @@ async def test_arrival_listener_per_tag_in_a_batch(tmp_path: Path) -> None:
         assert calls[-1] == ("T", 2, 5, 0)
 
 
+async def test_a_listener_for_one_topic_hears_only_that_topic(tmp_path: Path) -> None:
+    async with running(small_config(tmp_path)) as store:
+        everything: list[str] = []
+        only_b: list[tuple[str, int, int, int]] = []
+        store.add_arrival_listener(lambda topic, *_: everything.append(topic))
+        assert store.put_message(make_message("A", 0, 1)).ok
+        # Registered after "A" and "B" arrivals were heard: it must still be called for "B".
+        assert store.put_message(make_message("B", 1, 2)).ok
+        store.add_arrival_listener(lambda *a: only_b.append(a), "B")
+        for n, topic in enumerate(["A", "B", "C", "B"]):
+            assert store.put_message(make_message(topic, 1, n, tags=None)).ok
+        assert everything == ["A", "B", "A", "B", "C", "B"]
+        assert only_b == [("B", 1, 2, 0), ("B", 1, 3, 0)]
+
+
 async def test_properties_string_is_stored_verbatim(tmp_path: Path) -> None:
     props = encode_properties({"TAGS": "x", "WAIT": "true", "中文": "値"}) + "\x02"
     async with running(small_config(tmp_path)) as store:
