@@ -34,6 +34,10 @@ class StoreMessage:
 
 
 class PutStatus(Enum):
+    # Members are singletons compared by identity: the C hash of the object instead of
+    # Enum's Python-level hash of the name, looked up a few times per put.
+    __hash__ = object.__hash__
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
@@ -79,6 +83,8 @@ class PutResult:
 
 
 class GetStatus(Enum):
+    __hash__ = object.__hash__  # as PutStatus's
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
