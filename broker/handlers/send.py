@@ -7,7 +7,6 @@ A refused send raises the error class of its response code; the transport answer
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Awaitable
 
@@ -49,7 +48,7 @@ from aiorocketmq.protocol.names import (
     retry_topic,
     topic_name_problem,
 )
-from aiorocketmq.protocol.transport import Connection, Handler
+from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult
 
 from ..batch import BatchRefusal, store_batch
 from ..config import BrokerConfig
@@ -95,12 +94,15 @@ def put_failed(result: PutResult) -> BrokerError:
 
 
 async def _settle(
-    deferred: Awaitable[RemotingCommand | Awaitable[RemotingCommand]],
-) -> RemotingCommand:
+    deferred: Awaitable[HandlerResult],
+) -> RemotingCommand | None:
     """The answer to a put deferred until its consume-queue file was made (see
-    ``MessageStore.room_pending``): the put's response, or what it waits for (a flush)."""
+    ``MessageStore.room_pending``): the put's response, what it waits for (a slave), or None
+    when a flush will answer it."""
     response = await deferred
-    return response if isinstance(response, RemotingCommand) else await response
+    if response is None or isinstance(response, RemotingCommand):
+        return response
+    return await response
 
 
 class Sender:
@@ -139,7 +141,7 @@ class Sender:
 
     # -- SEND ----------------------------------------------------------------------------
 
-    def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         h = send_header(cmd.ext_fields, cmd.code != RequestCode.SEND_MESSAGE)
         config = self.config
         if not config.writable:
@@ -190,7 +192,7 @@ class Sender:
         topic: str,
         queue_id: int,
         sys_flag: int,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> HandlerResult:
         body = cmd.body
         if len(body) > self.max_body:
             raise MessageIllegalError(
@@ -242,23 +244,24 @@ class Sender:
         room = self.store.room_pending(msg.topic, msg.queue_id, 1)
         if room is not None:
             return _settle(
-                room.defer(lambda: self._store_one(cmd, msg, props, transactional, queue_id, wait))
+                room.defer(lambda: self._store_one(conn, cmd, msg, props, transactional, queue_id, wait))
             )
-        return self._store_one(cmd, msg, props, transactional, queue_id, wait)
+        return self._store_one(conn, cmd, msg, props, transactional, queue_id, wait)
 
     def _store_one(
         self,
+        conn: Connection,
         cmd: RemotingCommand,
         msg: StoreMessage,
         props: dict[str, str],
         transactional: bool,
         queue_id: int,
         wait: bool,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> HandlerResult:
         result = self.writer.put(msg)
         if transactional and result.ok:
             self.transactions.on_half_stored(props, result)
-        return self._respond(cmd, result, queue_id, wait)
+        return self._respond(conn, cmd, result, queue_id, wait)
 
     def _retry_or_dlq(
         self,
@@ -296,7 +299,7 @@ class Sender:
         topic: str,
         queue_id: int,
         sys_flag: int,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> HandlerResult:
         if is_retry_topic(topic):
             raise MessageIllegalError("batch messages cannot be sent to a retry topic")
         body = cmd.body
@@ -323,41 +326,41 @@ class Sender:
         wait = wait and entries_wait
         room = self.store.room_pending(topic, queue_id, len(messages))
         if room is not None:
-            return _settle(room.defer(lambda: self._store_batch(cmd, messages, queue_id, wait)))
-        return self._store_batch(cmd, messages, queue_id, wait)
+            return _settle(room.defer(lambda: self._store_batch(conn, cmd, messages, queue_id, wait)))
+        return self._store_batch(conn, cmd, messages, queue_id, wait)
 
     def _store_batch(
-        self, cmd: RemotingCommand, messages: list[StoreMessage], queue_id: int, wait: bool
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        return self._respond(cmd, self.writer.put_batch(messages), queue_id, wait)
+        self, conn: Connection, cmd: RemotingCommand, messages: list[StoreMessage], queue_id: int, wait: bool
+    ) -> HandlerResult:
+        return self._respond(conn, cmd, self.writer.put_batch(messages), queue_id, wait)
 
     def _respond(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        self, conn: Connection, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
+    ) -> HandlerResult:
         if not result.ok:
             raise put_failed(result)
         if wait and result.status == PutStatus.PUT_OK:
             if self.store.replica is not None:
                 return self._respond_when_stored(cmd, result, queue_id)
             if self.sync_flush:
-                return self._respond_when_flushed(cmd, result, queue_id)
+                self._respond_when_flushed(conn, cmd, result, queue_id)
+                return None
         return self._success(cmd, result, queue_id, _STATUS_CODES.get(result.status, _SUCCESS))
 
     def _respond_when_flushed(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int
-    ) -> asyncio.Future[RemotingCommand]:
-        """SYNC_FLUSH: the answer once a flush covers the message. A future completed from the
-        flush's own settling (the connection replies from its callback): every put under
-        SYNC_FLUSH comes here, and a coroutine chain and task per put were 5-7% of its CPU."""
-        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self, conn: Connection, cmd: RemotingCommand, result: PutResult, queue_id: int
+    ) -> None:
+        """SYNC_FLUSH: answer once a flush covers the message, from the flush's own settling
+        (the handler returns None, as POP's acks do). Every put under SYNC_FLUSH comes here:
+        a future per put, and the loop turn its callbacks take, were a share of its CPU."""
+        oneway = cmd.is_oneway
 
         def on_flushed(status: PutStatus) -> None:
-            if not answer.done():
+            if not oneway and not conn.closed:
                 code = _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-                answer.set_result(self._success(cmd, result, queue_id, code))
+                conn.send_response(self._success(cmd, result, queue_id, code))
 
         self.store.when_flushed(result, on_flushed)
-        return answer
 
     async def _respond_when_stored(
         self, cmd: RemotingCommand, result: PutResult, queue_id: int

@@ -13,6 +13,7 @@ from aiorocketmq.protocol.codes import (
     Perm,
     RequestCode,
     ResponseCode,
+    RpcFlag,
     transaction_type,
 )
 from aiorocketmq.protocol.command import RemotingCommand
@@ -272,12 +273,28 @@ async def test_sync_flush_answers_once_the_message_is_flushed(
 ) -> None:
     async with broker_parts(tmp_path, {"flushDiskType": "SYNC_FLUSH"}) as parts:
         make_topic(parts)
-        result = parts.sender.send(conn, send_request(TOPIC, b"durable"))  # type: ignore[arg-type]
-        assert not isinstance(result, RemotingCommand)  # it waits for the flush
-        response = await result
+
+        async def handled(cmd: RemotingCommand) -> object:
+            # What the handler gives, once any wait for the queue's first file is over.
+            result = parts.sender.send(conn, cmd)  # type: ignore[arg-type]
+            return await result if result is not None and not isinstance(result, RemotingCommand) else result
+
+        # A oneway send is flushed like any other, and never answered.
+        oneway = send_request(TOPIC, b"unanswered")
+        oneway.flag |= RpcFlag.ONEWAY.value
+        assert await handled(oneway) is None
+        # The handler answers nothing itself: the flush that covers the message does.
+        assert await handled(send_request(TOPIC, b"durable")) is None
+        response = await conn.next_response()
         assert response.code == ResponseCode.SUCCESS
-        offset = parts.messages(TOPIC, 0)[0].commit_log_offset
-        assert parts.store.commit_log.queue.flushed_where > offset
+        stored = parts.messages(TOPIC, 0)
+        assert [m.body for m in stored] == [b"unanswered", b"durable"]
+        assert response.ext_fields["queueOffset"] == "1"
+        assert parts.store.commit_log.queue.flushed_where > stored[1].commit_log_offset
+        # One more: by its answer every earlier flush has been settled, and only it answered.
+        assert await handled(send_request(TOPIC, b"later")) is None
+        assert (await conn.next_response()).ext_fields["queueOffset"] == "2"
+        assert conn.responses == []
 
 
 def send_back_request(offset: int, group: str, **header: object) -> RemotingCommand:
