@@ -1142,6 +1142,7 @@ class MessageStore:
 
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's consume queues (its records stay in the commit log until retention)."""
+        self._topic_listeners.pop(topic, None)
         queues = self._queues.pop(topic, None)
         if not queues:
             return

@@ -259,6 +259,11 @@ async def test_a_listener_for_one_topic_hears_only_that_topic(tmp_path: Path) ->
             assert store.put_message(make_message(topic, 1, n, tags=None)).ok
         assert everything == ["A", "B", "A", "B", "C", "B"]
         assert only_b == [("B", 1, 2, 0), ("B", 1, 3, 0)]
+        # What a deleted topic's arrivals cost stays with the topic, and comes back with it.
+        store.delete_topic("B")
+        assert "B" not in store._topic_listeners
+        assert store.put_message(make_message("B", 1, 9, tags=None)).ok
+        assert only_b[-1] == ("B", 1, 1, 0)
 
 
 async def test_properties_string_is_stored_verbatim(tmp_path: Path) -> None:
