@@ -770,14 +770,21 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 if len(self._anonymous) >= 1024:
                     self._anonymous.clear()
                 channel = self._anonymous[peer] = Session("", peer).channel
+        # A handler may answer later instead of returning the answer (a send under
+        # SYNC_FLUSH: the flush covering it answers on the connection).
+        answer = channel.expect_answer(cmd)
         try:
             result = self.handlers[code](channel, cmd)
             if inspect.isawaitable(result):
                 result = await result
+            if result is None:
+                result = await answer
         except BrokerError as exc:
             raise RpcError(status_of_response_code(exc.code), exc.remark or str(exc)) from None
         except MQError as exc:
             raise RpcError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        finally:
+            channel.forget_answer(cmd)
         if not isinstance(result, RemotingCommand):
             raise RpcError(Code.INTERNAL_SERVER_ERROR, "the broker gave no answer")
         return result

@@ -69,6 +69,28 @@ class GrpcChannel(Connection):
         super().__init__(name=f"grpc {session.client_id}")
         self.session = session
         self.peer = session.peer
+        #: Answers awaited from handlers that answer later (:meth:`send_response`), by opaque.
+        self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._answer_ids = itertools.count(1)
+
+    def expect_answer(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """Before a remoting handler runs ``cmd`` for this client: the future of the answer it
+        may give later with :meth:`send_response` instead of returning it (a send under
+        SYNC_FLUSH is answered by the flush that covers it). Numbers ``cmd`` to match the
+        answer; :meth:`forget_answer` once the call is over."""
+        cmd.opaque = next(self._answer_ids) & 0x7FFFFFFF
+        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._answers[cmd.opaque] = answer
+        return answer
+
+    def forget_answer(self, cmd: RemotingCommand) -> None:
+        self._answers.pop(cmd.opaque, None)
+
+    def send_response(self, response: RemotingCommand) -> None:
+        # No frames ever go to a 5.x client: an answer is handed to the call awaiting it.
+        answer = self._answers.pop(response.opaque, None)
+        if answer is not None and not answer.done():
+            answer.set_result(response)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
@@ -112,6 +134,10 @@ class GrpcChannel(Connection):
         if self.close_reason is None:
             self.close_reason = reason or "closed locally"
         self.closed = True
+        answers, self._answers = self._answers, {}
+        for answer in answers.values():
+            if not answer.done():
+                answer.set_exception(ConnectionClosedError(f"5.x client session closed: {self.close_reason}"))
 
     def abort(self) -> None:
         self.close("aborted")

@@ -259,6 +259,53 @@ async def inproc(tmp_path: Path) -> AsyncIterator[Broker]:
         await broker.shutdown()
 
 
+async def test_sends_under_sync_flush_are_answered_once_flushed(tmp_path: Path) -> None:
+    """Under SYNC_FLUSH the remoting send handler leaves the answer to the flush that covers
+    the message; a 5.x send waits for that answer (each its own, with many in flight on one
+    client) instead of failing after its message was stored."""
+    config = BrokerConfig.load(
+        None,
+        {
+            "brokerName": "syncflush",
+            "listenPort": 0,
+            "grpcServerPort": 0,
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(tmp_path),
+            "metricsPromExporterEnable": "false",
+            "autoCreateTopicEnable": "true",
+        },
+    )
+    store_config = StoreConfig.load(None, {"storePathRootDir": str(tmp_path), "flushDiskType": "SYNC_FLUSH"})
+    broker = Broker(config, store_config)
+    await broker.start("127.0.0.1")
+    topic = "SyncFlushGrpc"
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            me = client("sync-flush-client")
+            await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=me)
+            replies = await asyncio.gather(
+                *(
+                    stub.SendMessage(
+                        pb.SendMessageRequest(messages=[message(topic, f"m{i}".encode())]), metadata=me
+                    )
+                    for i in range(40)
+                )
+            )
+        assert [reply.status.code for reply in replies] == [pb.OK] * 40
+        entries = [entry for reply in replies for entry in reply.entries]
+        # Each send got its own answer, for its own message.
+        assert [entry.status.code for entry in entries] == [pb.OK] * 40
+        stored = 0
+        for queue_id in range(broker.topics.get(topic).write_queue_nums):  # type: ignore[union-attr]
+            stored += broker.store.get_max_offset(topic, queue_id)
+        assert stored == 40
+        assert len({entry.message_id for entry in entries}) == 40
+        assert broker.store.commit_log.queue.flushed_where >= broker.store.commit_log_max_offset
+    finally:
+        await broker.shutdown()
+
+
 async def test_server_commands_on_the_telemetry_stream(inproc: Broker) -> None:
     """The broker asks a client for its stack trace and to verify a message, by nonce, on the
     client's telemetry stream (the 5.x forms of GET_CONSUMER_RUNNING_INFO and
