@@ -2574,6 +2574,9 @@ static const struct {
 
 static PyObject *SendHeader = NULL;               /* the NamedTuple class */
 static PyObject *send_names[2][SEND_FIELDS];      /* wire names: [0] SEND_MESSAGE, [1] V2 */
+/* The models also read a field under its Python name (populate_by_name): a header holding
+ * one of these where it differs from the wire name goes to the model. */
+static PyObject *send_field_names[SEND_FIELDS];
 static PyObject *send_default_topic = NULL;
 
 static PyObject *
@@ -2583,6 +2586,17 @@ setup_send_header(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!O!U:setup_send_header", &cls, &PyTuple_Type, &names[0], &PyTuple_Type,
                           &names[1], &default_topic))
         return NULL;
+    PyObject *fields = PyObject_GetAttrString(cls, "_fields");
+    if (fields == NULL)
+        return NULL;
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != SEND_FIELDS) {
+        Py_DECREF(fields);
+        PyErr_SetString(PyExc_ValueError, "setup_send_header(): SendHeader needs 13 fields");
+        return NULL;
+    }
+    for (int i = 0; i < SEND_FIELDS; i++)
+        Py_XSETREF(send_field_names[i], Py_NewRef(PyTuple_GET_ITEM(fields, i)));
+    Py_DECREF(fields);
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "setup_send_header() needs the SendHeader tuple class");
         return NULL;
@@ -2645,10 +2659,10 @@ send_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (!PyDict_CheckExact(fields))
         Py_RETURN_NONE;
-    PyTypeObject *tp = (PyTypeObject *)SendHeader;
-    PyObject *header = tp->tp_alloc(tp, SEND_FIELDS);
-    if (header == NULL)
+    PyObject *items = PyTuple_New(SEND_FIELDS);
+    if (items == NULL)
         return NULL;
+    Py_ssize_t found = 0;
     for (int i = 0; i < SEND_FIELDS; i++) {
         PyObject *value = PyDict_GetItemWithError(fields, send_names[v2][i]);
         PyObject *item = NULL;
@@ -2668,6 +2682,7 @@ send_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 item = PyLong_FromLongLong(send_fields[i].fallback);
         }
         else {
+            found++;
             if (!PyUnicode_CheckExact(value))
                 goto refuse;
             if (kind == SF_STR || kind == SF_STR_OPT) {
@@ -2694,14 +2709,36 @@ send_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (item == NULL)
             goto error;
-        PyTuple_SET_ITEM(header, i, item);
+        PyTuple_SET_ITEM(items, i, item);
     }
+    if (PyDict_GET_SIZE(fields) > found) {
+        /* Other keys too: unknown ones are ignored, a field under its Python name is not. */
+        for (int i = 0; i < SEND_FIELDS; i++) {
+            int same = PyUnicode_Compare(send_field_names[i], send_names[v2][i]);
+            if (same == -1 && PyErr_Occurred())
+                goto error;
+            if (same == 0)
+                continue;
+            int present = PyDict_Contains(fields, send_field_names[i]);
+            if (present < 0)
+                goto error;
+            if (present)
+                goto refuse;
+        }
+    }
+    /* tuple.__new__(SendHeader, items): the subtype built the way CPython builds one. */
+    PyObject *new_args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (new_args == NULL)
+        return NULL;
+    PyObject *header = PyTuple_Type.tp_new((PyTypeObject *)SendHeader, new_args, NULL);
+    Py_DECREF(new_args);
     return header;
 refuse:
-    Py_DECREF(header);
+    Py_DECREF(items);
     Py_RETURN_NONE;
 error:
-    Py_DECREF(header);
+    Py_DECREF(items);
     return NULL;
 }
 

@@ -816,7 +816,9 @@ def test_send_headers_agree(v2: bool, data: st.DataObject) -> None:
                 fields[name] = data.draw(_ODD_VALUES)
         elif not optional or data.draw(st.booleans()):
             fields[name] = data.draw(values)
-    fields.update(data.draw(st.dictionaries(st.sampled_from(["x", "topic2", "B"]), text, max_size=2)))
+    # Keys the models ignore, and the fields' Python names, which they read too (by name).
+    others = st.sampled_from(["x", "topic2", "B", *send_headers.SendHeader._fields])
+    fields.update(data.draw(st.dictionaries(others, st.one_of(_ODD_VALUES, _INT32), max_size=2)))
     compiled = C.send_header(fields, v2)
     pure = outcome(send_headers.pure_send_header, fields, v2)
     if compiled is not None:
@@ -840,12 +842,14 @@ def test_send_headers_as_clients_send_them_take_the_compiled_path() -> None:
         assert compiled is not None
         assert typed(compiled) == typed(send_headers.pure_send_header(fields, is_v2))
     assert C.send_header(v2, True).batch is True and C.send_header(bare, True).default_topic_queue_nums == 4
-    # Left to the model: a missing field (it words the error), a lenient number, another type.
+    # Left to the model: a missing field (it words the error), a lenient number, another
+    # type, a field under its Python name (which the model reads too).
     for fields in (
         {"a": "PG", "e": "1", "g": "1"},
         {**bare, "e": " 1"},
         {**bare, "k": "TRUE"},
         {**bare, "g": 5},
+        {**bare, "sys_flag": "5"},
     ):
         assert C.send_header(fields, True) is None
     with pytest.raises(ProtocolError, match="missing field 'b' \\(topic\\)"):
