@@ -18,8 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from aiorocketmq.broker.store import MessageStore
-from aiorocketmq.broker.store.store import PUT_LATENCY_BUCKETS_MS
+from aiorocketmq.broker.store import PUT_LATENCY_BUCKETS_MS, MessageStore
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.names import SYSTEM_GROUP_PREFIX, dlq_topic, is_dlq_topic, is_retry_topic
 

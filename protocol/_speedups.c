@@ -2575,8 +2575,9 @@ static const struct {
 static PyObject *SendHeader = NULL;               /* the NamedTuple class */
 static PyObject *send_names[2][SEND_FIELDS];      /* wire names: [0] SEND_MESSAGE, [1] V2 */
 /* The models also read a field under its Python name (populate_by_name): a header holding
- * one of these where it differs from the wire name goes to the model. */
-static PyObject *send_field_names[SEND_FIELDS];
+ * one of those that differ from the field's wire name goes to the model. Per header kind, the
+ * differing names (NULL-terminated). */
+static PyObject *send_other_names[2][SEND_FIELDS + 1];
 static PyObject *send_default_topic = NULL;
 
 static PyObject *
@@ -2586,35 +2587,38 @@ setup_send_header(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!O!U:setup_send_header", &cls, &PyTuple_Type, &names[0], &PyTuple_Type,
                           &names[1], &default_topic))
         return NULL;
-    PyObject *fields = PyObject_GetAttrString(cls, "_fields");
-    if (fields == NULL)
-        return NULL;
-    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != SEND_FIELDS) {
-        Py_DECREF(fields);
-        PyErr_SetString(PyExc_ValueError, "setup_send_header(): SendHeader needs 13 fields");
-        return NULL;
-    }
-    for (int i = 0; i < SEND_FIELDS; i++)
-        Py_XSETREF(send_field_names[i], Py_NewRef(PyTuple_GET_ITEM(fields, i)));
-    Py_DECREF(fields);
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "setup_send_header() needs the SendHeader tuple class");
         return NULL;
     }
-    for (int v = 0; v < 2; v++) {
-        if (PyTuple_GET_SIZE(names[v]) != SEND_FIELDS) {
-            PyErr_SetString(PyExc_ValueError, "setup_send_header(): 13 wire names per header");
-            return NULL;
-        }
-        for (int i = 0; i < SEND_FIELDS; i++) {
-            PyObject *name = PyTuple_GET_ITEM(names[v], i);
-            if (!PyUnicode_Check(name)) {
-                PyErr_SetString(PyExc_TypeError, "setup_send_header(): wire names are str");
-                return NULL;
-            }
-            Py_XSETREF(send_names[v][i], Py_NewRef(name));
-        }
+    PyObject *fields = PyObject_GetAttrString(cls, "_fields");
+    if (fields == NULL)
+        return NULL;
+    int ok = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == SEND_FIELDS;
+    for (int v = 0; ok && v < 2; v++) {
+        ok = PyTuple_GET_SIZE(names[v]) == SEND_FIELDS;
+        for (int i = 0; ok && i < SEND_FIELDS; i++)
+            ok = PyUnicode_Check(PyTuple_GET_ITEM(names[v], i)) && PyUnicode_Check(PyTuple_GET_ITEM(fields, i));
     }
+    if (!ok) {
+        Py_DECREF(fields);
+        PyErr_SetString(PyExc_ValueError, "setup_send_header(): SendHeader's 13 fields and their wire names");
+        return NULL;
+    }
+    for (int v = 0; v < 2; v++) {
+        int n = 0;
+        for (int i = 0; i < SEND_FIELDS; i++) {
+            PyObject *wire = PyTuple_GET_ITEM(names[v], i), *name = PyTuple_GET_ITEM(fields, i);
+            Py_XSETREF(send_names[v][i], Py_NewRef(wire));
+            if (PyUnicode_Compare(name, wire) != 0) {
+                Py_XSETREF(send_other_names[v][n], Py_NewRef(name)); /* dst is evaluated twice */
+                n++;
+            }
+        }
+        for (; n <= SEND_FIELDS; n++)
+            Py_CLEAR(send_other_names[v][n]);
+    }
+    Py_DECREF(fields);
     Py_XSETREF(SendHeader, Py_NewRef(cls));
     Py_XSETREF(send_default_topic, Py_NewRef(default_topic));
     Py_RETURN_NONE;
@@ -2713,13 +2717,8 @@ send_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (PyDict_GET_SIZE(fields) > found) {
         /* Other keys too: unknown ones are ignored, a field under its Python name is not. */
-        for (int i = 0; i < SEND_FIELDS; i++) {
-            int same = PyUnicode_Compare(send_field_names[i], send_names[v2][i]);
-            if (same == -1 && PyErr_Occurred())
-                goto error;
-            if (same == 0)
-                continue;
-            int present = PyDict_Contains(fields, send_field_names[i]);
+        for (PyObject **name = send_other_names[v2]; *name != NULL; name++) {
+            int present = PyDict_Contains(fields, *name);
             if (present < 0)
                 goto error;
             if (present)

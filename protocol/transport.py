@@ -3,8 +3,9 @@
 
 Either side of a connection may send requests; responses are matched to their requests by
 ``opaque`` alone (REMOTING.md §1.1). Handlers may answer synchronously (returning the
-response, fastest), return a future (answered from its callback) or return an awaitable
-(long polling) that is run as a task. Requests that arrive in one read are answered with one
+response, fastest), return a future (answered from its callback), return another awaitable
+(run as a task), or return None and answer later with :meth:`Connection.send_response` (a
+held long poll, a send under SYNC_FLUSH, a POP ack). Requests that arrive in one read are answered with one
 write; frames written at any other time (later answers, requests) are gathered over one turn
 of the event loop and sent with one write, so the answers one group commit releases, or a
 client's pipelined requests, cost one system call rather than one each.

@@ -13,9 +13,10 @@ from .messages import (
     QueryResult,
     StoreMessage,
 )
-from .store import MessageStore, StoreStats
+from .store import PUT_LATENCY_BUCKETS_MS, MessageStore, StoreStats
 
 __all__ = [
+    "PUT_LATENCY_BUCKETS_MS",
     "BrokerRole",
     "FlushDiskType",
     "GetResult",

@@ -98,6 +98,7 @@ class ReplicaWait(Protocol):
 #: Upper bounds (ms, exclusive) of RocketMQ's put-latency buckets; the last is unbounded.
 PUT_LATENCY_BUCKETS_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
 _PUT_LATENCY_BOUNDS_NS = tuple(ms * 1_000_000 for ms in PUT_LATENCY_BUCKETS_MS)
+_FIRST_BOUND_NS = _PUT_LATENCY_BOUNDS_NS[0]
 
 
 @dataclass(slots=True)
@@ -132,10 +133,10 @@ class StoreStats:
         if latency_ns > self.put_latency_max_ns:
             self.put_latency_max_ns = latency_ns
         buckets = self.put_latency_buckets
-        if latency_ns < 1_000_000:
+        if latency_ns < _FIRST_BOUND_NS:
             buckets[0] += 1  # nearly every put
             return
-        for i, bound in enumerate(_PUT_LATENCY_BOUNDS_NS):
+        for i, bound in enumerate(_PUT_LATENCY_BOUNDS_NS[1:], 1):
             if latency_ns < bound:
                 buckets[i] += 1
                 return
