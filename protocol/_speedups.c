@@ -2741,6 +2741,274 @@ error:
     return NULL;
 }
 
+/*
+ * GroupSync: the SYNC_FLUSH group commit's disk thread (broker/store/flush.py holds the
+ * pure-Python twin and says how the flusher uses it). A plain POSIX thread that never takes
+ * the GIL: the loop hands over files and goes on; the thread fdatasyncs everything handed
+ * over since its last round, records how many hand-overs that round covered (the first N,
+ * counting from the first), and writes a byte to a pipe the loop watches. So one round follows another as soon as the disk answers, with no
+ * executor hand-off and no wait for the GIL or for a turn of the event loop in between.
+ */
+#include <pthread.h>
+#include <fcntl.h>
+
+typedef struct {
+    PyObject_HEAD
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int *fds;                 /* handed over, not yet taken by the thread; no repeats */
+    Py_ssize_t nfds, cap;
+    unsigned long long handed;   /* hand-overs so far */
+    int has_pending;
+    unsigned long long covered;  /* hand-overs the last successful round covered */
+    unsigned long long rounds;
+    int error;                /* errno of a failed round not yet collected, else 0 */
+    int stop;
+    int rfd, wfd;
+} GroupSync;
+
+static void *
+group_sync_run(void *arg)
+{
+    GroupSync *g = (GroupSync *)arg;
+    int *fds = NULL;
+    Py_ssize_t cap = 0;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        while (!g->has_pending && !g->stop)
+            pthread_cond_wait(&g->cv, &g->mu);
+        if (!g->has_pending)
+            break;  /* stopping, and everything submitted was synced */
+        Py_ssize_t n = g->nfds;
+        if (n > cap) {
+            int *grown = realloc(fds, (size_t)n * sizeof(int));
+            if (grown == NULL) {
+                g->error = ENOMEM;
+                g->has_pending = 0;
+                g->nfds = 0;
+                pthread_mutex_unlock(&g->mu);
+                goto notify_only;
+            }
+            fds = grown;
+            cap = n;
+        }
+        memcpy(fds, g->fds, (size_t)n * sizeof(int));
+        unsigned long long taken = g->handed;
+        g->has_pending = 0;
+        g->nfds = 0;
+        pthread_mutex_unlock(&g->mu);
+        int err = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (fdatasync(fds[i]) != 0) {
+                err = errno;
+                break;
+            }
+        }
+        pthread_mutex_lock(&g->mu);
+        if (err)
+            g->error = err;
+        else {
+            g->covered = taken;
+            g->rounds++;
+        }
+        pthread_mutex_unlock(&g->mu);
+    notify_only:;
+        /* A full pipe already holds a wake-up the loop has not read: nothing is lost. */
+        ssize_t wrote = write(g->wfd, "", 1);
+        (void)wrote;
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    free(fds);
+    return NULL;
+}
+
+static PyObject *
+group_sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "GroupSync() takes no arguments");
+        return NULL;
+    }
+    GroupSync *g = (GroupSync *)type->tp_alloc(type, 0);
+    if (g == NULL)
+        return NULL;
+    g->rfd = g->wfd = -1;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(g);
+        return NULL;
+    }
+    g->rfd = pipe_fds[0];
+    g->wfd = pipe_fds[1];
+    for (int i = 0; i < 2; i++) {
+        fcntl(pipe_fds[i], F_SETFL, fcntl(pipe_fds[i], F_GETFL) | O_NONBLOCK);
+        fcntl(pipe_fds[i], F_SETFD, FD_CLOEXEC);
+    }
+    int rc = pthread_create(&g->thread, NULL, group_sync_run, g);
+    if (rc != 0) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(g);
+        return NULL;
+    }
+#ifdef __linux__
+    pthread_setname_np(g->thread, "store-group-sync");
+#endif
+    g->started = 1;
+    return (PyObject *)g;
+}
+
+static void
+group_sync_stop(GroupSync *g)
+{
+    if (g->started) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = 1;
+        pthread_cond_signal(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(g->thread, NULL);
+        Py_END_ALLOW_THREADS
+        g->started = 0;
+    }
+    if (g->rfd >= 0) {
+        close(g->rfd);
+        close(g->wfd);
+        g->rfd = g->wfd = -1;
+    }
+}
+
+static void
+group_sync_dealloc(GroupSync *g)
+{
+    group_sync_stop(g);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->fds);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static PyObject *
+group_sync_submit(GroupSync *g, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "submit(fds: tuple[int, ...])");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
+    int local[8];
+    int *wanted = n <= 8 ? local : PyMem_Malloc((size_t)n * sizeof(int));
+    if (wanted == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long fd = PyLong_AsLong(PyTuple_GET_ITEM(args[0], i));
+        if (fd == -1 && PyErr_Occurred())
+            goto fail;
+        if (fd < 0 || fd > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "not a file descriptor: %ld", fd);
+            goto fail;
+        }
+        wanted[i] = (int)fd;
+    }
+    if (!g->started) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupSync is closed");
+        goto fail;
+    }
+    pthread_mutex_lock(&g->mu);
+    if (g->nfds + n > g->cap) {
+        Py_ssize_t cap = (g->nfds + n) * 2;
+        int *grown = realloc(g->fds, (size_t)cap * sizeof(int));
+        if (grown == NULL) {
+            pthread_mutex_unlock(&g->mu);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        g->fds = grown;
+        g->cap = cap;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t j = 0;
+        while (j < g->nfds && g->fds[j] != wanted[i])
+            j++;
+        if (j == g->nfds)
+            g->fds[g->nfds++] = wanted[i];
+    }
+    g->handed++;
+    g->has_pending = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (wanted != local)
+        PyMem_Free(wanted);
+    Py_RETURN_NONE;
+fail:
+    if (wanted != local)
+        PyMem_Free(wanted);
+    return NULL;
+}
+
+static PyObject *
+group_sync_collect(GroupSync *g, PyObject *Py_UNUSED(ignored))
+{
+    if (g->rfd >= 0) {
+        char sink[256];
+        while (read(g->rfd, sink, sizeof sink) > 0)
+            ;
+    }
+    pthread_mutex_lock(&g->mu);
+    unsigned long long covered = g->covered;
+    unsigned long long rounds = g->rounds;
+    int error = g->error;
+    g->error = 0;
+    pthread_mutex_unlock(&g->mu);
+    return Py_BuildValue("(KKi)", covered, rounds, error);
+}
+
+static PyObject *
+group_sync_fileno(GroupSync *g, PyObject *Py_UNUSED(ignored))
+{
+    if (g->rfd < 0) {
+        PyErr_SetString(PyExc_ValueError, "GroupSync is closed");
+        return NULL;
+    }
+    return PyLong_FromLong(g->rfd);
+}
+
+static PyObject *
+group_sync_close(GroupSync *g, PyObject *Py_UNUSED(ignored))
+{
+    group_sync_stop(g);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef group_sync_methods[] = {
+    {"submit", (PyCFunction)(void (*)(void))group_sync_submit, METH_FASTCALL,
+     "Hand over files to sync (with those handed over before)."},
+    {"collect", (PyCFunction)group_sync_collect, METH_NOARGS,
+     "(hand-overs the last good round covered, rounds done, errno of a failed round or 0); "
+     "clears the wake-ups."},
+    {"fileno", (PyCFunction)group_sync_fileno, METH_NOARGS, "The pipe that wakes the loop."},
+    {"close", (PyCFunction)group_sync_close, METH_NOARGS,
+     "Sync what was submitted, then stop the thread (blocking)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GroupSyncType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiorocketmq.protocol._speedups.GroupSync",
+    .tp_basicsize = sizeof(GroupSync),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The SYNC_FLUSH group commit's disk thread (see broker/store/flush.py).",
+    .tp_new = group_sync_new,
+    .tp_dealloc = (destructor)group_sync_dealloc,
+    .tp_methods = group_sync_methods,
+};
+
 static PyMethodDef methods[] = {
     {"setup_send_header", setup_send_header, METH_VARARGS, "Register headers.py's SendHeader and wire names."},
     {"send_header", (PyCFunction)(void (*)(void))send_header, METH_FASTCALL,
@@ -2829,5 +3097,16 @@ PyInit__speedups(void)
     INTERN(s_tags_code, "tags_code");
     INTERN(s_keys, "keys");
     INTERN(s_uniq_key, "uniq_key");
-    return PyModule_Create(&module);
+    if (PyType_Ready(&GroupSyncType) < 0)
+        return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL)
+        return NULL;
+    Py_INCREF(&GroupSyncType);
+    if (PyModule_AddObject(mod, "GroupSync", (PyObject *)&GroupSyncType) < 0) {
+        Py_DECREF(&GroupSyncType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

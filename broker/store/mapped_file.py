@@ -294,7 +294,7 @@ class MappedFileQueue:
     ``flushed_where`` is the log offset up to which bytes are known to be on disk.
     """
 
-    __slots__ = ("directory", "file_size", "files", "flushed_where", "keep_fds")
+    __slots__ = ("directory", "file_size", "files", "flushed_where", "keep_fds", "truncations")
 
     def __init__(self, directory: Path, file_size: int, *, keep_fds: bool = True) -> None:
         self.directory = directory
@@ -302,6 +302,8 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.keep_fds = keep_fds
+        #: How many times :meth:`truncate` cut the log back (a flush in flight then covers less).
+        self.truncations = 0
 
     def load(self) -> None:
         """Map the existing files (each marked fully written; recovery sets the real ends)."""
@@ -389,6 +391,7 @@ class MappedFileQueue:
     def truncate(self, offset: int) -> list[MappedFile]:
         """Make ``offset`` the end of the log: the file holding it is zeroed from there and files
         after it are removed from the queue (returned, for the caller to destroy)."""
+        self.truncations += 1
         removed = []
         while self.files and self.files[-1].start > offset:
             removed.append(self.files.pop())

@@ -6,6 +6,7 @@ runs on the event loop."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import struct
 import threading
@@ -34,7 +35,8 @@ class DiskCall:
 
 @dataclass
 class Disk:
-    """Records fsync-like calls (with the file they hit) and can make them slow or stall."""
+    """Records fsync-like calls (with the file they hit) and can make the commit log's syncs
+    slow or stall."""
 
     calls: list[DiskCall] = field(default_factory=list)
     delay: float = 0.0
@@ -47,7 +49,7 @@ class Disk:
             except OSError:
                 path = "?"
             self.calls.append(DiskCall(name, path, threading.current_thread(), time.monotonic()))
-            if "commitlog" in path:
+            if "commitlog" in path and name != "posix_fallocate":
                 if self.stall is not None:
                     self.stall.wait(10)
                 if self.delay:
@@ -65,6 +67,9 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     recorder = Disk()
     for name in ("fdatasync", "fsync", "posix_fallocate"):
         monkeypatch.setattr(os, name, recorder.wrap(name, getattr(os, name)))
+    # The group commit's syncs must go through ``os`` to be seen (and stalled): its Python
+    # thread does; the compiled one calls fdatasync(2) itself (test_group_sync covers it).
+    monkeypatch.setattr(flush, "GroupSync", flush.PureGroupSync)
     yield recorder
     if recorder.stall is not None:
         recorder.stall.set()
@@ -160,6 +165,53 @@ async def test_flush_callbacks_are_called_once_by_the_flush_covering_them_or_the
         disk.stall.set()
         assert await store.wait_flushed(store.put_message(make_message(n=3))) is PutStatus.PUT_OK
         assert len(calls) == 3  # a waiter that timed out is not called again when the flush lands
+
+
+async def test_a_failing_fdatasync_is_retried_and_its_waiters_answered_once_it_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(flush, "GroupSync", flush.PureGroupSync)
+    real = os.fdatasync
+    failing = [2]
+
+    def fdatasync(fd: int) -> None:
+        if "commitlog" in os.readlink(f"/proc/self/fd/{fd}") and failing[0] > 0:
+            failing[0] -= 1
+            raise OSError(errno.EIO, "the disk says no")
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    config = small_config(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=2000)
+    async with running(config) as store:
+        result = store.put_message(make_message(n=1))
+        assert await store.wait_flushed(result) is PutStatus.PUT_OK
+        assert failing == [0]
+        assert store.commit_log.queue.flushed_where >= result.wrote_offset + result.wrote_bytes
+        assert store._commit_log_flusher is not None and store._commit_log_flusher.failures == 2
+        assert "commit-log flush failed" in caplog.text
+
+
+async def test_a_round_in_flight_when_the_log_is_cut_back_covers_nothing(tmp_path: Path, disk: Disk) -> None:
+    # A slave cuts its log back when the master's bytes do not fit: the round that was
+    # syncing the old bytes must not count the new ones written at the same offsets.
+    disk.stall = threading.Event()
+    config = small_config(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300)
+    async with running(config) as store:
+        queue = store.commit_log.queue
+        first = store.put_message(make_message(n=1))
+        statuses: list[PutStatus] = []
+        store.when_flushed(first, statuses.append)
+        # The round is syncing (stalled in its fdatasync).
+        await wait_until(lambda: any(c.name == "fdatasync" for c in disk.on("commitlog/0000")))
+        for mapped in queue.truncate(first.wrote_offset):
+            mapped.destroy()
+        disk.stall.set()
+        await wait_until(lambda: bool(statuses))
+        assert statuses == [PutStatus.FLUSH_DISK_TIMEOUT]
+        assert queue.flushed_where <= first.wrote_offset
+        again = store.put_message(make_message(n=2))
+        assert again.wrote_offset == first.wrote_offset
+        assert await store.wait_flushed(again) is PutStatus.PUT_OK
 
 
 async def test_async_flush_thresholds(tmp_path: Path, disk: Disk) -> None:
