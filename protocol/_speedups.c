@@ -2745,8 +2745,9 @@ error:
  * GroupSync: the SYNC_FLUSH group commit's disk thread (broker/store/flush.py holds the
  * pure-Python twin and says how the flusher uses it). A plain POSIX thread that never takes
  * the GIL: the loop hands over files and goes on; the thread fdatasyncs everything handed
- * over since its last round, records how many hand-overs that round covered (the first N,
- * counting from the first), and writes a byte to a pipe the loop watches. So one round follows another as soon as the disk answers, with no
+ * over since its last round, records how many hand-overs that round had taken (the first N,
+ * counting from the first) as covered or as failed, and writes a byte to a pipe the loop
+ * watches. So one round follows another as soon as the disk answers, with no
  * executor hand-off and no wait for the GIL or for a turn of the event loop in between.
  */
 #include <pthread.h>
@@ -2761,8 +2762,10 @@ typedef struct {
     int *fds;                 /* handed over, not yet taken by the thread; no repeats */
     Py_ssize_t nfds, cap;
     unsigned long long handed;   /* hand-overs so far */
+    int directory;               /* a directory to fsync after the files this round, or -1 */
     int has_pending;
     unsigned long long covered;  /* hand-overs the last successful round covered */
+    unsigned long long failed;   /* hand-overs the last failed round had taken */
     unsigned long long rounds;
     int error;                /* errno of a failed round not yet collected, else 0 */
     int stop;
@@ -2782,10 +2785,13 @@ group_sync_run(void *arg)
         if (!g->has_pending)
             break;  /* stopping, and everything submitted was synced */
         Py_ssize_t n = g->nfds;
+        int directory = g->directory;
+        g->directory = -1;
         if (n > cap) {
             int *grown = realloc(fds, (size_t)n * sizeof(int));
             if (grown == NULL) {
                 g->error = ENOMEM;
+                g->failed = g->handed;
                 g->has_pending = 0;
                 g->nfds = 0;
                 pthread_mutex_unlock(&g->mu);
@@ -2794,7 +2800,8 @@ group_sync_run(void *arg)
             fds = grown;
             cap = n;
         }
-        memcpy(fds, g->fds, (size_t)n * sizeof(int));
+        if (n > 0)
+            memcpy(fds, g->fds, (size_t)n * sizeof(int));
         unsigned long long taken = g->handed;
         g->has_pending = 0;
         g->nfds = 0;
@@ -2806,9 +2813,14 @@ group_sync_run(void *arg)
                 break;
             }
         }
+        /* A new file's name: fsync, since fdatasync of a directory need not persist a rename. */
+        if (!err && directory >= 0 && fsync(directory) != 0)
+            err = errno;
         pthread_mutex_lock(&g->mu);
-        if (err)
+        if (err) {
             g->error = err;
+            g->failed = taken;
+        }
         else {
             g->covered = taken;
             g->rounds++;
@@ -2836,6 +2848,7 @@ group_sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (g == NULL)
         return NULL;
     g->rfd = g->wfd = -1;
+    g->directory = -1;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     int pipe_fds[2];
@@ -2858,7 +2871,7 @@ group_sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
 #ifdef __linux__
-    pthread_setname_np(g->thread, "store-group-sync");
+    pthread_setname_np(g->thread, "store-gsync");  /* 15 characters at most */
 #endif
     g->started = 1;
     return (PyObject *)g;
@@ -2867,7 +2880,10 @@ group_sync_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void
 group_sync_stop(GroupSync *g)
 {
+    /* Called with the GIL held: whoever clears ``started`` is the one that joins and closes,
+     * and a submit from then on is refused (it checks ``started`` under the GIL too). */
     if (g->started) {
+        g->started = 0;
         pthread_mutex_lock(&g->mu);
         g->stop = 1;
         pthread_cond_signal(&g->cv);
@@ -2875,9 +2891,6 @@ group_sync_stop(GroupSync *g)
         Py_BEGIN_ALLOW_THREADS
         pthread_join(g->thread, NULL);
         Py_END_ALLOW_THREADS
-        g->started = 0;
-    }
-    if (g->rfd >= 0) {
         close(g->rfd);
         close(g->wfd);
         g->rfd = g->wfd = -1;
@@ -2888,6 +2901,10 @@ static void
 group_sync_dealloc(GroupSync *g)
 {
     group_sync_stop(g);
+    if (g->rfd >= 0) {  /* the thread never started */
+        close(g->rfd);
+        close(g->wfd);
+    }
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
     free(g->fds);
@@ -2897,9 +2914,19 @@ group_sync_dealloc(GroupSync *g)
 static PyObject *
 group_sync_submit(GroupSync *g, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 1 || !PyTuple_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "submit(fds: tuple[int, ...])");
+    if (nargs < 1 || nargs > 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "submit(fds: tuple[int, ...], directory: int = -1)");
         return NULL;
+    }
+    long directory = -1;
+    if (nargs == 2) {
+        directory = PyLong_AsLong(args[1]);
+        if (directory == -1 && PyErr_Occurred())
+            return NULL;
+        if (directory < -1 || directory > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "not a file descriptor: %ld", directory);
+            return NULL;
+        }
     }
     Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
     int local[8];
@@ -2939,6 +2966,8 @@ group_sync_submit(GroupSync *g, PyObject *const *args, Py_ssize_t nargs)
         if (j == g->nfds)
             g->fds[g->nfds++] = wanted[i];
     }
+    if (directory >= 0)
+        g->directory = (int)directory;
     g->handed++;
     g->has_pending = 1;
     pthread_cond_signal(&g->cv);
@@ -2963,10 +2992,11 @@ group_sync_collect(GroupSync *g, PyObject *Py_UNUSED(ignored))
     pthread_mutex_lock(&g->mu);
     unsigned long long covered = g->covered;
     unsigned long long rounds = g->rounds;
+    unsigned long long failed = g->failed;
     int error = g->error;
     g->error = 0;
     pthread_mutex_unlock(&g->mu);
-    return Py_BuildValue("(KKi)", covered, rounds, error);
+    return Py_BuildValue("(KKiK)", covered, rounds, error, failed);
 }
 
 static PyObject *
@@ -2988,10 +3018,11 @@ group_sync_close(GroupSync *g, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef group_sync_methods[] = {
     {"submit", (PyCFunction)(void (*)(void))group_sync_submit, METH_FASTCALL,
-     "Hand over files to sync (with those handed over before)."},
+     "Hand over files to fdatasync (with those handed over before) and, optionally, a "
+     "directory to fsync after them."},
     {"collect", (PyCFunction)group_sync_collect, METH_NOARGS,
-     "(hand-overs the last good round covered, rounds done, errno of a failed round or 0); "
-     "clears the wake-ups."},
+     "(hand-overs the last good round covered, good rounds, errno of a failed round or 0, "
+     "hand-overs the last failed round had taken); clears the wake-ups and the errno."},
     {"fileno", (PyCFunction)group_sync_fileno, METH_NOARGS, "The pipe that wakes the loop."},
     {"close", (PyCFunction)group_sync_close, METH_NOARGS,
      "Sync what was submitted, then stop the thread (blocking)."},

@@ -30,6 +30,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -47,6 +48,7 @@ from .messages import PutStatus
 log = logging.getLogger(__name__)
 
 _SHUTDOWN_ATTEMPTS = 10
+_INT_MAX = 2**31 - 1
 #: Group commit: how long the flusher idles between rounds when nobody waits.
 _IDLE_ROUND_SECONDS = 0.01
 #: A thorough consume-queue round plans this many queues between turns of the event loop.
@@ -65,11 +67,12 @@ def sync_all(files: Sequence[_Syncable]) -> None:
 
 class PureGroupSync:
     """The group commit's disk thread, in Python (the compiled ``GroupSync`` has the same
-    contract). :meth:`submit` hands over files to sync; the thread syncs, in one round, all
-    that was handed over since its last, then records how many hand-overs (the first N) that
-    round covered and writes a byte to a pipe (:meth:`fileno`) the loop watches;
-    :meth:`collect` reads it. Counting hand-overs rather than offsets keeps a round from
-    covering bytes written after it started, even when the log was cut back meanwhile."""
+    contract). :meth:`submit` hands over files to ``fdatasync`` (and a directory to ``fsync``
+    after them); the thread syncs, in one round, all that was handed over since its last, then
+    records how many hand-overs (the first N) that round had taken, as covered or as failed,
+    and writes a byte to a pipe (:meth:`fileno`) the loop watches; :meth:`collect` reads it.
+    Counting hand-overs rather than offsets keeps a round from covering bytes written after it
+    started; the flusher drops what is in flight when the log is cut back."""
 
     def __init__(self) -> None:
         self._rfd, self._wfd = os.pipe()
@@ -77,9 +80,11 @@ class PureGroupSync:
         os.set_blocking(self._wfd, False)
         self._cond = threading.Condition()
         self._fds: list[int] = []
+        self._directory = -1
         self._handed = 0
         self._pending = False
         self._covered = 0
+        self._failed = 0
         self._rounds = 0
         self._error = 0
         self._stop = False
@@ -94,31 +99,36 @@ class PureGroupSync:
             raise ValueError("GroupSync is closed")
         return self._rfd
 
-    def submit(self, fds: tuple[int, ...]) -> None:
-        """Hand over files to sync (with those handed over before)."""
+    def submit(self, fds: tuple[int, ...], directory: int = -1) -> None:
+        """Hand over files to ``fdatasync`` (with those handed over before) and, optionally,
+        a directory to ``fsync`` after them."""
         for fd in fds:
-            if fd < 0:
+            if not 0 <= fd <= _INT_MAX:
                 raise ValueError(f"not a file descriptor: {fd}")
+        if not -1 <= directory <= _INT_MAX:
+            raise ValueError(f"not a file descriptor: {directory}")
         if self._thread is None:
             raise RuntimeError("GroupSync is closed")
         with self._cond:
             for fd in fds:
                 if fd not in self._fds:
                     self._fds.append(fd)
+            if directory >= 0:
+                self._directory = directory
             self._handed += 1
             self._pending = True
             self._cond.notify()
 
-    def collect(self) -> tuple[int, int, int]:
-        """(hand-overs the last good round covered, rounds done, errno of a failed round or 0);
-        clears the wake-ups and the error."""
+    def collect(self) -> tuple[int, int, int, int]:
+        """(hand-overs the last good round covered, good rounds, errno of a failed round or 0,
+        hand-overs the last failed round had taken); clears the wake-ups and the errno."""
         if self._thread is not None:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._rfd, 256):
                     pass
         with self._cond:
             error, self._error = self._error, 0
-            return self._covered, self._rounds, error
+            return self._covered, self._rounds, error, self._failed
 
     def close(self) -> None:
         """Sync what was submitted, then stop the thread (blocking)."""
@@ -141,17 +151,24 @@ class PureGroupSync:
                 if not self._pending:
                     return
                 fds, self._fds = self._fds, []
+                directory, self._directory = self._directory, -1
                 taken = self._handed
                 self._pending = False
             error = 0
             try:
                 for fd in fds:
                     os.fdatasync(fd)
+                if directory >= 0:  # a rename needs fsync: fdatasync need not persist it
+                    os.fsync(directory)
             except OSError as exc:
-                error = exc.errno or 5  # EIO when the error names none
+                error = exc.errno or errno.EIO
+            except Exception:  # the thread must go on reporting, whatever went wrong
+                log.exception("the group commit's thread failed a round")
+                error = errno.EIO
             with cond:
                 if error:
                     self._error = error
+                    self._failed = taken
                 else:
                     self._covered = taken
                     self._rounds += 1
@@ -222,17 +239,21 @@ class CommitLogFlusher:
         #: The highest offset handed to the group, and how many hand-overs so far.
         self._submitted = 0
         self._handed = 0
-        #: Per hand-over not yet covered: (its number, the offset it covers, the store
+        #: Per hand-over not yet answered for: (its number, the offset it covers, the store
         #: timestamp written by then, files whose directory entry that round syncs).
         self._in_flight: collections.deque[tuple[int, int, int, list[MappedFile]]] = collections.deque()
+        #: Hand-overs the thread has finished with (synced or failed): their descriptors are
+        #: no longer in its hands.
+        self._done_with = 0
+        #: Our own descriptor for each file handed over (closing or deleting the file must not
+        #: close what the thread is about to sync), with the last hand-over naming it.
+        self._descriptors: dict[MappedFile, tuple[int, int]] = {}
         #: The queue's truncation count when last looked at: a log cut back (a slave's) makes
         #: the hand-overs still in flight cover nothing.
         self._truncations = queue.truncations
         #: :meth:`flush` calls waiting for their target.
         self._flush_waits: list[tuple[int, asyncio.Future[bool]]] = []
         self._submit_soon = False
-        #: After a failed round: the timer that hands the work over again.
-        self._retry: asyncio.TimerHandle | None = None
         self._directory_fd = -1
         self._rounds_seen = 0
         self.flush_count = 0
@@ -241,6 +262,8 @@ class CommitLogFlusher:
 
     def start(self) -> None:
         if self.sync:
+            self.queue.directory.mkdir(parents=True, exist_ok=True)
+            self._directory_fd = os.open(self.queue.directory, os.O_RDONLY)
             self._group = GroupSync()
             asyncio.get_running_loop().add_reader(self._group.fileno(), self._committed)
         self._task = asyncio.ensure_future(self._run_sync() if self.sync else self._run_async())
@@ -249,9 +272,6 @@ class CommitLogFlusher:
         """Stop the loop, then flush everything (up to 10 attempts) and settle all waiters."""
         await cancel_and_wait(self._task)
         self._task = None
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
         for _ in range(_SHUTDOWN_ATTEMPTS):
             await self.flush(0)
             if self.queue.flushed_where >= self.queue.max_offset:
@@ -260,9 +280,11 @@ class CommitLogFlusher:
         if group is not None:
             asyncio.get_running_loop().remove_reader(group.fileno())
             await asyncio.to_thread(group.close)
-            if self._directory_fd >= 0:
-                os.close(self._directory_fd)
-                self._directory_fd = -1
+            for fd, _last in self._descriptors.values():
+                os.close(fd)
+            self._descriptors.clear()
+            os.close(self._directory_fd)
+            self._directory_fd = -1
         for _target, done in self._flush_waits:
             if not done.done():
                 done.set_result(False)
@@ -297,8 +319,7 @@ class CommitLogFlusher:
 
     def _submit_now(self) -> None:
         self._submit_soon = False
-        if self._retry is None:
-            self._submit(0)
+        self._submit(0)
 
     def _expire(self) -> None:
         """Time out the waiters past their deadline; re-arm for the next one."""
@@ -351,38 +372,68 @@ class CommitLogFlusher:
         target, files = plan
         self._check_truncated()
         if target > self._submitted:
-            fds = [mapped.fd for mapped in files]
+            number = self._handed + 1
+            fds = tuple(self._descriptor(mapped, number) for mapped in files)
             fresh = [mapped for mapped in files if not mapped.dir_synced]
-            if fresh:  # a new file: its directory entry too, once
-                if self._directory_fd < 0:
-                    self._directory_fd = os.open(self.queue.directory, os.O_RDONLY)
-                fds.append(self._directory_fd)
-            group.submit(tuple(fds))
+            # A new file's name too, once (renamed into place when it was adopted).
+            group.submit(fds, self._directory_fd if fresh else -1)
+            self._handed = number
             self._submitted = target
-            self._handed += 1
-            self._in_flight.append((self._handed, target, stamp, fresh))
+            self._in_flight.append((number, target, stamp, fresh))
         return target
 
+    def _descriptor(self, mapped: MappedFile, number: int) -> int:
+        known = self._descriptors.get(mapped)
+        fd = os.dup(mapped.fd) if known is None else known[0]
+        self._descriptors[mapped] = (fd, number)
+        return fd
+
+    def _release_descriptors(self) -> None:
+        """Close our descriptors of files the thread is done with for good: fully flushed (or
+        closed), and named by no hand-over it has not finished with."""
+        flushed = self.queue.flushed_where
+        done = [
+            mapped
+            for mapped, (_fd, last) in self._descriptors.items()
+            if last <= self._done_with and (mapped.closed or mapped.end <= flushed)
+        ]
+        for mapped in done:
+            os.close(self._descriptors.pop(mapped)[0])
+
     def _check_truncated(self) -> None:
-        if self.queue.truncations != self._truncations:
-            self._truncations = self.queue.truncations
-            self._in_flight.clear()
-            self._submitted = self.queue.flushed_where
+        """The log was cut back: what is in flight covers nothing any more."""
+        if self.queue.truncations == self._truncations:
+            return
+        self._truncations = self.queue.truncations
+        self._in_flight.clear()
+        self._submitted = self.queue.flushed_where
+        waits, self._flush_waits = self._flush_waits, []
+        for _target, future in waits:
+            if not future.done():
+                future.set_result(False)
 
     def _committed(self) -> None:
-        """A round ended (the group's pipe is readable): answer what it covered."""
+        """A round ended (the group's pipe is readable): answer what it covered, or failed."""
         group = self._group
         if group is None:
             return
-        covered, rounds, error = group.collect()
+        covered, rounds, error, failed = group.collect()
         self.flush_count += rounds - self._rounds_seen
         self._rounds_seen = rounds
+        self._done_with = max(self._done_with, covered, failed)
         self._check_truncated()
         queue = self.queue
         in_flight = self._in_flight
         stamp = 0
-        while in_flight and in_flight[0][0] <= covered:
-            _number, target, stamp, fresh = in_flight.popleft()
+        failed_to = -1
+        while in_flight and in_flight[0][0] <= self._done_with:
+            number, target, stamp_then, fresh = in_flight.popleft()
+            if number <= failed:
+                # Its round failed. A later round that succeeds does not vouch for it: Linux
+                # marks pages whose write-back failed clean, so they are not written again.
+                failed_to = max(failed_to, target)
+                continue
+            stamp = stamp_then
             if target > queue.flushed_where:
                 queue.flushed_where = target
             for mapped in fresh:
@@ -392,34 +443,44 @@ class CommitLogFlusher:
         if error:
             self.failures += 1
             log.error("commit-log flush failed: %s", os.strerror(error))
-            # Hand it all over again shortly: a failing disk, not a tight loop.
-            in_flight.clear()
-            self._submitted = queue.flushed_where
-            if self._retry is None and self._task is not None and self._waiters:
-                self._retry = asyncio.get_running_loop().call_later(_IDLE_ROUND_SECONDS, self._retry_now)
+        if failed_to >= 0:
+            self._fail(failed_to)
         self._settle()
         if self._flush_waits:
             flushed = queue.flushed_where
             waiting = []
             for target, future in self._flush_waits:
-                if target <= flushed or error:
+                if target <= flushed:
                     if not future.done():
-                        future.set_result(target <= flushed)
+                        future.set_result(True)
                 else:
                     waiting.append((target, future))
             self._flush_waits = waiting
+        self._release_descriptors()
 
-    def _retry_now(self) -> None:
-        self._retry = None
-        if self._waiters:
-            self._submit(0)
+    def _fail(self, end: int) -> None:
+        """A round that failed had the bytes up to ``end``: their puts are answered
+        FLUSH_DISK_TIMEOUT now (stored, not known durable), and flushes up to there fail."""
+        failing = [item for item in self._waiters if item[0] <= end]
+        if failing:
+            self._waiters = [item for item in self._waiters if item[0] > end]
+            self.timeouts += len(failing)
+            for _end, _deadline, callback in failing:
+                _call(callback, PutStatus.FLUSH_DISK_TIMEOUT)
+        waiting = []
+        for target, future in self._flush_waits:
+            if target <= end:
+                if not future.done():
+                    future.set_result(False)
+            else:
+                waiting.append((target, future))
+        self._flush_waits = waiting
 
     async def _run_sync(self) -> None:
         # Puts that do not wait (the WAIT property false) are flushed within 10 ms.
         while True:
             await asyncio.sleep(_IDLE_ROUND_SECONDS)
-            if self._retry is None:
-                self._submit(0)
+            self._submit(0)
 
     # -- timed flushes (ASYNC_FLUSH) ---------------------------------------------------------------
 

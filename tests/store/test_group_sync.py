@@ -1,7 +1,8 @@
 """The group commit's disk thread, both twins (the compiled ``GroupSync`` when built, and
 ``PureGroupSync``): a round covers every hand-over before it started, wakes the loop through its
-pipe, reports a failed ``fdatasync`` by its errno without covering anything, and ``close``
-syncs what was handed over before the thread stops."""
+pipe, reports a failed ``fdatasync`` by its errno and the hand-overs it had taken, syncs a
+directory handed over with the files, and ``close`` syncs what was handed over before the
+thread stops."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def data_fd(tmp_path: Path) -> Iterator[int]:
     os.close(fd)
 
 
-async def next_round(group: flush.PureGroupSync) -> tuple[int, int, int]:
+async def next_round(group: flush.PureGroupSync) -> tuple[int, int, int, int]:
     """Wait for the pipe to wake the loop, then collect."""
     loop = asyncio.get_running_loop()
     woken = loop.create_future()
@@ -49,31 +50,44 @@ async def next_round(group: flush.PureGroupSync) -> tuple[int, int, int]:
 
 
 async def test_a_round_covers_every_hand_over_before_it(group: flush.PureGroupSync, data_fd: int) -> None:
-    assert group.collect() == (0, 0, 0)
+    assert group.collect() == (0, 0, 0, 0)
     group.submit((data_fd,))
-    assert await next_round(group) == (1, 1, 0)
+    assert await next_round(group) == (1, 1, 0, 0)
     # Hand-overs made while a round runs are taken together by the next one.
     for _ in range(4):
         group.submit((data_fd, data_fd))
     while group.collect()[0] < 5:
         await next_round(group)
-    covered, rounds, error = group.collect()
-    assert (covered, error) == (5, 0) and 2 <= rounds <= 5
+    covered, rounds, error, failed = group.collect()
+    assert (covered, error, failed) == (5, 0, 0) and 2 <= rounds <= 5
 
 
-async def test_a_failed_round_reports_its_errno_and_covers_nothing(
+async def test_a_failed_round_reports_its_errno_and_what_it_had_taken(
     group: flush.PureGroupSync, data_fd: int
 ) -> None:
     reader, writer = os.pipe()
     try:
         group.submit((data_fd, reader))  # fdatasync of a pipe: EINVAL
-        assert await next_round(group) == (0, 0, errno.EINVAL)
-        assert group.collect()[2] == 0  # collected once
+        assert await next_round(group) == (0, 0, errno.EINVAL, 1)
+        assert group.collect()[2] == 0  # the errno is reported once
         group.submit((data_fd,))
-        assert await next_round(group) == (2, 1, 0)
+        assert await next_round(group) == (2, 1, 0, 1)
+        group.submit((data_fd,), reader)  # a directory that cannot be synced fails the round
+        assert await next_round(group) == (2, 1, errno.EINVAL, 3)
     finally:
         os.close(reader)
         os.close(writer)
+
+
+async def test_a_directory_is_synced_after_the_files(
+    group: flush.PureGroupSync, data_fd: int, tmp_path: Path
+) -> None:
+    directory = os.open(tmp_path, os.O_RDONLY)
+    try:
+        group.submit((data_fd,), directory)
+        assert await next_round(group) == (1, 1, 0, 0)
+    finally:
+        os.close(directory)
 
 
 async def test_close_syncs_what_was_handed_over_then_refuses_more(
@@ -81,7 +95,7 @@ async def test_close_syncs_what_was_handed_over_then_refuses_more(
 ) -> None:
     group.submit((data_fd,))
     group.close()
-    assert group.collect()[:2] == (1, 1)
+    assert group.collect() == (1, 1, 0, 0)
     with pytest.raises(RuntimeError, match="closed"):
         group.submit((data_fd,))
     with pytest.raises(ValueError, match="closed"):
@@ -92,3 +106,5 @@ async def test_close_syncs_what_was_handed_over_then_refuses_more(
 def test_a_negative_descriptor_is_refused(group: flush.PureGroupSync) -> None:
     with pytest.raises(ValueError, match="not a file descriptor: -1"):
         group.submit((-1,))
+    with pytest.raises(ValueError, match="not a file descriptor: -2"):
+        group.submit((), -2)
