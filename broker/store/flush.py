@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _SHUTDOWN_ATTEMPTS = 10
 _INT_MAX = 2**31 - 1
+#: Past any log offset.
+_ALL = 2**63
 #: Group commit: how long the flusher idles between rounds when nobody waits.
 _IDLE_ROUND_SECONDS = 0.01
 #: A thorough consume-queue round plans this many queues between turns of the event loop.
@@ -285,10 +287,7 @@ class CommitLogFlusher:
             self._descriptors.clear()
             os.close(self._directory_fd)
             self._directory_fd = -1
-        for _target, done in self._flush_waits:
-            if not done.done():
-                done.set_result(False)
-        self._flush_waits.clear()
+        self._answer_flushes(_ALL, False)
         waiters, self._waiters = self._waiters, []
         for _end, _deadline, callback in waiters:
             _call(callback, PutStatus.FLUSH_DISK_TIMEOUT)
@@ -407,10 +406,7 @@ class CommitLogFlusher:
         self._truncations = self.queue.truncations
         self._in_flight.clear()
         self._submitted = self.queue.flushed_where
-        waits, self._flush_waits = self._flush_waits, []
-        for _target, future in waits:
-            if not future.done():
-                future.set_result(False)
+        self._answer_flushes(_ALL, False)
 
     def _committed(self) -> None:
         """A round ended (the group's pipe is readable): answer what it covered, or failed."""
@@ -445,17 +441,10 @@ class CommitLogFlusher:
             log.error("commit-log flush failed: %s", os.strerror(error))
         if failed_to >= 0:
             self._fail(failed_to)
+            # The next hand-over names everything from the flushed end again.
+            self._submitted = queue.flushed_where
         self._settle()
-        if self._flush_waits:
-            flushed = queue.flushed_where
-            waiting = []
-            for target, future in self._flush_waits:
-                if target <= flushed:
-                    if not future.done():
-                        future.set_result(True)
-                else:
-                    waiting.append((target, future))
-            self._flush_waits = waiting
+        self._answer_flushes(queue.flushed_where, True)
         self._release_descriptors()
 
     def _fail(self, end: int) -> None:
@@ -467,13 +456,16 @@ class CommitLogFlusher:
             self.timeouts += len(failing)
             for _end, _deadline, callback in failing:
                 _call(callback, PutStatus.FLUSH_DISK_TIMEOUT)
+        self._answer_flushes(end, False)
+
+    def _answer_flushes(self, upto: int, result: bool) -> None:
+        """Answer the :meth:`flush` calls whose target is at most ``upto``."""
         waiting = []
         for target, future in self._flush_waits:
-            if target <= end:
-                if not future.done():
-                    future.set_result(False)
-            else:
+            if target > upto:
                 waiting.append((target, future))
+            elif not future.done():
+                future.set_result(result)
         self._flush_waits = waiting
 
     async def _run_sync(self) -> None:
