@@ -2807,15 +2807,21 @@ group_sync_run(void *arg)
         g->nfds = 0;
         pthread_mutex_unlock(&g->mu);
         int err = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (fdatasync(fds[i]) != 0) {
+        for (Py_ssize_t i = 0; i < n && !err; i++) {
+            int rc;
+            while ((rc = fdatasync(fds[i])) != 0 && errno == EINTR)
+                ;
+            if (rc != 0)
                 err = errno;
-                break;
-            }
         }
         /* A new file's name: fsync, since fdatasync of a directory need not persist a rename. */
-        if (!err && directory >= 0 && fsync(directory) != 0)
-            err = errno;
+        if (!err && directory >= 0) {
+            int rc;
+            while ((rc = fsync(directory)) != 0 && errno == EINTR)
+                ;
+            if (rc != 0)
+                err = errno;
+        }
         pthread_mutex_lock(&g->mu);
         if (err) {
             g->error = err;

@@ -258,6 +258,11 @@ class CommitLogFlusher:
         self._submit_soon = False
         self._directory_fd = -1
         self._rounds_seen = 0
+        #: The errno of the first failed round, 0 while none failed. Sticky: Linux marks pages
+        #: whose write-back failed clean and reports the error once, so no later round can say
+        #: which bytes reached the disk; from then on no put is told PUT_OK (until a restart,
+        #: whose recovery checks the log) and the abort file stays.
+        self.disk_error = 0
         self.flush_count = 0
         self.timeouts = 0
         self.failures = 0
@@ -265,8 +270,13 @@ class CommitLogFlusher:
     def start(self) -> None:
         if self.sync:
             self.queue.directory.mkdir(parents=True, exist_ok=True)
-            self._directory_fd = os.open(self.queue.directory, os.O_RDONLY)
-            self._group = GroupSync()
+            directory = os.open(self.queue.directory, os.O_RDONLY)
+            try:
+                self._group = GroupSync()
+            except BaseException:
+                os.close(directory)
+                raise
+            self._directory_fd = directory
             asyncio.get_running_loop().add_reader(self._group.fileno(), self._committed)
         self._task = asyncio.ensure_future(self._run_sync() if self.sync else self._run_async())
 
@@ -274,10 +284,17 @@ class CommitLogFlusher:
         """Stop the loop, then flush everything (up to 10 attempts) and settle all waiters."""
         await cancel_and_wait(self._task)
         self._task = None
-        for _ in range(_SHUTDOWN_ATTEMPTS):
-            await self.flush(0)
-            if self.queue.flushed_where >= self.queue.max_offset:
-                break
+        try:
+            for _ in range(_SHUTDOWN_ATTEMPTS):
+                if not await self.flush(0) and self.disk_error:
+                    break
+                if self.queue.flushed_where >= self.queue.max_offset:
+                    break
+        finally:
+            await self._close_group()
+
+    async def _close_group(self) -> None:
+        """Stop the group commit's thread and answer everyone still waiting."""
         group, self._group = self._group, None
         if group is not None:
             asyncio.get_running_loop().remove_reader(group.fileno())
@@ -304,6 +321,9 @@ class CommitLogFlusher:
         sooner. SYNC_FLUSH only."""
         if self.queue.flushed_where >= end:
             callback(PutStatus.PUT_OK)
+            return
+        if self.disk_error:
+            callback(PutStatus.FLUSH_DISK_TIMEOUT)
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -360,7 +380,7 @@ class CommitLogFlusher:
         """Hand what is written now (if past ``least_pages``) to the group's thread: the offset
         its round will cover, or None when there is nothing to flush."""
         group = self._group
-        if group is None:
+        if group is None or self.disk_error:
             return None
         # The timestamp first: whatever it belongs to is written by now, so the round covers it.
         stamp = self.last_store_timestamp()
@@ -370,9 +390,14 @@ class CommitLogFlusher:
             return None
         target, files = plan
         self._check_truncated()
+        self._release_descriptors()
         if target > self._submitted:
             number = self._handed + 1
-            fds = tuple(self._descriptor(mapped, number) for mapped in files)
+            try:
+                fds = tuple(self._descriptor(mapped, number) for mapped in files)
+            except OSError as exc:  # out of descriptors, say: the next turn tries again
+                log.error("cannot hand the commit log to its flush thread: %s", exc)
+                return target
             fresh = [mapped for mapped in files if not mapped.dir_synced]
             # A new file's name too, once (renamed into place when it was adopted).
             group.submit(fds, self._directory_fd if fresh else -1)
@@ -421,14 +446,17 @@ class CommitLogFlusher:
         queue = self.queue
         in_flight = self._in_flight
         stamp = 0
-        failed_to = -1
+        if error and not self.disk_error:
+            self.disk_error = error
+            log.error(
+                "commit-log flush failed: %s; SYNC_FLUSH puts are answered FLUSH_DISK_TIMEOUT "
+                "until the broker restarts",
+                os.strerror(error),
+            )
         while in_flight and in_flight[0][0] <= self._done_with:
-            number, target, stamp_then, fresh = in_flight.popleft()
-            if number <= failed:
-                # Its round failed. A later round that succeeds does not vouch for it: Linux
-                # marks pages whose write-back failed clean, so they are not written again.
-                failed_to = max(failed_to, target)
-                continue
+            _number, target, stamp_then, fresh = in_flight.popleft()
+            if self.disk_error:
+                continue  # nothing since the failure is vouched for (see disk_error)
             stamp = stamp_then
             if target > queue.flushed_where:
                 queue.flushed_where = target
@@ -438,18 +466,15 @@ class CommitLogFlusher:
             self.checkpoint.physic_timestamp = stamp
         if error:
             self.failures += 1
-            log.error("commit-log flush failed: %s", os.strerror(error))
-        if failed_to >= 0:
-            self._fail(failed_to)
-            # The next hand-over names everything from the flushed end again.
-            self._submitted = queue.flushed_where
+        if self.disk_error:
+            self._fail(_ALL)
         self._settle()
         self._answer_flushes(queue.flushed_where, True)
         self._release_descriptors()
 
     def _fail(self, end: int) -> None:
-        """A round that failed had the bytes up to ``end``: their puts are answered
-        FLUSH_DISK_TIMEOUT now (stored, not known durable), and flushes up to there fail."""
+        """The puts waiting for bytes up to ``end`` are answered FLUSH_DISK_TIMEOUT now (stored,
+        not known durable), and flushes up to there fail."""
         failing = [item for item in self._waiters if item[0] <= end]
         if failing:
             self._waiters = [item for item in self._waiters if item[0] > end]
@@ -472,7 +497,7 @@ class CommitLogFlusher:
         # Puts that do not wait (the WAIT property false) are flushed within 10 ms.
         while True:
             await asyncio.sleep(_IDLE_ROUND_SECONDS)
-            self._submit(0)
+            self._submit(0)  # also lets go of descriptors of files deleted meanwhile
 
     # -- timed flushes (ASYNC_FLUSH) ---------------------------------------------------------------
 
@@ -514,6 +539,8 @@ class CommitLogFlusher:
     async def flush(self, least_pages: int) -> bool:
         """Flush what is written now (after any flush already running); True if it succeeded
         or there was nothing to flush."""
+        if self.disk_error:
+            return False
         if self._group is not None:
             target = self._submit(least_pages)
             if target is None or target <= self.queue.flushed_where:

@@ -327,7 +327,11 @@ class MessageStore:
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, True)
         self._close_files()
-        remove_abort_file(self.config.root_dir)
+        flusher = self._commit_log_flusher
+        if flusher is None or not flusher.disk_error:
+            # After a failed commit-log flush the abort file stays: the next start recovers as
+            # after a crash, checking the log record by record.
+            remove_abort_file(self.config.root_dir)
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -169,11 +169,11 @@ async def test_flush_callbacks_are_called_once_by_the_flush_covering_them_or_the
         assert len(calls) == 3  # a waiter that timed out is not called again when the flush lands
 
 
-async def test_a_failed_fdatasync_answers_its_puts_flush_disk_timeout_and_later_ones_go_on(
+async def test_after_a_failed_fdatasync_no_put_is_told_it_is_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Linux marks pages whose write-back failed clean: a later fdatasync that succeeds does not
-    # mean they reached the disk, so the puts of the failed round are never told PUT_OK.
+    # Linux marks pages whose write-back failed clean and reports the error once: a later
+    # fdatasync that succeeds says nothing about them, nor about pages shared with later puts.
     monkeypatch.setattr(flush, "GroupSync", flush.PureGroupSync)
     real = os.fdatasync
     failing = [1]
@@ -194,13 +194,15 @@ async def test_a_failed_fdatasync_answers_its_puts_flush_disk_timeout_and_later_
         assert store.read_record(first.wrote_offset) is not None  # stored all the same
         assert "commit-log flush failed" in caplog.text
         flusher = store._commit_log_flusher
-        assert flusher is not None
-        # A flush asked for now hands the failed bytes over again (it must not wait forever).
-        assert await asyncio.wait_for(flusher.flush(0), 5) is True
+        assert flusher is not None and flusher.disk_error == errno.EIO
+        assert await asyncio.wait_for(flusher.flush(0), 5) is False
         later = store.put_message(make_message(n=2))
-        assert await store.wait_flushed(later) is PutStatus.PUT_OK
-        assert store.commit_log.queue.flushed_where >= later.wrote_offset + later.wrote_bytes
+        assert await asyncio.wait_for(store.wait_flushed(later), 1) is PutStatus.FLUSH_DISK_TIMEOUT
+        assert store.read_record(later.wrote_offset) is not None
+        assert store.commit_log.queue.flushed_where < first.wrote_offset + first.wrote_bytes
         assert (flusher.failures, failing) == (1, [0])
+    # The abort file stays: the next start recovers as after a crash.
+    assert (tmp_path / "abort").exists()
 
 
 async def test_a_round_in_flight_when_the_log_is_cut_back_covers_nothing(tmp_path: Path, disk: Disk) -> None:
