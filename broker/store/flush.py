@@ -390,7 +390,6 @@ class CommitLogFlusher:
             return None
         target, files = plan
         self._check_truncated()
-        self._release_descriptors()
         if target > self._submitted:
             number = self._handed + 1
             try:
@@ -497,7 +496,9 @@ class CommitLogFlusher:
         # Puts that do not wait (the WAIT property false) are flushed within 10 ms.
         while True:
             await asyncio.sleep(_IDLE_ROUND_SECONDS)
-            self._submit(0)  # also lets go of descriptors of files deleted meanwhile
+            self._submit(0)
+            # Descriptors of files deleted since the last round (off the put path).
+            self._release_descriptors()
 
     # -- timed flushes (ASYNC_FLUSH) ---------------------------------------------------------------
 
