@@ -201,17 +201,22 @@ async def test_kill_9_mid_stream_loses_no_ack_and_redelivers_the_rest(
         acked: set[bytes] = set()
         cut_off: set[bytes] = set()  # received, then the ack failed: acked or not, unknown
         received: set[bytes] = set()
+        unanswered_receives = 1  # the one in flight when the broker dies, plus any that fail before
         enough = asyncio.Event()
+        killing = asyncio.Event()
         stop = asyncio.Event()
         async with SimpleConsumer(group, cluster.namesrv_addr, subscriptions={topic: "*"}) as consumer:
 
             async def consume() -> None:
+                nonlocal unanswered_receives
                 # A flag as well as the cancel: on 3.11 asyncio.wait_for (under the client's
                 # connect) may swallow a cancel that lands as a connection attempt fails.
                 while not stop.is_set():
                     try:
                         batch = await consumer.receive(8, 3.0, await_duration=1.0)
                     except MQError:
+                        if not killing.is_set():
+                            unanswered_receives += 1
                         await asyncio.sleep(0.05)  # the broker is gone: the client keeps trying
                         continue
                     for msg in batch:
@@ -227,6 +232,7 @@ async def test_kill_9_mid_stream_loses_no_ack_and_redelivers_the_rest(
 
             consuming = asyncio.ensure_future(consume())
             await asyncio.wait_for(enough.wait(), 30)
+            killing.set()
             assert await cluster.kill_broker("broker-a") != 0  # acks are still flowing
             stop.set()
             consuming.cancel()
@@ -246,7 +252,12 @@ async def test_kill_9_mid_stream_loses_no_ack_and_redelivers_the_rest(
         assert not acked & {m.body for m in after}, "an acknowledged message came again"
         assert {m.body for m in after} <= must_come | cut_off
         for msg in after:  # what went out before the kill comes with its attempt raised
-            assert (msg.delivery_attempt > 1) == (msg.body in received), msg
+            assert msg.body not in received or msg.delivery_attempt > 1, msg
+        # A pop the broker recorded but whose answer never arrived (the kill cut it off) was a
+        # delivery too, so its messages come with the attempt raised although nobody saw them: at
+        # most one batch of 8 for each receive that went unanswered.
+        unseen_but_retried = {m.body for m in after if m.delivery_attempt > 1 and m.body not in received}
+        assert len(unseen_but_retried) <= 8 * unanswered_receives, sorted(unseen_but_retried)
     finally:
         await cluster.stop()
 

@@ -234,6 +234,10 @@ def test_lite_pull_subscribe_assign_seek(runs: dict[str, ProgramRun], mode: str)
     subscribed = sorted(int(r["props"]["idx"]) for r in records if r["consumer"] == "subscribe")
     assert subscribed == list(range(10))
     queue0 = sorted(s["queueOffset"] for s in sent.values() if s["queueId"] == 0)
+    # A new group with nothing committed starts at offset 0 while the queue's first message is still
+    # in memory (Apache's QUERY_CONSUMER_OFFSET answer), even though lite pull defaults to LAST_OFFSET.
+    assigned = [r["queueOffset"] for r in records if r["consumer"] == "assign"]
+    assert assigned == queue0
     after_seek = [r["queueOffset"] for r in records if r["consumer"] == "seek2"]
     assert after_seek == queue0[2:]
     from_begin = [r["queueOffset"] for r in records if r["consumer"] == "seekBegin"]

@@ -557,7 +557,7 @@ public final class Scenarios {
         }
     }
 
-    /** DefaultLitePullConsumer: subscribe; assign with a seek; seek back to the beginning. */
+    /** DefaultLitePullConsumer: subscribe; assign (a new group starts at offset 0); seek; seek back to the beginning. */
     private void litePull() throws Exception {
         String scenario = "litepull";
         String topic = topic(scenario);
@@ -597,6 +597,11 @@ public final class Scenarios {
                 }
             }
             assigned.assign(queue0);
+            // assign() starts a pull at once. The 4.9.8 client's seek() races with a pull that is
+            // already in flight (one that passed its cancel check before seek() cancelled it applies
+            // its batch after the seek), so the seeks wait until that first pull has landed and the
+            // queue's task is parked in a long poll at the end of the queue.
+            pollUntil(assigned, scenario, "assign", total / 2);
             assigned.seek(queue0.get(0), 2);
             pollUntil(assigned, scenario, "seek2", total / 2 - 2);
             assigned.seekToBegin(queue0.get(0));
