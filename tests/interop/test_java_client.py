@@ -202,9 +202,15 @@ def test_delay_level(runs: dict[str, ProgramRun], mode: str) -> None:
 
 def test_push_clustering(runs: dict[str, ProgramRun], mode: str) -> None:
     run = scenario(runs, mode, "clustering")
-    received = run.of("clustering", "recv")
+    events = run.of("clustering")
+    stopping = next(n for n, r in enumerate(events) if r["event"] == "stopping")
+    received = [r for r in events[:stopping] if r["event"] == "recv"]
     for record in received:
         assert_content(record, "clustering")
+    # While the pair stops, queues move to the survivor and may repeat what it reads from an
+    # offset committed late (at least once); nothing new may appear then.
+    redelivered = [r for r in events[stopping:] if r["event"] == "recv"]
+    assert {r["msgId"] for r in redelivered} <= {r["msgId"] for r in received}
     ids = [int(r["props"]["idx"]) for r in received]
     assert sorted(ids) == list(range(16))
     by_consumer: dict[str, set[int]] = defaultdict(set)

@@ -536,6 +536,11 @@ public final class Scenarios {
             }
             sendNumbered(scenario, topic, "clustering", total);
             await(received, "clustered messages");
+            // Shutting the pair down one by one rebalances the last queues onto the survivor, and
+            // the 4.9.8 client persists offsets oneway over the VIP channel but unregisters over
+            // the main one, so the survivor may read an offset older than the last consumed and
+            // redeliver (at least once, with Apache's broker too). Records after this are that.
+            Json.of("stopping").put("scenario", scenario).emit();
         } finally {
             shutdownAll(consumers);
         }
