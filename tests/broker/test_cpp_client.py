@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketmq.client import Message as CppMessage
-from rocketmq.client import Producer as CppProducer
 from rocketmq.client import PullConsumer as CppPullConsumer
 from rocketmq.client import PushConsumer as CppPushConsumer
 from rocketmq.client import RecvMessage, SendStatus
@@ -36,6 +35,7 @@ from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.message import decode_records
 from aiorocketmq.protocol.transport import Connection, connect
 from tests.cluster import Cluster
+from tests.cpp_client import TolerantProducer as CppProducer
 from tests.cpp_client import shutdown_safely
 from tests.support import wait_until
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from rocketmq.client import Message as CppMessage
-from rocketmq.client import Producer as CppProducer
 from rocketmq.client import PushConsumer as CppPushConsumer
 from rocketmq.client import RecvMessage
 from rocketmq.client import SendStatus as CppSendStatus
 
 from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from tests.cluster import Cluster
+from tests.cpp_client import TolerantProducer as CppProducer
 from tests.cpp_client import shutdown_safely
 
 from .conftest import Collector, unique, wait_consumed_to_end
