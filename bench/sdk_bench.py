@@ -5,6 +5,9 @@ Starts a real name server and broker (child processes), then for each of ``--run
 
 * **sync-1**: one producer sending 128-byte messages synchronously, one at a time (the Java
   tool's ``-w 1``), for ``--seconds``: Send TPS, average and max RT;
+* **sync-1-poll**: the same with ``ClientOptions(busy_poll=...)`` (``--busy-poll``, 100 µs):
+  the client polls its connection while each response is awaited instead of sleeping, which
+  spends CPU to skip the wake-up a sleeping loop pays on each round trip;
 * **sync-64**: 64 coroutines doing the same on one producer (in-flight sends pipeline on one
   connection, like the tool's ``-w 64``);
 * **batch**: ``send_batch`` of ``--batch`` messages, 8 batches in flight, and **batch1000**
@@ -48,7 +51,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from aiorocketmq.client import (
+    Admin,
+    ClientOptions,
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+)
 from aiorocketmq.client.errors import BrokerError, MQError
 from aiorocketmq.protocol.loop import run as run_loop
 from bench.procs import free_port
@@ -548,6 +560,18 @@ async def bench(args: argparse.Namespace) -> None:
                     print(send_line(label, figures))
                     if label == "sync-1" and redis is not None:
                         await against_redis("xadd-1", lambda: redis.xadd_one(args.seconds, body))
+                        # Right after both, with its own producer: the polling one.
+                        async with Producer(
+                            f"benchmark_polling_{run}",
+                            cluster.namesrv_addr,
+                            compress_threshold=1 << 30,
+                            options=ClientOptions(busy_poll=args.busy_poll),
+                        ) as polling:
+                            for queue in await polling.queues(TOPIC):
+                                await polling.send(Message(TOPIC, b"warm-up"), queue=queue)
+                            figures = await sync_sends(polling, args.seconds, 1, args.size, cpu)
+                        results.setdefault("sync-1-poll", []).append(figures)
+                        print(send_line("sync-1-poll", figures))
             if redis is not None:
                 await against_redis("xadd-pipe", lambda: redis.xadd_pipelined(args.seconds, body))
             for label, pull_batch, batch_size, count in (
@@ -637,6 +661,12 @@ def summarize(
         best_send = [max(runs) for runs in zip(tps("sync-64"), tps("batch"), tps(large_batch_label(args)))]
         rows = [
             ("sync one-at-a-time vs XADD one-at-a-time", tps("sync-1"), peer["xadd-1"], 1.0),
+            (
+                f"the same, busy_poll={args.busy_poll * 1e6:g} us, vs XADD one-at-a-time",
+                tps("sync-1-poll"),
+                peer["xadd-1"],
+                1.0,
+            ),
             ("best pipelined/batched send vs pipelined XADD", best_send, peer["xadd-pipe"], 3.0),
             ("push consume (defaults) vs XREADGROUP COUNT 32", tps("consume"), peer["xreadgroup-32"], 3.0),
             ("push consume (tuned) vs XREADGROUP COUNT 1000", tps("consume+"), peer["xreadgroup-1000"], 3.0),
@@ -666,6 +696,12 @@ def main() -> None:
     parser.add_argument("--consume", type=int, default=200_000, help="messages each drain reads at least")
     parser.add_argument("--rate", type=int, default=5000, help="end-to-end latency send rate (msg/s)")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--busy-poll",
+        type=float,
+        default=0.0001,
+        help="ClientOptions.busy_poll of the sync-1-poll producer, in seconds (default 0.0001)",
+    )
     parser.add_argument("--skip-redis", action="store_true")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
     parser.add_argument("--latency-only", action="store_true", help="only the end-to-end latency runs")

@@ -52,6 +52,25 @@ async def read_all(cluster: Cluster, topic: str, expression: str = "*") -> list[
         return found
 
 
+async def test_a_busy_polling_producer_polls_its_broker_connection_and_sends_as_ever(
+    cluster: Cluster, admin: Admin
+) -> None:
+    topic = unique("Polled")
+    await admin.create_topic(topic, 2)
+    options = ClientOptions(busy_poll=0.0005)
+    async with Producer(unique("pg"), cluster.namesrv_addr, options=options) as producer:
+        results = [await producer.send(Message(topic, f"m{i}".encode())) for i in range(20)]
+        assert all(r.status is SendStatus.SEND_OK for r in results)
+        by_queue: dict[int, list[int]] = {}
+        for r in results:
+            by_queue.setdefault(r.queue.queue_id, []).append(r.queue_offset)
+        assert all(offsets == list(range(len(offsets))) for offsets in by_queue.values()), by_queue
+        broker = await producer.instance.find_broker_addr(results[0].queue.broker_name, topic=topic)
+        assert (await producer.instance.connection(broker)).busy_poll == 0.0005
+    with pytest.raises(ClientError, match="busy_poll"):
+        ClientOptions(busy_poll=0.5)
+
+
 @pytest.mark.parametrize("serialization", ["msgpack", "json"])
 async def test_send_and_push_consume_end_to_end(cluster: Cluster, admin: Admin, serialization: str) -> None:
     topic = unique("Orders")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import pytest
@@ -202,6 +203,40 @@ async def test_request_timeout_is_per_request_and_late_answers_are_dropped(
     after = await conn.request(RemotingCommand.request(ECHO, {"x": "2"}), timeout=10)
     assert after.ext_fields["x"] == "2" and "late" not in after.ext_fields
     assert not conn.closed
+
+
+# -- busy polling -----------------------------------------------------------------------------------
+
+
+async def cpu_over(seconds: float) -> float:
+    """CPU seconds this thread (the loop's) used while the loop waited ``seconds``."""
+    began = time.thread_time()
+    await asyncio.sleep(seconds)
+    return time.thread_time() - began
+
+
+async def test_busy_polling_spends_the_wait_for_a_response_polling_up_to_its_limit(
+    make_server: ServerFactory, clients: list[Connection]
+) -> None:
+    server, port = await make_server()
+    sleeping = await open_client(port, clients)
+    polling = await open_client(port, clients, busy_poll=0.2)
+    # Without busy polling the loop sleeps while a response is awaited.
+    stalled = sleeping.request(RemotingCommand.request(STALL), timeout=10)
+    assert await cpu_over(0.5) < 0.05
+    # With it, the loop polls (a callback always ready) until the limit, then sleeps again.
+    held = polling.request(RemotingCommand.request(STALL), timeout=10)
+    spent = await cpu_over(0.5)
+    assert 0.05 < spent < 0.4, spent
+    assert await cpu_over(0.3) < 0.05
+    # Responses arrive as ever; a connection with nothing awaited does not poll.
+    for server_conn, request in [(c, r) for c in server.connections for r in c.attrs.get("stalled", [])]:
+        server_conn.send_response(request.response(ext_fields={"late": "no"}))
+    assert (await held).ext_fields == {"late": "no"}
+    assert (await stalled).ext_fields == {"late": "no"}
+    answered = await polling.request(RemotingCommand.request(ECHO, {"x": "1"}), timeout=10)
+    assert answered.ext_fields["x"] == "1"
+    assert await cpu_over(0.3) < 0.05
 
 
 # -- oneway -----------------------------------------------------------------------------------------
