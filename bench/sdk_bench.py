@@ -126,7 +126,7 @@ class CpuMeter:
 def send_line(label: str, f: Figures) -> str:
     avg = f.rt_sum / f.messages * 1000 if f.messages else 0.0
     return (
-        f"Current Time: {now_str()} | {label:<8} | Send TPS: {f.tps:7.0f} | Max RT(ms): {f.rt_max * 1000:7.3f} | "
+        f"Current Time: {now_str()} | {label:<11} | Send TPS: {f.tps:7.0f} | Max RT(ms): {f.rt_max * 1000:7.3f} | "
         f"Average RT(ms): {avg:7.3f} | Send Failed: {f.send_failed} | Response Failed: {f.response_failed} | "
         f"CPU us/msg client {f.per_message_us(f.client_cpu):5.1f} broker {f.per_message_us(f.broker_cpu):5.1f}"
     )
@@ -558,7 +558,7 @@ async def bench(args: argparse.Namespace) -> None:
                     figures = await coro()
                     results.setdefault(label, []).append(figures)
                     print(send_line(label, figures))
-                    if label == "sync-1" and redis is not None:
+                    if label == "sync-1":
                         await against_redis("xadd-1", lambda: redis.xadd_one(args.seconds, body))
                         # Right after both, with its own producer: the polling one.
                         async with Producer(
@@ -638,7 +638,7 @@ def summarize(
     )
     for label in results:
         rt = median([f.rt_sum / f.messages * 1000 for f in results[label] if f.messages and f.rt_sum])
-        line = f"{label:<10} {median(tps(label)):>10.0f} msg/s"
+        line = f"{label:<11} {median(tps(label)):>10.0f} msg/s"
         if rt:
             line += f"   avg RT {rt:7.3f} ms"
         line += f"   CPU/msg: client {cpu(label, 'client_cpu'):5.1f} us, broker {cpu(label, 'broker_cpu'):5.1f} us"

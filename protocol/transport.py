@@ -190,6 +190,7 @@ class Connection(asyncio.Protocol):
         self.busy_poll = 0.0
         self._polling_until = 0.0
         self._polling = False
+        self._polled = 0  # the opaque of the latest request sent while busy polling
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -341,20 +342,27 @@ class Connection(asyncio.Protocol):
             raise
         if self.busy_poll:
             self._polling_until = loop.time() + self.busy_poll
+            self._polled = opaque
             if not self._polling:
                 self._polling = True
                 loop.call_soon(self._poll)
         return future
 
     def _poll(self) -> None:
-        """Busy polling: while a response is awaited, and for at most ``busy_poll`` seconds
-        after the last request, a callback is always ready, so each turn of the loop polls its
-        sockets without sleeping. A thread that sleeps between a request and its response pays
-        for the wake-up on both sides (in a VM, an interrupt to an idle virtual CPU is an exit
-        to the hypervisor), which dominates one-request-at-a-time round trips on one host; a
-        polling one spends that time on its own CPU instead, as Linux's ``busy_poll`` does."""
+        """Busy polling: until the latest request is answered, and for at most ``busy_poll``
+        seconds after it was sent, a callback is always ready, so each turn of the loop polls
+        its sockets without sleeping. A thread that sleeps between a request and its response
+        pays for the wake-up on both sides (in a VM, an interrupt to an idle virtual CPU is an
+        exit to the hypervisor), which dominates one-request-at-a-time round trips on one host;
+        a polling one spends that time on its own CPU instead, as Linux's ``busy_poll`` does.
+        Older requests still pending (a long poll) do not keep it going."""
         loop = self._loop
-        if self._pending and not self.closed and loop is not None and loop.time() < self._polling_until:
+        if (
+            self._polled in self._pending
+            and not self.closed
+            and loop is not None
+            and loop.time() < self._polling_until
+        ):
             loop.call_soon(self._poll)
         else:
             self._polling = False

@@ -203,12 +203,14 @@ def test_delay_level(runs: dict[str, ProgramRun], mode: str) -> None:
 def test_push_clustering(runs: dict[str, ProgramRun], mode: str) -> None:
     run = scenario(runs, mode, "clustering")
     events = run.of("clustering")
-    stopping = next(n for n, r in enumerate(events) if r["event"] == "stopping")
+    stopping = next((n for n, r in enumerate(events) if r["event"] == "stopping"), None)
+    assert stopping is not None, f"no 'stopping' record:\n{run.describe()}"
     received = [r for r in events[:stopping] if r["event"] == "recv"]
     for record in received:
         assert_content(record, "clustering")
-    # While the pair stops, queues move to the survivor and may repeat what it reads from an
-    # offset committed late (at least once); nothing new may appear then.
+    # While the pair stops, queues move to the survivor, which may repeat what it reads from
+    # an offset persisted late (at least once; Scenarios.clustering says why); nothing new
+    # may appear then.
     redelivered = [r for r in events[stopping:] if r["event"] == "recv"]
     assert {r["msgId"] for r in redelivered} <= {r["msgId"] for r in received}
     ids = [int(r["props"]["idx"]) for r in received]

@@ -208,35 +208,59 @@ async def test_request_timeout_is_per_request_and_late_answers_are_dropped(
 # -- busy polling -----------------------------------------------------------------------------------
 
 
-async def cpu_over(seconds: float) -> float:
-    """CPU seconds this thread (the loop's) used while the loop waited ``seconds``."""
-    began = time.thread_time()
+def count_polls(conn: Connection) -> list[int]:
+    """Counts the busy-poll callbacks of ``conn`` (one per turn of the loop while it polls)."""
+    calls = [0]
+    poll = conn._poll
+
+    def counted() -> None:
+        calls[0] += 1
+        poll()
+
+    conn._poll = counted  # type: ignore[method-assign]
+    return calls
+
+
+async def polls_over(calls: list[int], seconds: float) -> int:
+    before = calls[0]
     await asyncio.sleep(seconds)
-    return time.thread_time() - began
+    return calls[0] - before
 
 
-async def test_busy_polling_spends_the_wait_for_a_response_polling_up_to_its_limit(
+async def test_busy_polling_polls_until_the_latest_response_or_its_limit(
     make_server: ServerFactory, clients: list[Connection]
 ) -> None:
     server, port = await make_server()
     sleeping = await open_client(port, clients)
     polling = await open_client(port, clients, busy_poll=0.2)
-    # Without busy polling the loop sleeps while a response is awaited.
+    not_polled, polled = count_polls(sleeping), count_polls(polling)
+    # Without busy polling the loop sleeps while a response is awaited: CPU stays near zero.
     stalled = sleeping.request(RemotingCommand.request(STALL), timeout=10)
-    assert await cpu_over(0.5) < 0.05
-    # With it, the loop polls (a callback always ready) until the limit, then sleeps again.
+    began = time.thread_time()
+    assert await polls_over(not_polled, 0.3) == 0
+    assert time.thread_time() - began < 0.1
+    # With it, every turn of the loop polls until the limit, then the loop sleeps again.
     held = polling.request(RemotingCommand.request(STALL), timeout=10)
-    spent = await cpu_over(0.5)
-    assert 0.05 < spent < 0.4, spent
-    assert await cpu_over(0.3) < 0.05
-    # Responses arrive as ever; a connection with nothing awaited does not poll.
+    assert await polls_over(polled, 0.1) > 50
+    await asyncio.sleep(0.3)  # past the limit
+    assert await polls_over(polled, 0.2) == 0
+    # A new request polls again, and its answer ends the polling although an older request
+    # (a long poll, say) is still pending.
+    answered = await polling.request(RemotingCommand.request(ECHO, {"x": "1"}), timeout=10)
+    assert answered.ext_fields["x"] == "1"
+    assert await polls_over(polled, 0.2) <= 1
+    # Responses arrive as ever.
     for server_conn, request in [(c, r) for c in server.connections for r in c.attrs.get("stalled", [])]:
         server_conn.send_response(request.response(ext_fields={"late": "no"}))
     assert (await held).ext_fields == {"late": "no"}
     assert (await stalled).ext_fields == {"late": "no"}
-    answered = await polling.request(RemotingCommand.request(ECHO, {"x": "1"}), timeout=10)
-    assert answered.ext_fields["x"] == "1"
-    assert await cpu_over(0.3) < 0.05
+    # Closing the connection ends it too.
+    again = polling.request(RemotingCommand.request(STALL), timeout=10)
+    assert await polls_over(polled, 0.05) > 0
+    polling.close()
+    with pytest.raises(ConnectionClosedError):
+        await again
+    assert await polls_over(polled, 0.2) <= 1
 
 
 # -- oneway -----------------------------------------------------------------------------------------

@@ -536,10 +536,14 @@ public final class Scenarios {
             }
             sendNumbered(scenario, topic, "clustering", total);
             await(received, "clustered messages");
-            // Shutting the pair down one by one rebalances the last queues onto the survivor, and
-            // the 4.9.8 client persists offsets oneway over the VIP channel but unregisters over
-            // the main one, so the survivor may read an offset older than the last consumed and
-            // redeliver (at least once, with Apache's broker too). Records after this are that.
+            // Shutting the pair down one by one rebalances the first one's queues onto the
+            // survivor, which reads their offsets from the broker. Those may be older than the
+            // last message consumed: the listener counts the latch down before it returns, so
+            // the offset it consumed may not be in the offset store yet when shutdown persists
+            // it; and the 4.9.8 client persists offsets oneway (over the VIP channel when that is
+            // on) but unregisters with a request of its own, which the broker may handle first.
+            // Either way the survivor redelivers (at least once, with Apache's broker too).
+            // Records after this are that.
             Json.of("stopping").put("scenario", scenario).emit();
         } finally {
             shutdownAll(consumers);
