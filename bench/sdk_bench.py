@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import gc
 import os
@@ -46,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,18 @@ def send_line(label: str, f: Figures) -> str:
 
 
 # -- SDK scenarios ----------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def warmed_producer(
+    group: str, namesrv: str, options: ClientOptions | None = None
+) -> AsyncIterator[Producer]:
+    """A producer that knows the route and has written each queue of the topic once (a
+    broker makes a consume queue's file on its first message, which is not steady state)."""
+    async with Producer(group, namesrv, compress_threshold=1 << 30, options=options) as producer:
+        for queue in await producer.queues(TOPIC):
+            await producer.send(Message(TOPIC, b"warm-up"), queue=queue)
+        yield producer
 
 
 async def sync_sends(producer: Producer, seconds: float, workers: int, size: int, cpu: CpuMeter) -> Figures:
@@ -544,11 +557,7 @@ async def bench(args: argparse.Namespace) -> None:
             )
             if args.latency_only:
                 continue
-            async with Producer(
-                f"benchmark_producer_{run}", cluster.namesrv_addr, compress_threshold=1 << 30
-            ) as p:
-                for queue in await p.queues(TOPIC):
-                    await p.send(Message(TOPIC, b"warm-up"), queue=queue)
+            async with warmed_producer(f"benchmark_producer_{run}", cluster.namesrv_addr) as p:
                 for label, coro in (
                     ("sync-1", lambda: sync_sends(p, args.seconds, 1, args.size, cpu)),
                     ("sync-64", lambda: sync_sends(p, args.seconds, 64, args.size, cpu)),
@@ -561,14 +570,10 @@ async def bench(args: argparse.Namespace) -> None:
                     if label == "sync-1":
                         await against_redis("xadd-1", lambda: redis.xadd_one(args.seconds, body))
                         # Right after both, with its own producer: the polling one.
-                        async with Producer(
-                            f"benchmark_polling_{run}",
-                            cluster.namesrv_addr,
-                            compress_threshold=1 << 30,
-                            options=ClientOptions(busy_poll=args.busy_poll),
+                        polling_options = ClientOptions(busy_poll=args.busy_poll)
+                        async with warmed_producer(
+                            f"benchmark_polling_{run}", cluster.namesrv_addr, polling_options
                         ) as polling:
-                            for queue in await polling.queues(TOPIC):
-                                await polling.send(Message(TOPIC, b"warm-up"), queue=queue)
                             figures = await sync_sends(polling, args.seconds, 1, args.size, cpu)
                         results.setdefault("sync-1-poll", []).append(figures)
                         print(send_line("sync-1-poll", figures))

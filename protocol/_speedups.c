@@ -2772,6 +2772,17 @@ typedef struct {
     int rfd, wfd;
 } GroupSync;
 
+/* ``sync(fd)``, again when a signal interrupted it: 0, or the errno it failed with. */
+static int
+sync_fd(int (*sync)(int), int fd)
+{
+    while (sync(fd) != 0) {
+        if (errno != EINTR)
+            return errno;
+    }
+    return 0;
+}
+
 static void *
 group_sync_run(void *arg)
 {
@@ -2807,21 +2818,11 @@ group_sync_run(void *arg)
         g->nfds = 0;
         pthread_mutex_unlock(&g->mu);
         int err = 0;
-        for (Py_ssize_t i = 0; i < n && !err; i++) {
-            int rc;
-            while ((rc = fdatasync(fds[i])) != 0 && errno == EINTR)
-                ;
-            if (rc != 0)
-                err = errno;
-        }
+        for (Py_ssize_t i = 0; i < n && !err; i++)
+            err = sync_fd(fdatasync, fds[i]);
         /* A new file's name: fsync, since fdatasync of a directory need not persist a rename. */
-        if (!err && directory >= 0) {
-            int rc;
-            while ((rc = fsync(directory)) != 0 && errno == EINTR)
-                ;
-            if (rc != 0)
-                err = errno;
-        }
+        if (!err && directory >= 0)
+            err = sync_fd(fsync, directory);
         pthread_mutex_lock(&g->mu);
         if (err) {
             g->error = err;

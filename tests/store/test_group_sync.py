@@ -79,9 +79,11 @@ async def test_a_failed_round_reports_its_errno_and_what_it_had_taken(
         os.close(writer)
 
 
-async def test_a_directory_is_synced_after_the_files(
+async def test_a_round_with_a_real_directory_succeeds(
     group: flush.PureGroupSync, data_fd: int, tmp_path: Path
 ) -> None:
+    # That the directory is synced at all shows in the failed round above (a pipe as the
+    # directory fails it); here a directory opened read-only, as the flusher opens it, syncs.
     directory = os.open(tmp_path, os.O_RDONLY)
     try:
         group.submit((data_fd,), directory)
