@@ -70,8 +70,8 @@ _ENCODE_STATUSES = {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_E
 _populate_write = _compiled.populate_write if _compiled is not None else None
 #: How far past the end of the log the warmer keeps the current file's pages faulted in, and
 #: how close the end may come to that mark before the next stretch is asked for. A first write
-#: to a page of a fresh file costs a fault (2-12 µs on ext4) that would otherwise be taken on
-#: the event loop, one per 4 KiB written, while the loop copies a record in.
+#: to a page of a fresh file costs a fault (0.5-8 µs: bench/page_touch.py) that would otherwise
+#: be taken on the event loop, one per 4 KiB written, while the loop copies a record in.
 _WARM_AHEAD = 8 << 20
 _WARM_LOW = 4 << 20
 
