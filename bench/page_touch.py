@@ -9,7 +9,8 @@ swings by an order of magnitude between runs of the same load: the kernel's own 
 small; what costs is the first touch of guest memory that the host has taken back. A VM whose
 balloon device does *free page reporting* hands freed guest pages to the host a few seconds
 after they are freed; the next page cache page built on one is a fault in the hypervisor too.
-Apache RocketMQ's writer pays the same on its own thread, through its mapped-file faults.
+Apache RocketMQ's writer should pay the same on its own thread, through its mapped-file
+faults (this probe does not measure it).
 
 Each run does this twice: touch and free 4 x ``--mib`` of anonymous memory, then fault in
 ``--mib`` of a fresh fallocated file in 4 MiB calls, as the broker does; once straight away
