@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import summary as machine_summary
 from bench.procs import cpu_seconds, free_port, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
     build_dir = Path(tempfile.mkdtemp(prefix="cpp-load-"))
     args.load = build_cpp_load(build_dir)
     runs = []

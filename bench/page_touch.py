@@ -15,10 +15,10 @@ faults (this probe does not measure it).
 Each run does this twice: touch and free 4 x ``--mib`` of anonymous memory, then fault in
 ``--mib`` of a fresh fallocated file in 4 MiB calls, as the broker does; once straight away
 (much of the freed memory is still backed) and once after ``--pause`` seconds (by then
-reported). Prints the CPU milliseconds per MiB of each, the medians of the runs, and whether
-the balloon device and its driver use free page reporting. Needs about 4 x ``--mib`` of free
-memory (2 GiB by default) and a disk-backed ``--dir`` (on tmpfs, ``posix_fallocate`` itself
-makes the pages, and the timed calls only map them).
+reported). Prints the CPU milliseconds per MiB of each, the medians of the runs, and the
+machine line of ``bench/machine.py`` (free page reporting among it). Needs about 4 x
+``--mib`` of free memory (2 GiB by default) and a disk-backed ``--dir`` (on tmpfs,
+``posix_fallocate`` itself makes the pages, and the timed calls only map them).
 """
 
 from __future__ import annotations
@@ -32,25 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import summary
+
 #: linux/mman.h (Linux 5.14+); Python's mmap module does not name it.
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 _CALL = 4 << 20
-#: virtio's device id of a memory balloon, and its VIRTIO_BALLOON_F_REPORTING feature bit.
-_BALLOON = 5
-_F_REPORTING = 5
-
-
-def free_page_reporting() -> str:
-    """'on' or 'off' (the feature as negotiated) for a virtio balloon, 'no balloon device' if none."""
-    for device in Path("/sys/bus/virtio/devices").glob("*"):
-        try:
-            if int((device / "device").read_text(), 16) != _BALLOON:
-                continue
-            features = (device / "features").read_text().strip()
-        except (OSError, ValueError):
-            continue
-        return "on" if len(features) > _F_REPORTING and features[_F_REPORTING] == "1" else "off"
-    return "no balloon device"
 
 
 def touch_and_free(size: int) -> None:
@@ -107,7 +93,7 @@ def main() -> None:
                     f"run {run + 1}: {pause:4.1f} s after freeing: {into[-1] * 1e3:.2f} ms CPU/MiB",
                     flush=True,
                 )
-    print(f"free page reporting: {free_page_reporting()}")
+    print(summary())
     print(f"fault-in at once:       {statistics.median(at_once) * 1e3:.2f} ms CPU per MiB (median)")
     print(f"fault-in after {args.pause:g} s:  {statistics.median(paused) * 1e3:.2f} ms CPU per MiB (median)")
 

@@ -64,6 +64,7 @@ from aiorocketmq.client import (
 )
 from aiorocketmq.client.errors import BrokerError, MQError
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from bench.procs import free_port
 from tests.cluster import Cluster
 
@@ -641,6 +642,7 @@ def summarize(
         f"=== medians of {args.runs} runs, {args.size}-byte messages; {os.cpu_count()} CPUs, "
         f"load average now {os.getloadavg()[0]:.2f} (other processes on the machine skew every figure) ==="
     )
+    print(machine_summary())
     for label in results:
         rt = median([f.rt_sum / f.messages * 1000 for f in results[label] if f.messages and f.rt_sum])
         line = f"{label:<11} {median(tps(label)):>10.0f} msg/s"

@@ -71,6 +71,7 @@ from aiorocketmq.protocol.message import (  # noqa: E402
     encode_properties,
 )
 from bench.broker_bench import build_cpp_load  # noqa: E402
+from bench.machine import summary as machine_summary  # noqa: E402
 from bench.procs import free_port, wait_port  # noqa: E402
 from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
 
@@ -860,6 +861,7 @@ def main() -> None:
     args.seconds = int(args.seconds or (5 if args.quick else 10))
     args.warmup = int(args.warmup or (2 if args.quick else 3))
     args.prewarm = args.prewarm if args.prewarm is not None else (5 if args.quick else 10)
+    print(machine_summary(), flush=True)
     toolchain = build_java_only()
     with workdir(args.keep) as work:
         cpp_load = build_cpp_load(work)
@@ -887,6 +889,7 @@ def main() -> None:
             f"{os.cpu_count()} cores; ratios are ours/Apache (higher is better for tps and received_pct, "
             "lower for the rest)"
         )
+        print(machine_summary())
         if results:
             print(table(results))
         if extra:
