@@ -1,15 +1,17 @@
 """The machine a benchmark ran on, as far as it moves the figures.
 
-Every benchmark here prints :func:`summary` at its top, so a figure always comes with the
-conditions it was measured under. Beyond the CPU and kernel, two settings of a virtual
-machine moved our results by more than any code change did (``docs/benchmarks.md``):
+The benchmarks whose figures the README quotes (``side_by_side``, ``sdk_bench``,
+``broker_bench``, ``page_touch``) print :func:`summary` with their results, so a figure comes
+with the conditions it was measured under. Beyond the CPU and kernel, two settings of a
+virtual machine moved our results by more than any code change did (README, Performance;
+``docs/sdk.md``):
 
 * **Guest halt polling.** A KVM guest's ``haltpoll`` cpuidle driver polls for up to
-  ``guest_halt_poll_ns`` before it halts an idle virtual CPU. With it at 0, every wake-up of
-  an idle CPU is an exit to the hypervisor, paid inside the waker's ``write``. One message at
-  a time, that doubles a round trip: on the development VM our SDK's one-at-a-time sends went
-  from 8.7k/s to 21.4k/s, and redis-py's ``XADD`` from 11.9k/s to 33.0k/s, when it was set
-  to 200 µs.
+  ``guest_halt_poll_ns`` before it halts an idle virtual CPU. With it at 0, an idle CPU halts
+  at once and every wake-up goes through the hypervisor; in profiles the waker pays for it
+  inside its ``write``. One message at a time, that costs more than half of a round trip: on
+  the development VM our SDK's one-at-a-time sends went from 8.7k/s to 21.4k/s, and
+  redis-py's ``XADD`` from 11.9k/s to 33.0k/s, when it was set to 200 µs.
 * **Free page reporting** (virtio balloon): freed guest memory goes back to the host within
   seconds, and the first touch of each such page is a fault in the hypervisor. A store's
   fresh page-cache pages pay it (``bench/page_touch.py``).
