@@ -272,6 +272,7 @@ class Broker:
         self.offsets.load()
         await self.store.start()
         self._store_started = True
+        self.server.between_requests = self.store.flush_settler()
         self.store.add_arrival_listener(self.long_polling.on_arrival)
         self.store.add_arrival_listener(self.delay.on_arrival, SCHEDULE_TOPIC)
         self.delay.load()

@@ -188,6 +188,10 @@ class Connection(asyncio.Protocol):
         #: Seconds the loop keeps polling, instead of sleeping, after a request is sent while
         #: its response is awaited; 0 (the default) never polls (see :meth:`_poll`).
         self.busy_poll = 0.0
+        #: Server side: called after each request of a read; True when it released answers
+        #: (a SYNC_FLUSH round that ended meanwhile), which then go out at once instead of
+        #: after the rest of the read. A read under load holds dozens of requests.
+        self.between_requests: Callable[[], bool] | None = None
         self._polling_until = 0.0
         self._polling = False
         self._polled = 0  # the opaque of the latest request sent while busy polling
@@ -224,26 +228,36 @@ class Connection(asyncio.Protocol):
             return
         out: list[bytes] = []
         self._out = out
+        between = self.between_requests
         try:
             for cmd in commands:
                 if cmd.flag & _RESPONSE:
                     self._on_response(cmd)
                 else:
                     self._on_request(cmd)
+                    if between is not None and between() and out:
+                        self._write_out(out)
+                        out.clear()
         finally:
             self._out = None
-        transport = self._transport
-        if out and transport is not None and not transport.is_closing():
-            if self._corked:  # written before this read: they go first
-                out[:0] = self._corked
-                self._corked = []
-            transport.write(out[0] if len(out) == 1 else b"".join(out))
-            if self._paused:
-                self._check_backlog()
+        if out:
+            self._write_out(out)
         error = self._decoder.error
         if error is not None:
             log.warning("%s: closing connection from %s: %s", self.name or "connection", self.address, error)
             self.close(f"protocol error: {error}")
+
+    def _write_out(self, frames: list[bytes]) -> None:
+        """Write what a read produced, after anything corked before it."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if self._corked:  # written before this read: they go first
+            frames = self._corked + frames
+            self._corked = []
+        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        if self._paused:
+            self._check_backlog()
 
     def _account(self, budget: _Budget, buffered: int, now: float, completed: bool) -> None:
         """Track this connection's incomplete frame in the server's budget."""
@@ -651,6 +665,8 @@ class Server:
         self._servers: list[asyncio.Server | Listener] = []
         self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
+        #: Given to each connection accepted from now on (:attr:`Connection.between_requests`).
+        self.between_requests: Callable[[], bool] | None = None
 
     def _make_connection(self) -> Connection:
         conn = _ServerConnection(
@@ -661,6 +677,7 @@ class Server:
             name=self.name,
         )
         conn._budget = self._budget
+        conn.between_requests = self.between_requests
         return conn
 
     def _connected(self, conn: Connection) -> None:

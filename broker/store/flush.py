@@ -88,6 +88,7 @@ class PureGroupSync:
         self._covered = 0
         self._failed = 0
         self._rounds = 0
+        self._ended = 0
         self._error = 0
         self._stop = False
         self._thread: threading.Thread | None = threading.Thread(
@@ -120,6 +121,10 @@ class PureGroupSync:
             self._handed += 1
             self._pending = True
             self._cond.notify()
+
+    def ended(self) -> int:
+        """How many rounds have ended, good or failed; cheap enough to ask between requests."""
+        return self._ended
 
     def collect(self) -> tuple[int, int, int, int]:
         """(hand-overs the last good round covered, good rounds, errno of a failed round or 0,
@@ -174,6 +179,7 @@ class PureGroupSync:
                 else:
                     self._covered = taken
                     self._rounds += 1
+                self._ended += 1
             with contextlib.suppress(BlockingIOError):
                 os.write(self._wfd, b"\0")
 
@@ -202,8 +208,9 @@ class CommitLogFlusher:
     per turn of the loop (after the callbacks ready at that moment have run, so the writers the
     last round woke all join the next one). The thread runs a round whenever something new was
     handed to it, straight after the one before; each round's end wakes the loop, which
-    answers the waiters it covered. Each ``fdatasync`` serves everyone who arrived during the
-    one before.
+    answers the waiters it covered, or the loop finds it ended between two requests of a
+    read (:meth:`settle_ended`) and answers at once. Each ``fdatasync`` serves everyone who
+    arrived during the one before.
     """
 
     def __init__(
@@ -258,6 +265,8 @@ class CommitLogFlusher:
         self._submit_soon = False
         self._directory_fd = -1
         self._rounds_seen = 0
+        #: The group's count of ended rounds when the loop last collected them.
+        self._ended_seen = 0
         #: The errno of the first failed round, 0 while none failed. Sticky: Linux marks pages
         #: whose write-back failed clean and reports the error once, so no later round can say
         #: which bytes reached the disk; from then on no put is told PUT_OK (until a restart,
@@ -432,11 +441,24 @@ class CommitLogFlusher:
         self._submitted = self.queue.flushed_where
         self._answer_flushes(_ALL, False)
 
+    def settle_ended(self) -> bool:
+        """Answer the puts a round covered if one ended since the loop last looked; True if
+        one had. The connections call it between the requests of a read (``between_requests``):
+        under a burst a read holds dozens of puts, and an answer that waited for the pipe's
+        wake-up would wait for all of them first."""
+        group = self._group
+        if group is None or group.ended() == self._ended_seen:
+            return False
+        self._committed()
+        return True
+
     def _committed(self) -> None:
         """A round ended (the group's pipe is readable): answer what it covered, or failed."""
         group = self._group
         if group is None:
             return
+        # Before collecting: a round that ends in between is looked at again, not missed.
+        self._ended_seen = group.ended()
         covered, rounds, error, failed = group.collect()
         self.flush_count += rounds - self._rounds_seen
         self._rounds_seen = rounds

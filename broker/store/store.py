@@ -791,6 +791,15 @@ class MessageStore:
             return
         flusher.when_flushed(result.wrote_offset + result.wrote_bytes, callback)
 
+    def flush_settler(self) -> Callable[[], bool] | None:
+        """Under SYNC_FLUSH, what the server's connections call between the requests of a
+        read to answer the puts a group-commit round covered as soon as it ends
+        (:meth:`CommitLogFlusher.settle_ended`); None otherwise. Valid once started."""
+        flusher = self._commit_log_flusher
+        if flusher is None or not flusher.sync:
+            return None
+        return flusher.settle_ended
+
     async def wait_stored(self, result: PutResult) -> PutStatus:
         """What a send that waits for its message (``WAIT=true``) answers: :meth:`wait_flushed`,
         then, on a SYNC_MASTER, the slave's ack (its status wins, as in RocketMQ)."""

@@ -722,3 +722,54 @@ async def test_answers_given_in_one_later_turn_go_out_in_one_write_and_before_a_
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+async def test_answers_released_between_requests_go_out_before_the_rest_of_the_read(
+    make_server: ServerFactory,
+) -> None:
+    # A SYNC_FLUSH broker's hook: after each request of a read, the server asks whether
+    # answers were released meanwhile (a group-commit round that ended); those go out at once.
+    events: list[str] = []
+    held: list[tuple[Connection, RemotingCommand]] = []
+
+    def hold(conn: Connection, cmd: RemotingCommand) -> None:
+        events.append(f"h{cmd.opaque}")
+        held.append((conn, cmd))
+
+    def release() -> bool:
+        if len(held) < 5:
+            return False
+        for conn, cmd in held:
+            conn._reply(cmd, echo(conn, cmd))
+        held.clear()
+        events.append("released")
+        return True
+
+    server, port = await make_server({**HANDLERS, STALL: hold})
+    server.between_requests = release
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(raw_request(ECHO, 1))
+        assert (await asyncio.wait_for(read_frame(reader), 10))[1].opaque == 1
+        (conn,) = server.connections
+        assert conn.between_requests is release
+        spy = CountingTransport(conn._transport)  # type: ignore[arg-type]
+        conn._transport = spy  # type: ignore[assignment]
+        original = spy.write
+
+        def write(data: bytes) -> None:
+            events.append("write")
+            original(data)
+
+        spy.write = write  # type: ignore[method-assign]
+        writer.write(b"".join(raw_request(STALL, i) for i in range(2, 22)))
+        answers = [(await asyncio.wait_for(read_frame(reader), 10))[1].opaque for _ in range(20)]
+        assert answers == list(range(2, 22))
+        # Each release is written before the next request of the read is handled.
+        releases = [i for i, event in enumerate(events) if event == "released"]
+        assert len(releases) == 4
+        assert all(events[i + 1] == "write" for i in releases), events
+        assert len(spy.writes) == 4
+    finally:
+        writer.close()
+        await writer.wait_closed()

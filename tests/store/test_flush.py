@@ -128,6 +128,34 @@ async def test_sync_flush_timeout(tmp_path: Path, disk: Disk) -> None:
         assert await store.wait_flushed(later) is PutStatus.PUT_OK
 
 
+async def test_a_round_that_ended_is_answered_between_requests_without_a_turn_of_the_loop(
+    tmp_path: Path, disk: Disk
+) -> None:
+    # The broker's connections call the store's settler between the requests of one read: a
+    # put a finished round covered is answered there and then, not once the loop reads the
+    # group's pipe after the rest of the read.
+    async with running(small_config(tmp_path, flushDiskType="SYNC_FLUSH")) as store:
+        settle = store.flush_settler()
+        assert settle is not None
+        assert settle() is False  # no round has ended
+        result = store.put_message(make_message(n=1))
+        calls: list[PutStatus] = []
+        store.when_flushed(result, calls.append)
+        await asyncio.sleep(0)  # the hand-over to the disk thread runs at the end of this turn
+        deadline = time.monotonic() + 5
+        # Never yielding, as a long read does: the pipe's reader cannot run meanwhile.
+        while not settle():
+            assert time.monotonic() < deadline, "the round did not end"
+            time.sleep(0.001)  # noqa: ASYNC251 (blocking on purpose: the loop must not turn)
+        assert calls == [PutStatus.PUT_OK]
+        assert store.commit_log.queue.flushed_where >= result.wrote_offset + result.wrote_bytes
+        assert settle() is False  # that round is settled
+        await asyncio.sleep(0.05)  # the pipe's wake-up, read later, answers nobody twice
+        assert calls == [PutStatus.PUT_OK]
+    async with running(small_config(tmp_path / "async")) as store:
+        assert store.flush_settler() is None  # ASYNC_FLUSH: nobody waits for a round
+
+
 async def test_flush_callbacks_are_called_once_by_the_flush_covering_them_or_their_timeout(
     tmp_path: Path, disk: Disk, caplog: pytest.LogCaptureFixture
 ) -> None:

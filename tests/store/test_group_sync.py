@@ -1,8 +1,8 @@
 """The group commit's disk thread, both twins (the compiled ``GroupSync`` when built, and
 ``PureGroupSync``): a round covers every hand-over before it started, wakes the loop through its
-pipe, reports a failed ``fdatasync`` by its errno and the hand-overs it had taken, syncs a
-directory handed over with the files, and ``close`` syncs what was handed over before the
-thread stops."""
+pipe, counts the rounds that ended (``ended``, read without a system call), reports a failed
+``fdatasync`` by its errno and the hand-overs it had taken, syncs a directory handed over with
+the files, and ``close`` syncs what was handed over before the thread stops."""
 
 from __future__ import annotations
 
@@ -51,8 +51,10 @@ async def next_round(group: flush.PureGroupSync) -> tuple[int, int, int, int]:
 
 async def test_a_round_covers_every_hand_over_before_it(group: flush.PureGroupSync, data_fd: int) -> None:
     assert group.collect() == (0, 0, 0, 0)
+    assert group.ended() == 0
     group.submit((data_fd,))
     assert await next_round(group) == (1, 1, 0, 0)
+    assert group.ended() == 1
     # Hand-overs made while a round runs are taken together by the next one.
     for _ in range(4):
         group.submit((data_fd, data_fd))
@@ -60,6 +62,7 @@ async def test_a_round_covers_every_hand_over_before_it(group: flush.PureGroupSy
         await next_round(group)
     covered, rounds, error, failed = group.collect()
     assert (covered, error, failed) == (5, 0, 0) and 2 <= rounds <= 5
+    assert group.ended() == rounds
 
 
 async def test_a_failed_round_reports_its_errno_and_what_it_had_taken(
@@ -69,11 +72,13 @@ async def test_a_failed_round_reports_its_errno_and_what_it_had_taken(
     try:
         group.submit((data_fd, reader))  # fdatasync of a pipe: EINVAL
         assert await next_round(group) == (0, 0, errno.EINVAL, 1)
+        assert group.ended() == 1  # a failed round ended too
         assert group.collect()[2] == 0  # the errno is reported once
         group.submit((data_fd,))
         assert await next_round(group) == (2, 1, 0, 1)
         group.submit((data_fd,), reader)  # a directory that cannot be synced fails the round
         assert await next_round(group) == (2, 1, errno.EINVAL, 3)
+        assert group.ended() == 3
     finally:
         os.close(reader)
         os.close(writer)
