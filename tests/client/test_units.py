@@ -492,6 +492,47 @@ async def test_work_queue_hands_items_to_waiting_workers_in_order() -> None:
     assert got == [0, 1, 2, 3, 4]
 
 
+async def test_a_worker_with_a_backlog_lets_the_loop_run_every_few_messages() -> None:
+    """A backlog must not hold the loop for the whole of it: the answers to the next pulls,
+    heartbeats and timers wait for the worker's turn to end."""
+    from aiorocketmq.client import PushConsumer
+    from aiorocketmq.client.concurrent_dispatch import YIELD_AFTER, ConcurrentDispatch
+    from aiorocketmq.client.types import ConsumeResult
+
+    consumer = PushConsumer("yielding", "127.0.0.1:1", concurrency=1)
+    loop = asyncio.get_running_loop()
+    consumed = 0
+    seen_by_loop: list[int] = []
+    backlog = [ext(i) for i in range(200)]
+    all_consumed = asyncio.Event()
+
+    @consumer.listener
+    def handle(messages: list[MessageExt]) -> ConsumeResult:
+        nonlocal consumed
+        if consumed == 0:
+            loop.call_soon(lambda: seen_by_loop.append(consumed))
+        consumed += len(messages)
+        if consumed == len(backlog):
+            all_consumed.set()
+        return ConsumeResult.SUCCESS
+
+    dispatch = ConcurrentDispatch(consumer)
+    pq = ProcessQueue()
+    pq.put(backlog)
+    dispatch.submit(backlog, pq, MessageQueue(topic="T", broker_name="b", queue_id=0))
+    dispatch.start()
+    try:
+        await asyncio.wait_for(all_consumed.wait(), 5)
+    finally:
+        await dispatch.stop(1.0)
+    # The callback queued during the first call ran once the worker had handed over at most
+    # YIELD_AFTER messages, long before the end of the backlog.
+    assert seen_by_loop, "the loop never ran the callback"
+    assert 1 <= seen_by_loop[0] <= YIELD_AFTER
+    assert seen_by_loop[0] < len(backlog) // 2
+    assert pq.count == 0
+
+
 async def test_flow_control_wakes_when_the_queue_drains_to_its_low_water_mark() -> None:
     pq = ProcessQueue()
     msgs = [ext(i) for i in range(10)]
