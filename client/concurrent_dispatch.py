@@ -10,7 +10,7 @@ message. Broadcasting consumption does not retry: a failed batch is logged and d
 Java runs listeners on a thread pool beside its network threads; here they share one event
 loop, and a worker with a backlog would run listener after listener in one turn of it while
 the answers to the queues' next pulls wait unread. So a worker gives the loop a turn after
-every :data:`YIELD_AFTER` messages it hands over without having waited.
+every :data:`~.pull_loop.YIELD_AFTER` messages it hands over without having waited.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from aiorocketmq.protocol.message import MessageExt
 
 from . import telemetry
 from .process_queue import ProcessQueue
+from .pull_loop import YIELD_AFTER
 from .types import ConsumeResult, ServiceState
 
 if TYPE_CHECKING:
@@ -35,14 +36,6 @@ log = logging.getLogger(__name__)
 
 #: A batch whose send-back failed is consumed again locally after this long.
 LOCAL_RETRY_DELAY = 5.0
-
-#: Messages a worker hands to the listener before it lets the loop read its sockets (pull
-#: responses, heartbeats) and run its timers. Draining 200k preloaded messages with the
-#: defaults (listener batches of one, pulls of 32) as bench/sdk_bench.py does, a turn every 8
-#: went 17% faster than never (median of 12 alternated pairs; every 4 did about as well), a
-#: turn after every message 7% slower (a turn costs more than a call); with listener batches
-#: of 32 it made no difference.
-YIELD_AFTER = 8
 
 _SUCCESS = ConsumeResult.SUCCESS
 _RECONSUME_LATER = ConsumeResult.RECONSUME_LATER

@@ -46,7 +46,7 @@ from .lifecycle import ClientLifecycle
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
 from .process_queue import ProcessQueue
 from .pull import LITE_PULL, SUSPEND
-from .pull_loop import PulledQueue, PullRequest, pull_queue
+from .pull_loop import YIELD_AFTER, PulledQueue, PullRequest, pull_queue
 from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
@@ -157,6 +157,8 @@ class LitePullConsumer(ClientLifecycle):
         # A batch handed out in part, and where the next hand-out starts in it.
         self._carry: _Batch | None = None
         self._carry_at = 0
+        # Messages handed out since the event loop last had a turn (see YIELD_AFTER).
+        self._handed = 0
         # Streams whose loop may have been left with a span open (held until shutdown ends it).
         self._streams: set[MessageStream[Any]] = set()
         self._instance: ClientInstance | None = None
@@ -346,6 +348,8 @@ class LitePullConsumer(ClientLifecycle):
         left of a batch handed out in part comes first, then the buffer. Handed-out messages
         count as consumed; the auto-commit runs here, so it only covers messages handed out
         by earlier calls, which the application has come back from."""
+        if self._handed >= YIELD_AFTER:
+            await self._give_loop_a_turn()
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._commit_memory()
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval
@@ -376,10 +380,17 @@ class LitePullConsumer(ClientLifecycle):
             offset = batch.pq.remove(messages)
             if state is not None and offset >= 0:
                 state.consume_offset = offset
+        self._handed += len(taken)
         trace = self._trace
         if trace is not None:
             trace.consume_after(trace.consume_before(self.group, taken), ConsumeResult.SUCCESS, None)
         return taken
+
+    async def _give_loop_a_turn(self) -> None:
+        """Buffered batches are handed out without waiting: every ``YIELD_AFTER`` messages the
+        loop gets a turn, to read the answers to the queues' next pulls meanwhile."""
+        self._handed = 0
+        await asyncio.sleep(0)
 
     async def _next_batch(self, timeout: float) -> _Batch | None:
         """The next live batch from the buffer; ``None`` on timeout or at shutdown."""
@@ -387,7 +398,11 @@ class LitePullConsumer(ClientLifecycle):
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    batch = buffer.get_nowait() if not buffer.empty() else await buffer.get()
+                    if buffer.empty():
+                        self._handed = 0  # waiting gives the loop its turn
+                        batch = await buffer.get()
+                    else:
+                        batch = buffer.get_nowait()
                     if batch is None:
                         buffer.put_nowait(None)  # shutting down: wake every other waiter too
                         return None
@@ -646,6 +661,8 @@ class MessageStream(Generic[_T]):
         consumer = self._consumer
         if self._span is not None:
             self.end_span()
+        if consumer._handed >= YIELD_AFTER:
+            await consumer._give_loop_a_turn()
         if self._batch_size is None:
             # The common step, kept lean: the next message of a batch handed out in part.
             batch = consumer._carry
@@ -654,6 +671,7 @@ class MessageStream(Generic[_T]):
                 at = consumer._carry_at
                 if at + 1 < len(messages):
                     consumer._carry_at = at + 1
+                    consumer._handed += 1
                     state = consumer._states.get(batch.queue)
                     if state is not None and state.pq is batch.pq:
                         state.consume_offset = messages[at + 1].queue_offset

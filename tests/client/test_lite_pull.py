@@ -218,3 +218,37 @@ async def test_a_rebalance_finishing_after_shutdown_starts_no_pulls(cluster: Clu
     assert pq.dropped
     assert lite._states == before  # no new queue state, so no new pull task
     assert all(state.task is None or state.task.done() for state in lite._states.values())
+
+
+async def test_a_buffered_batch_handed_out_one_by_one_lets_the_loop_run(
+    cluster: Cluster, admin: Admin
+) -> None:
+    """``async for`` over buffered messages never waits; every YIELD_AFTER messages the loop
+    gets a turn (where the answers to the next pulls are read), not once per pulled batch."""
+    from aiorocketmq.client.pull_loop import YIELD_AFTER
+
+    topic = unique("LiteTurns")
+    await admin.create_topic(topic, 1)
+    async with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+        (queue,) = await producer.queues(topic)
+        await producer.send_batch([Message(topic, f"{i}".encode()) for i in range(64)], queue=queue)
+    loop = asyncio.get_running_loop()
+    handed = 0
+    seen_by_loop: list[int] = []
+
+    def note() -> None:  # how many were handed out by the time the loop ran it
+        seen_by_loop.append(handed)
+
+    async with LitePullConsumer(unique("lg"), cluster.namesrv_addr, pull_batch_size=32) as lite:
+        lite.assign([queue])
+        async for msg in lite:
+            handed += 1
+            if handed == 1:
+                assert msg.queue_offset == 0
+                loop.call_soon(note)
+            if handed == 32:
+                break
+    assert seen_by_loop, "the loop never ran the callback"
+    # The first pull brought all 32 (one queue, 64 stored): without the turns the callback
+    # would have waited for the whole batch.
+    assert seen_by_loop[0] <= YIELD_AFTER < 32

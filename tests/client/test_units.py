@@ -496,7 +496,8 @@ async def test_a_worker_with_a_backlog_lets_the_loop_run_every_few_messages() ->
     """A backlog must not hold the loop for the whole of it: the answers to the next pulls,
     heartbeats and timers wait for the worker's turn to end."""
     from aiorocketmq.client import PushConsumer
-    from aiorocketmq.client.concurrent_dispatch import YIELD_AFTER, ConcurrentDispatch
+    from aiorocketmq.client.concurrent_dispatch import ConcurrentDispatch
+    from aiorocketmq.client.pull_loop import YIELD_AFTER
     from aiorocketmq.client.types import ConsumeResult
 
     consumer = PushConsumer("yielding", "127.0.0.1:1", concurrency=1)
