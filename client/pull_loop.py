@@ -37,12 +37,13 @@ log = logging.getLogger(__name__)
 #: Messages a consumer hands to the application before it gives the event loop a turn. The
 #: pull loops share the loop with consumption (Java runs listeners on a thread pool beside its
 #: network threads): a backlog handed over in one turn would leave the answers to the queues'
-#: next pulls unread until it was done, and the broker idle meanwhile. Draining 200k
-#: preloaded messages with the defaults, a turn every 8 went 17% faster for a push consumer
-#: (median of 12 alternated pairs; every 4 did about as well, after every message 7% slower,
-#: as a turn costs more than a listener call) and 27% for a lite-pull consumer's ``async for``
-#: (6 pairs); push listener batches of 32 were unchanged.
+#: next pulls unread until it was done. Draining 200k preloaded messages with the defaults,
+#: a turn every 8 went 17% faster for a push consumer (median of 12 alternated pairs; every 4
+#: did about as well, after every message 7% slower, as a turn costs more than a listener
+#: call) and 31% for a lite-pull consumer's ``async for`` (6 pairs); push listener batches of
+#: 32 were unchanged.
 YIELD_AFTER = 8
+
 #: Delay before pulling again after an error (Java ``pullTimeDelayMillsWhenException``).
 PULL_DELAY_ON_ERROR = 1.0
 #: Longest wait before looking again at a queue over its flow-control limits (a count limit
