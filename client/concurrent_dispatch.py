@@ -10,7 +10,8 @@ message. Broadcasting consumption does not retry: a failed batch is logged and d
 Java runs listeners on a thread pool beside its network threads; here they share one event
 loop, and a worker with a backlog would run listener after listener in one turn of it while
 the answers to the queues' next pulls wait unread. So a worker gives the loop a turn after
-every :data:`~.pull_loop.YIELD_AFTER` messages it hands over without having waited.
+every :data:`~.pull_loop.YIELD_AFTER` messages it hands over without having waited, while the
+backlog is short (:data:`~.pull_loop.YIELD_BACKLOG`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from aiorocketmq.protocol.message import MessageExt
 
 from . import telemetry
 from .process_queue import ProcessQueue
-from .pull_loop import YIELD_AFTER
+from .pull_loop import YIELD_AFTER, YIELD_BACKLOG
 from .types import ConsumeResult, ServiceState
 
 if TYPE_CHECKING:
@@ -130,11 +131,13 @@ class ConcurrentDispatch:
         retry_topic = consumer._retry_topic
         group = consumer.group
         trace = consumer._trace
+        batch_size = consumer.batch_size
         handed = 0  # messages given to the listener since this worker last let the loop run
         while True:
             if handed >= YIELD_AFTER:
                 handed = 0
-                await asyncio.sleep(0)
+                if len(work) * batch_size < YIELD_BACKLOG:
+                    await asyncio.sleep(0)
             request = take()
             if request is _EMPTY:
                 handed = 0

@@ -46,7 +46,7 @@ from .lifecycle import ClientLifecycle
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offset_dir
 from .process_queue import ProcessQueue
 from .pull import LITE_PULL, SUSPEND
-from .pull_loop import YIELD_AFTER, PulledQueue, PullRequest, pull_queue
+from .pull_loop import YIELD_AFTER, YIELD_BACKLOG, PulledQueue, PullRequest, pull_queue
 from .push_consumer import MiB, to_millis
 from .rebalance import Rebalance, queue_offset
 from .routing import subscribe_queues
@@ -387,10 +387,12 @@ class LitePullConsumer(ClientLifecycle):
         return taken
 
     async def _give_loop_a_turn(self) -> None:
-        """Buffered batches are handed out without waiting: every ``YIELD_AFTER`` messages the
-        loop gets a turn, to read the answers to the queues' next pulls meanwhile."""
+        """Buffered batches are handed out without waiting: every ``YIELD_AFTER`` messages,
+        while few are buffered (``YIELD_BACKLOG``), the loop gets a turn to read the answers to
+        the queues' next pulls meanwhile."""
         self._handed = 0
-        await asyncio.sleep(0)
+        if self._buffer.qsize() * self.pull_batch_size < YIELD_BACKLOG:
+            await asyncio.sleep(0)
 
     async def _next_batch(self, timeout: float) -> _Batch | None:
         """The next live batch from the buffer; ``None`` on timeout or at shutdown."""

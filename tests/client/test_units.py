@@ -492,19 +492,21 @@ async def test_work_queue_hands_items_to_waiting_workers_in_order() -> None:
     assert got == [0, 1, 2, 3, 4]
 
 
-async def test_a_worker_with_a_backlog_lets_the_loop_run_every_few_messages() -> None:
-    """A backlog must not hold the loop for the whole of it: the answers to the next pulls,
-    heartbeats and timers wait for the worker's turn to end."""
+@pytest.mark.parametrize("backlog_size", [200, 1000])
+async def test_a_worker_with_a_short_backlog_lets_the_loop_run_every_few_messages(backlog_size: int) -> None:
+    """A short backlog must not hold the loop for the whole of it: the answers to the next
+    pulls, heartbeats and timers would wait for the worker's turn to end. A long one is worked
+    down to YIELD_BACKLOG first (turns would only fill the process queues sooner)."""
     from aiorocketmq.client import PushConsumer
     from aiorocketmq.client.concurrent_dispatch import ConcurrentDispatch
-    from aiorocketmq.client.pull_loop import YIELD_AFTER
+    from aiorocketmq.client.pull_loop import YIELD_AFTER, YIELD_BACKLOG
     from aiorocketmq.client.types import ConsumeResult
 
     consumer = PushConsumer("yielding", "127.0.0.1:1", concurrency=1)
     loop = asyncio.get_running_loop()
     consumed = 0
     seen_by_loop: list[int] = []
-    backlog = [ext(i) for i in range(200)]
+    backlog = [ext(i) for i in range(backlog_size)]
     all_consumed = asyncio.Event()
 
     @consumer.listener
@@ -526,11 +528,12 @@ async def test_a_worker_with_a_backlog_lets_the_loop_run_every_few_messages() ->
         await asyncio.wait_for(all_consumed.wait(), 5)
     finally:
         await dispatch.stop(1.0)
-    # The callback queued during the first call ran once the worker had handed over at most
-    # YIELD_AFTER messages, long before the end of the backlog.
     assert seen_by_loop, "the loop never ran the callback"
-    assert 1 <= seen_by_loop[0] <= YIELD_AFTER
-    assert seen_by_loop[0] < len(backlog) // 2
+    # The callback queued during the first call ran at the first turn: once the backlog was
+    # under YIELD_BACKLOG and the worker had handed over YIELD_AFTER more.
+    first_turn = max(YIELD_AFTER, backlog_size - YIELD_BACKLOG)
+    assert first_turn <= seen_by_loop[0] <= first_turn + YIELD_AFTER
+    assert seen_by_loop[0] < backlog_size
     assert pq.count == 0
 
 
