@@ -3,7 +3,7 @@
 The benchmarks whose figures the README quotes (``side_by_side``, ``sdk_bench``,
 ``broker_bench``, ``page_touch``) print :func:`summary` with their results, so a figure comes
 with the conditions it was measured under. Beyond the CPU and kernel, two settings of a
-virtual machine moved our results by more than any code change did (README, Performance;
+virtual machine moved our results by more than any code change did (``docs/performance.md``;
 ``docs/sdk.md``):
 
 * **Guest halt polling.** A KVM guest's ``haltpoll`` cpuidle driver polls for up to
