@@ -350,6 +350,8 @@ class LitePullConsumer(ClientLifecycle):
         by earlier calls, which the application has come back from."""
         if self._handed >= YIELD_AFTER:
             await self._give_loop_a_turn()
+            if self._state is not _RUNNING:
+                return []  # shut down meanwhile: what is left is handed out after a restart
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._commit_memory()
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval
