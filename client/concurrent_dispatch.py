@@ -9,9 +9,12 @@ message. Broadcasting consumption does not retry: a failed batch is logged and d
 
 Java runs listeners on a thread pool beside its network threads; here they share one event
 loop, and a worker with a backlog would run listener after listener in one turn of it while
-the answers to the queues' next pulls wait unread. So a worker gives the loop a turn after
-every :data:`~.pull_loop.YIELD_AFTER` messages it hands over without having waited, while the
-backlog is short (:data:`~.pull_loop.YIELD_BACKLOG`).
+the answers to the queues' next pulls wait unread. So while the backlog is short
+(:data:`~.pull_loop.YIELD_BACKLOG`), a worker gives the loop a turn after every
+:data:`~.pull_loop.YIELD_AFTER` messages it hands over since it last waited for work (an
+``async`` listener that awaits gives turns of its own, which this does not count). A longer
+backlog is worked down first, so plain-function listeners slow enough to matter should be
+``async`` or hand their work off.
 """
 
 from __future__ import annotations

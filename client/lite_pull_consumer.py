@@ -393,6 +393,8 @@ class LitePullConsumer(ClientLifecycle):
         while few are buffered (``YIELD_BACKLOG``), the loop gets a turn to read the answers to
         the queues' next pulls meanwhile."""
         self._handed = 0
+        # Counts buffered batches as full ones: a trickle of small batches may skip a turn,
+        # but then the buffer soon runs empty and the wait for it is a turn.
         if self._buffer.qsize() * self.pull_batch_size < YIELD_BACKLOG:
             await asyncio.sleep(0)
 

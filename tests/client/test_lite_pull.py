@@ -245,10 +245,11 @@ async def test_a_buffered_batch_handed_out_one_by_one_lets_the_loop_run(
             handed += 1
             if handed == 1:
                 assert msg.queue_offset == 0
+                # The first pull brought a full batch (without it the test proves nothing).
+                assert lite._carry is not None and len(lite._carry.messages) == 32
                 loop.call_soon(note)
             if handed == 32:
                 break
     assert seen_by_loop, "the loop never ran the callback"
-    # The first pull brought all 32 (one queue, 64 stored): without the turns the callback
-    # would have waited for the whole batch.
+    # Without the turns the callback would have waited for the whole batch of 32.
     assert seen_by_loop[0] <= YIELD_AFTER < 32
