@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 YIELD_AFTER = 8
 #: A backlog this long (in messages) is handed over without turns: it lasts until the next
 #: answers are read anyway, and turns would only fill the process queues sooner, which made
-#: each message dearer (decoding pulled records took twice as long; with the garbage
-#: collector off, half of the loss was gone). With pulls of 256, a turn every 8 messages
+#: each message dearer (under cProfile, decoding pulled records took twice as long; with the
+#: garbage collector off, half of the loss was gone). With pulls of 256, a turn every 8 messages
 #: whatever the backlog drained at 0.62x the rate of no turns (push, 8 pairs) and 0.90x (lite
 #: pull, 5 pairs); with this bound, at 1.09x (15 pairs) and 1.09x (5 pairs).
 YIELD_BACKLOG = 256
