@@ -101,8 +101,12 @@ class DelayService:
                 now = time.time_ns() // 1_000_000
                 if deliver_at > now + delay_ms:  # a clock step backwards: deliver now
                     deliver_at = now
-                if deliver_at > now:
+                # The loop's timers run on its own millisecond-cached monotonic clock and may
+                # fire a little before the wall clock reaches the delivery time, so the wall
+                # clock is asked again until it has (a message is never delivered early).
+                while deliver_at > now:
                     await asyncio.sleep((deliver_at - now) / 1000)
+                    now = time.time_ns() // 1_000_000
                 if not self._deliver(commit_log_offset):
                     await asyncio.sleep(RETRY_AFTER_FAILURE)
                     break
