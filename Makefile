@@ -15,7 +15,12 @@ DASHBOARD_PORT ?= 8080
 
 .PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean proto
 
-$(STAMP): pyproject.toml setup.py protocol/_speedups.c
+# The modules setup.py compiles with mypyc (aiorocketmq/compiled.py lists them): an edit to one
+# rebuilds them (the package would otherwise run them from source, see compiled.py).
+COMPILED_SOURCES := $(shell $(PYTHON) -c "import runpy; c = runpy.run_path('aiorocketmq/compiled.py'); \
+	print(' '.join(str(c['source_path'](m)) for m in c['MODULES']))")
+
+$(STAMP): pyproject.toml setup.py protocol/_speedups.c aiorocketmq/compiled.py $(COMPILED_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -49,8 +54,10 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest
-	# the protocol and store tests again on the pure-Python codecs (protocol/speedups.py)
-	AIOROCKETMQ_PURE=1 $(VENV)/bin/pytest tests/protocol tests/store -q
+	# the protocol, store and broker unit tests again on the pure-Python codecs and the hot
+	# modules' sources (protocol/speedups.py, aiorocketmq/compiled.py)
+	AIOROCKETMQ_PURE=1 $(VENV)/bin/pytest tests/protocol tests/store tests/broker/unit \
+		tests/client/test_units.py tests/ops/test_compiled.py -q
 
 # Apache RocketMQ's jars (Maven) and the Go client (Go modules) for tests/interop, built into a
 # cache outside the repository; the test session does the same on first use.

@@ -16,7 +16,12 @@ The package holds the whole distribution:
         await producer.send(Message("Orders", b"..."))
 """
 
-from aiorocketmq.client import *  # noqa: F403  (the SDK's public names are the package's)
-from aiorocketmq.client import __all__ as _client_all
+from aiorocketmq import compiled
+
+# Before anything imports a hot module: the compiled build or the sources (compiled.py).
+compiled.activate()
+
+from aiorocketmq.client import *  # noqa: E402, F403  (the SDK's public names are the package's)
+from aiorocketmq.client import __all__ as _client_all  # noqa: E402
 
 __all__ = list(_client_all)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from aiorocketmq import compiled
 from aiorocketmq.protocol import speedups
 
 
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    print(f"local cluster: {speedups.describe()}", file=sys.stderr, flush=True)
+    print(f"local cluster: {speedups.describe()}; {compiled.describe()}", file=sys.stderr, flush=True)
     while not stopping and namesrv.poll() is None and all(b.poll() is None for b in brokers.values()):
         time.sleep(0.2)
     failed = not stopping

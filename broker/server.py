@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
+from aiorocketmq import compiled
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.protocol import speedups
 from aiorocketmq.protocol.codes import CURRENT_VERSION
@@ -322,7 +323,7 @@ class Broker:
             "on" if self.access is not None else "off",
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
-        log.info("broker %s %s", self.config.broker_name, speedups.describe())
+        log.info("broker %s %s; %s", self.config.broker_name, speedups.describe(), compiled.describe())
 
     def _grpc_endpoint(self, handlers: dict[int, Handler]) -> GrpcEndpoint:
         # grpcio is imported only by brokers that serve 5.x clients.

@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from .codes import RequestCode, ResponseCode, RpcFlag
 from .command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
 from .errors import BrokerError, ConnectionClosedError, MQError, ProtocolError, RequestTimeoutError
@@ -141,6 +143,8 @@ def _describe_code(code: int) -> str:
         return str(code)
 
 
+# Open to subclasses in plain Python (the gRPC sessions' channel, test doubles) when compiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Connection(asyncio.Protocol):
     """A remoting connection, client- or server-side."""
 
@@ -793,8 +797,16 @@ class Server:
 
 
 class _ServerConnection(Connection):
-    def __init__(self, server: Server, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        server: Server,
+        handlers: Mapping[int, Handler] | None,
+        *,
+        default_handler: Handler | None,
+        max_frame_size: int,
+        name: str,
+    ) -> None:
+        super().__init__(handlers, default_handler=default_handler, max_frame_size=max_frame_size, name=name)
         self._server = server
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -320,8 +320,8 @@ class CommitLog:
                 log.error("cannot create a commit-log file, the disk is full: %s", exc)
             self.disk_full = exc
             return None
-        except OSError as exc:
-            log.error("cannot create commit-log file: %s", exc)
+        except OSError as error:
+            log.error("cannot create commit-log file: %s", error)
             return None
         self.disk_full = None
         return mapped

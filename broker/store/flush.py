@@ -67,6 +67,17 @@ def sync_all(files: Sequence[_Syncable]) -> None:
         item.sync()
 
 
+class GroupSyncThread(Protocol):
+    """What the flusher uses of a group commit thread: :class:`PureGroupSync` or the compiled
+    ``GroupSync`` (a C type, so the compiled flusher must not expect the Python class)."""
+
+    def fileno(self) -> int: ...
+    def submit(self, fds: tuple[int, ...], directory: int = -1) -> None: ...
+    def ended(self) -> int: ...
+    def collect(self) -> tuple[int, int, int, int]: ...
+    def close(self) -> None: ...
+
+
 class PureGroupSync:
     """The group commit's disk thread, in Python (the compiled ``GroupSync`` has the same
     contract). :meth:`submit` hands over files to ``fdatasync`` (and a directory to ``fsync``
@@ -91,14 +102,14 @@ class PureGroupSync:
         self._ended = 0
         self._error = 0
         self._stop = False
-        self._thread: threading.Thread | None = threading.Thread(
+        self._worker: threading.Thread | None = threading.Thread(
             target=self._run, name="store-group-sync", daemon=True
         )
-        self._thread.start()
+        self._worker.start()
 
     def fileno(self) -> int:
         """The pipe that wakes the loop when a round ends."""
-        if self._thread is None:
+        if self._worker is None:
             raise ValueError("GroupSync is closed")
         return self._rfd
 
@@ -110,7 +121,7 @@ class PureGroupSync:
                 raise ValueError(f"not a file descriptor: {fd}")
         if not -1 <= directory <= _INT_MAX:
             raise ValueError(f"not a file descriptor: {directory}")
-        if self._thread is None:
+        if self._worker is None:
             raise RuntimeError("GroupSync is closed")
         with self._cond:
             for fd in fds:
@@ -129,7 +140,7 @@ class PureGroupSync:
     def collect(self) -> tuple[int, int, int, int]:
         """(hand-overs the last good round covered, good rounds, errno of a failed round or 0,
         hand-overs the last failed round had taken); clears the wake-ups and the errno."""
-        if self._thread is not None:
+        if self._worker is not None:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._rfd, 256):
                     pass
@@ -139,7 +150,7 @@ class PureGroupSync:
 
     def close(self) -> None:
         """Sync what was submitted, then stop the thread (blocking)."""
-        thread, self._thread = self._thread, None
+        thread, self._worker = self._worker, None
         if thread is None:
             return
         with self._cond:
@@ -185,7 +196,7 @@ class PureGroupSync:
 
 
 #: The group commit's disk thread: compiled when the compiled codecs are active.
-GroupSync: type[PureGroupSync] = _compiled.GroupSync if _compiled is not None else PureGroupSync
+GroupSync: Callable[[], GroupSyncThread] = _compiled.GroupSync if _compiled is not None else PureGroupSync
 
 
 def _call(callback: Callable[[PutStatus], None], status: PutStatus) -> None:
@@ -244,7 +255,7 @@ class CommitLogFlusher:
         self._running: asyncio.Future[bool] | None = None
         self._task: asyncio.Task[None] | None = None
         # SYNC_FLUSH: the group commit's thread and what was handed to it.
-        self._group: PureGroupSync | None = None
+        self._group: GroupSyncThread | None = None
         #: The highest offset handed to the group, and how many hand-overs so far.
         self._submitted = 0
         self._handed = 0
@@ -293,14 +304,20 @@ class CommitLogFlusher:
         """Stop the loop, then flush everything (up to 10 attempts) and settle all waiters."""
         await cancel_and_wait(self._task)
         self._task = None
+        # Closed after the try rather than in a finally: no await in except or finally blocks
+        # of compiled modules (tests/ops/test_compiled.py says why).
+        failure: BaseException | None = None
         try:
             for _ in range(_SHUTDOWN_ATTEMPTS):
                 if not await self.flush(0) and self.disk_error:
                     break
                 if self.queue.flushed_where >= self.queue.max_offset:
                     break
-        finally:
-            await self._close_group()
+        except BaseException as error:
+            failure = error
+        await self._close_group()
+        if failure is not None:
+            raise failure
 
     async def _close_group(self) -> None:
         """Stop the group commit's thread and answer everyone still waiting."""

@@ -604,8 +604,8 @@ class MessageStore:
         except DiskFullError as exc:
             self._on_disk_full(exc)
             return self._refuse_disk_full()
-        except OSError as exc:
-            log.error("cannot create a consume-queue or index file: %s", exc)
+        except OSError as error:
+            log.error("cannot create a consume-queue or index file: %s", error)
             stats.put_message_failures += 1
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
         appended = self.commit_log.append(msgs, queue_offset, now_ms)
@@ -623,11 +623,11 @@ class MessageStore:
                 self._dispatch_one(first, cq, queue_offset, appended)
             else:
                 self._dispatch_batch(msgs, cq, queue_offset, appended)
-        except OSError as exc:
+        except OSError as failure:
             # The records are in the commit log but not in their consume queue (a file that
             # cannot be created: disk full, too many open files). Like RocketMQ's "logics
             # queue error": refuse puts until a restart dispatches them from the log.
-            log.error("cannot write consume-queue or index entries, refusing new messages: %s", exc)
+            log.error("cannot write consume-queue or index entries, refusing new messages: %s", failure)
             self.dispatch_failed = True
             stats.put_message_failures += 1
             return PutResult(PutStatus.UNKNOWN_ERROR, appended.wrote_offset, appended.wrote_bytes)

@@ -10,7 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-from aiorocketmq import Admin, Message, Producer
+from aiorocketmq import Admin, Message, Producer, compiled
+from aiorocketmq.protocol import speedups
 from tests.support import ROOT, die_with_parent, held_port, wait_until
 
 
@@ -62,5 +63,8 @@ async def run_two_brokers(tmp_path: Path, ports: contextlib.ExitStack) -> None:
             proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
+    # It says which builds run (what `make run` shows): the codecs' and the hot modules'.
+    said = err.decode()
+    assert f"local cluster: {speedups.describe()}; {compiled.describe()}" in said, said
     for name in ("broker-a", "broker-b"):
         assert (tmp_path / name / "commitlog").is_dir()

@@ -375,6 +375,10 @@ def test_dockerfile_installs_what_the_compose_commands_run() -> None:
         "dashboard",
     ):
         assert f"COPY {package} " in dockerfile
+    # The wheel is built where a compiler is (setup.py's compiled parts), and the image
+    # installs that wheel rather than the bare sources.
+    assert "COPY pyproject.toml setup.py " in dockerfile and "pip wheel" in dockerfile
+    assert re.search(r"^RUN pip install .*/wheels/aiorocketmq-", dockerfile, re.M), dockerfile
 
 
 async def test_compose_pipeline_profile_produces_revenue(compose: StartCompose) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from aiorocketmq import compiled
 from tests.client.test_docs import README_SNIPPETS
 from tests.cluster import Cluster
 from tests.support import ROOT
@@ -73,6 +74,14 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
     assert "aiorocketmq/py.typed" in files
     # the compiled codecs, built by setup.py where a C compiler is present (as here)
     assert any(f.startswith("aiorocketmq/protocol/_speedups.") and f.endswith(".so") for f in files), files
+    # the mypyc build of the hot modules: the group's shared library, an extension per module
+    # beside its source, and the sources' digests the build recorded
+    assert any(f.startswith("aiorocketmq/_native__mypyc.") and f.endswith(".so") for f in files), files
+    for module in compiled.MODULES:
+        stem = "/".join(module.split("."))
+        assert f"{stem}.py" in files, module
+        assert any(f.startswith(f"{stem}.") and f.endswith(".so") for f in files), module
+    assert f"aiorocketmq/{compiled.SOURCES_FILE}" in files
     # The dashboard serves its pages and assets from the installed package.
     for asset in ("templates/base.html", "templates/cluster.html", "static/style.css", "static/live.js"):
         assert f"aiorocketmq/dashboard/{asset}" in files, asset
@@ -107,6 +116,23 @@ def install_wheel(wheel: Path, env_dir: Path, app_dir: Path) -> Path:
     ).stdout.strip()
     assert where.startswith(target), where
     return python
+
+
+def test_an_installed_wheel_runs_its_compiled_modules(wheel: Path, tmp_path: Path) -> None:
+    python = install_wheel(wheel, tmp_path / "venv", tmp_path / "app")
+    probe = (
+        "import aiorocketmq.compiled as c, importlib\n"
+        "print(c.describe())\n"
+        "for m in c.MODULES:\n"
+        "    print(importlib.import_module(m).__spec__.origin)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", compiled.PURE_ENV)}
+    run = subprocess.run(
+        [str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path / "app", env=env
+    )
+    first, *origins = run.stdout.splitlines()
+    assert first.startswith("modules: mypyc"), run.stdout
+    assert len(origins) == len(compiled.MODULES) and all(o.endswith(".so") for o in origins), origins
 
 
 async def test_readme_example_runs_from_an_installed_wheel(wheel: Path, tmp_path: Path) -> None:

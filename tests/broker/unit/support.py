@@ -33,22 +33,23 @@ from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_records, encode_properties, pack_host
-from aiorocketmq.protocol.transport import HandlerResult, error_response
+from aiorocketmq.protocol.transport import Connection, HandlerResult, error_response
 from tests.broker import requests
 from tests.store.support import small_config
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 
 
-class RecordedConnection:
-    """The network edge: what a handler or service sends on a connection is recorded."""
+class RecordedConnection(Connection):
+    """The network edge: what a handler or service sends on a connection is recorded.
+
+    A real :class:`Connection` with no socket (the handlers are typed with it, and the
+    compiled build checks argument types), its sends recorded instead of written."""
 
     def __init__(self, address: str = "10.0.0.7:52001") -> None:
-        self.address = address
+        super().__init__(name="recorded")
         host, port = address.rsplit(":", 1)
         self.peer = (host, int(port))
-        self.attrs: dict[str, Any] = {}
-        self.closed = False
         self.responses: list[RemotingCommand] = []
         self.oneways: list[RemotingCommand] = []
         self._answered = asyncio.Event()

@@ -1,0 +1,164 @@
+"""The mypyc build of the hot modules (aiorocketmq/compiled.py): which build runs and why, that
+the suite runs the compiled one where it is built, that ``AIOROCKETMQ_PURE=1`` gives the
+sources, and the few source rules the compiler needs kept."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.machinery
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiorocketmq import compiled
+from tests.support import ROOT
+
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def test_the_suite_runs_the_compiled_build() -> None:
+    """`make test` installs with a C compiler at hand, so the hot modules here are the
+    compiled ones, unless the pure rerun asked for the sources."""
+    if os.environ.get(compiled.PURE_ENV, "").strip() not in ("", "0"):
+        assert not compiled.COMPILED and compiled.reason == f"{compiled.PURE_ENV} is set"
+        for module in compiled.MODULES:
+            assert importlib.import_module(module).__spec__.origin.endswith(".py"), module
+        return
+    assert compiled.COMPILED, compiled.reason
+    for module in compiled.MODULES:
+        origin = importlib.import_module(module).__spec__.origin
+        assert origin is not None and origin.endswith(SUFFIX), (module, origin)
+
+
+def test_the_pure_switch_imports_every_hot_module_from_its_source() -> None:
+    probe = (
+        "import importlib, aiorocketmq.compiled as c\n"
+        "print(c.describe())\n"
+        "for m in c.MODULES: print(importlib.import_module(m).__spec__.origin)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, compiled.PURE_ENV: "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first, *origins = run.stdout.splitlines()
+    assert first == f"modules: pure ({compiled.PURE_ENV} is set)"
+    assert origins == [str(compiled.source_path(m)) for m in compiled.MODULES]
+
+
+# -- decide(): on made-up package folders ----------------------------------------------------------
+
+
+def fake_build(root: Path, *, digests: bool = True) -> None:
+    """A package folder laid out as a build leaves it: sources, extensions, the group library
+    and the recorded digests (the extensions are empty files; decide() only looks)."""
+    (root / f"_native__mypyc{SUFFIX}").write_bytes(b"")
+    lines = []
+    for module in compiled.MODULES:
+        source = compiled.source_path(module, root)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(f"# {module}\n")
+        os.utime(source, (1_000_000, 1_000_000))
+        source.with_suffix(SUFFIX).write_bytes(b"")
+        lines.append(f"{module} {compiled.source_digest(source)}")
+    if digests:
+        (root / compiled.SOURCES_FILE).write_text("\n".join(lines) + "\n")
+
+
+def test_a_complete_build_is_used(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    assert compiled.decide({}, tmp_path) == (True, f"{len(compiled.MODULES)} modules compiled with mypyc")
+
+
+def test_the_environment_switch_wins(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    assert compiled.decide({compiled.PURE_ENV: "1"}, tmp_path) == (False, f"{compiled.PURE_ENV} is set")
+    assert compiled.decide({compiled.PURE_ENV: "0"}, tmp_path)[0]
+
+
+def test_no_group_library_means_sources(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    (tmp_path / f"_native__mypyc{SUFFIX}").unlink()
+    used, reason = compiled.decide({}, tmp_path)
+    assert not used and reason.startswith("not compiled")
+
+
+def test_one_missing_extension_means_sources_for_all(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    module = compiled.MODULES[3]
+    compiled.source_path(module, tmp_path).with_suffix(SUFFIX).unlink()
+    assert compiled.decide({}, tmp_path) == (False, f"{module} has no compiled extension")
+
+
+def test_an_edited_source_means_sources_for_all(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    source = compiled.source_path(compiled.MODULES[-1], tmp_path)
+    source.write_text("# edited\n")  # newer than its extension, and its digest differs
+    used, reason = compiled.decide({}, tmp_path)
+    assert not used and reason.startswith(f"{source.name} changed since it was compiled")
+
+
+def test_a_touched_but_unchanged_source_keeps_the_build(tmp_path: Path) -> None:
+    """A checkout or `git stash` that rewrites a file with the same bytes is not an edit."""
+    fake_build(tmp_path)
+    source = compiled.source_path(compiled.MODULES[0], tmp_path)
+    source.write_text(source.read_text())
+    assert compiled.decide({}, tmp_path)[0]
+    # Without recorded digests, a newer source can only be taken as edited.
+    (tmp_path / compiled.SOURCES_FILE).unlink()
+    assert not compiled.decide({}, tmp_path)[0]
+
+
+def test_modules_outside_the_package_are_refused() -> None:
+    with pytest.raises(ValueError, match="not in the aiorocketmq package"):
+        compiled.source_path("broker.store.store")
+
+
+# -- source rules for the compiled modules -------------------------------------------------------
+
+
+def compiled_trees() -> list[tuple[str, ast.Module]]:
+    return [(m, ast.parse(compiled.source_path(m).read_text())) for m in compiled.MODULES]
+
+
+def test_no_await_inside_except_or_finally_blocks() -> None:
+    """With mypyc 2.4, a coroutine that awaits inside a finally block while an exception
+    passes through leaves that exception set as the one being handled in its caller after the
+    caller's own handler ended (``sys.exc_info()`` still returns it; tried on a small module).
+    An except block saves and restores the same state around the suspension, so the rule
+    covers both; the compiled modules do such work after the try."""
+    found = []
+    for module, tree in compiled_trees():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try):
+                continue
+            for block in [*(h.body for h in node.handlers), node.finalbody]:
+                for statement in block:
+                    for inner in ast.walk(statement):
+                        if isinstance(inner, ast.Await | ast.AsyncFor | ast.AsyncWith):
+                            found.append(f"{module}:{inner.lineno}")
+    assert found == []
+
+
+def test_an_exception_name_holds_one_type_per_function() -> None:
+    """mypyc gives a local one type, the first ``except ... as name`` one's: a second handler
+    binding the same name to another type fails at run time ("DiskFullError object expected;
+    got OSError")."""
+    found = []
+    for module, tree in compiled_trees():
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            types: dict[str, set[str]] = {}
+            for node in ast.walk(function):
+                if isinstance(node, ast.ExceptHandler) and node.name and node.type is not None:
+                    types.setdefault(node.name, set()).add(ast.unparse(node.type))
+            found += [f"{module}.{function.name}: {n}" for n, t in types.items() if len(t) > 1]
+    assert found == []
