@@ -34,6 +34,14 @@ class OptionalBuildExt(build_ext):
     source beside the library, so that an editable checkout notices a module edited since.
     """
 
+    def finalize_options(self) -> None:
+        # mypyc type-checks and generates C when asked for its extensions: done here, once a
+        # build needs them, rather than when setup.py is loaded (pip loads it for metadata too).
+        modules = self.distribution.ext_modules
+        if not any(ext.name in COMPILED["MODULES"] for ext in modules):
+            modules.extend(mypyc_extensions())
+        super().finalize_options()
+
     def run(self) -> None:
         self._group_failed = False
         try:
@@ -63,7 +71,7 @@ class OptionalBuildExt(build_ext):
         (library.parent / COMPILED["SOURCES_FILE"]).write_text("\n".join(lines) + "\n")
 
     @staticmethod
-    def _warn(what: str, exc: Exception) -> None:
+    def _warn(what: str, exc: Exception | str) -> None:
         print(
             f"WARNING: aiorocketmq's {what} were not built ({exc}); the Python code will run instead",
             file=sys.stderr,
@@ -81,7 +89,10 @@ def mypyc_extensions() -> list[Extension]:
         # names each module as it is imported: aiorocketmq.broker..., not broker....
         paths = [str(COMPILED["source_path"](module, Path("aiorocketmq"))) for module in COMPILED["MODULES"]]
         return list(mypycify(paths, opt_level="3", group_name=COMPILED["GROUP"]))
-    except (Exception, SystemExit) as exc:  # mypyc missing, or its type check failed
+    except SystemExit:  # mypy's type check failed; it printed why
+        OptionalBuildExt._warn("mypyc-compiled modules", "mypy's check failed, see above")
+        return []
+    except Exception as exc:  # mypyc missing or broken
         OptionalBuildExt._warn("mypyc-compiled modules", exc)
         return []
 
@@ -94,7 +105,6 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
-        *mypyc_extensions(),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )
