@@ -58,16 +58,14 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # a compiler or header failure
-            if ext.name.endswith("__mypyc"):
+            if ext.name == COMPILED["LIBRARY"]:
                 self._group_failed = True
             self._warn(ext.name, exc)
 
     def _record_sources(self) -> None:
-        library = Path(self.get_ext_fullpath(COMPILED["GROUP"] + "__mypyc"))
-        lines = [
-            f"{module} {COMPILED['source_digest'](COMPILED['source_path'](module, ROOT / 'aiorocketmq'))}"
-            for module in COMPILED["MODULES"]
-        ]
+        library = Path(self.get_ext_fullpath(COMPILED["LIBRARY"]))
+        digest, source = COMPILED["source_digest"], COMPILED["source_path"]
+        lines = [f"{module} {digest(source(module))}" for module in COMPILED["MODULES"]]
         (library.parent / COMPILED["SOURCES_FILE"]).write_text("\n".join(lines) + "\n")
 
     @staticmethod

@@ -49,11 +49,13 @@ MODULES: tuple[str, ...] = (
     "aiorocketmq.broker.store.store",
 )
 
-#: mypyc's group: the shared library is ``aiorocketmq/_native__mypyc.*.so``.
+#: mypyc's group, and the shared library it builds for it (``aiorocketmq/_native__mypyc.*.so``).
 GROUP = "aiorocketmq._native"
+LIBRARY = GROUP + "__mypyc"
 #: Written by the build next to the shared library: ``module sha256`` per line.
 SOURCES_FILE = "_compiled_sources.txt"
-#: Set to ``1`` to run the Python sources even where the compiled build is installed.
+#: Set to ``1`` to run the Python code (these modules' sources, and the codecs' pure twins in
+#: protocol/speedups.py) even where the compiled build is installed.
 PURE_ENV = "AIOROCKETMQ_PURE"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -93,12 +95,16 @@ def _recorded_digests(root: Path) -> dict[str, str]:
     return digests
 
 
+def pure_requested(environ: Mapping[str, str]) -> bool:
+    """Whether :data:`PURE_ENV` asks for the Python code (set to anything but empty or 0)."""
+    return environ.get(PURE_ENV, "").strip() not in ("", "0")
+
+
 def decide(environ: Mapping[str, str], root: Path = _PACKAGE_DIR) -> tuple[bool, str]:
     """Whether the compiled build can run from the package folder ``root``, and why (or why not)."""
-    if environ.get(PURE_ENV, "").strip() not in ("", "0"):
+    if pure_requested(environ):
         return False, f"{PURE_ENV} is set"
-    group_leaf = GROUP.split(".")[-1] + "__mypyc"
-    if _extension(root / group_leaf) is None:
+    if _extension(root / LIBRARY.rpartition(".")[2]) is None:
         return False, "not compiled (no C compiler at install time, or AIOROCKETMQ_MYPYC=0)"
     recorded = _recorded_digests(root)
     for module in MODULES:
@@ -135,17 +141,17 @@ _MODULE_SET = frozenset(MODULES)
 
 #: True when the compiled build runs; set by :func:`activate`.
 COMPILED = False
-#: Why the compiled build runs or not.
-reason = "not decided yet"
+#: Why the compiled build runs or not; None until :func:`activate` decides.
+reason: str | None = None
 
 
 def activate() -> None:
     """Decide once, before any of :data:`MODULES` is imported, which build runs."""
     global COMPILED, reason
-    if reason != "not decided yet":
+    if reason is not None:
         return
     COMPILED, reason = decide(os.environ)
-    if not COMPILED and not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+    if not COMPILED:
         sys.meta_path.insert(0, _SourceFinder())
 
 

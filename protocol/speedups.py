@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-#: Set to ``1`` to run the pure-Python codecs even where the extension is built.
-PURE_ENV = "AIOROCKETMQ_PURE"
+# The one switch for every compiled part: set to ``1`` to run the pure-Python codecs even where
+# the extension is built.
+from aiorocketmq.compiled import PURE_ENV, pure_requested
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(PURE_ENV, "").strip() not in ("", "0"):
+    if pure_requested(os.environ):
         return None, f"{PURE_ENV} is set"
     try:
         from . import _speedups

@@ -18,12 +18,13 @@ from aiorocketmq import compiled
 from tests.support import ROOT
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+LIBRARY_FILE = compiled.LIBRARY.rpartition(".")[2] + SUFFIX
 
 
 def test_the_suite_runs_the_compiled_build() -> None:
     """`make test` installs with a C compiler at hand, so the hot modules here are the
     compiled ones, unless the pure rerun asked for the sources."""
-    if os.environ.get(compiled.PURE_ENV, "").strip() not in ("", "0"):
+    if compiled.pure_requested(os.environ):
         assert not compiled.COMPILED and compiled.reason == f"{compiled.PURE_ENV} is set"
         for module in compiled.MODULES:
             assert importlib.import_module(module).__spec__.origin.endswith(".py"), module
@@ -59,7 +60,7 @@ def test_the_pure_switch_imports_every_hot_module_from_its_source() -> None:
 def fake_build(root: Path, *, digests: bool = True) -> None:
     """A package folder laid out as a build leaves it: sources, extensions, the group library
     and the recorded digests (the extensions are empty files; decide() only looks)."""
-    (root / f"_native__mypyc{SUFFIX}").write_bytes(b"")
+    (root / LIBRARY_FILE).write_bytes(b"")
     lines = []
     for module in compiled.MODULES:
         source = compiled.source_path(module, root)
@@ -85,7 +86,7 @@ def test_the_environment_switch_wins(tmp_path: Path) -> None:
 
 def test_no_group_library_means_sources(tmp_path: Path) -> None:
     fake_build(tmp_path)
-    (tmp_path / f"_native__mypyc{SUFFIX}").unlink()
+    (tmp_path / LIBRARY_FILE).unlink()
     used, reason = compiled.decide({}, tmp_path)
     assert not used and reason.startswith("not compiled")
 
@@ -131,9 +132,10 @@ def compiled_trees() -> list[tuple[str, ast.Module]]:
 def test_no_await_inside_except_or_finally_blocks() -> None:
     """With mypyc 2.4, a coroutine that awaits inside a finally block while an exception
     passes through leaves that exception set as the one being handled in its caller after the
-    caller's own handler ended (``sys.exc_info()`` still returns it; tried on a small module).
-    An except block saves and restores the same state around the suspension, so the rule
-    covers both; the compiled modules do such work after the try."""
+    caller's own handler ended (``sys.exc_info()`` still returns it; tried on a small module,
+    where an await inside an except block did not show it). The rule covers except blocks too,
+    which keep the same state across the suspension; the compiled modules do such work after
+    the try."""
     found = []
     for module, tree in compiled_trees():
         for node in ast.walk(tree):
