@@ -2,7 +2,8 @@
 #   make run    start a local cluster (name server + one broker) in the foreground, and the web
 #               dashboard at http://127.0.0.1:8080; Ctrl-C stops them
 #   make test   lint, type-check and run the whole test suite (installs Debian's chromium for the
-#               dashboard's browser tests and strace for the broker's flush tests when missing;
+#               dashboard's browser tests, strace for the broker's flush tests and xfsprogs for
+#               the small-volume tests when missing;
 #               tests/interop builds its Java and Go programs on first use, see docs/interop.md)
 # Both create .venv and install the project into it when needed.
 
@@ -13,7 +14,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
 
-.PHONY: run test lint typecheck pytest chromium strace interop-deps bench clean proto
+.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto
 
 # The modules setup.py compiles with mypyc (aiorocketmq/compiled.py lists them): an edit to one
 # rebuilds them (the package would otherwise run them from source, see compiled.py).
@@ -33,7 +34,7 @@ run: $(STAMP)
 	trap 'kill $$dashboard 2>/dev/null; wait $$dashboard' EXIT INT TERM; \
 	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA)
 
-test: lint typecheck chromium strace pytest
+test: lint typecheck chromium strace xfsprogs pytest
 
 # tests/dashboard drive Debian's chromium through Playwright (which never downloads a browser).
 chromium:
@@ -44,6 +45,11 @@ chromium:
 strace:
 	@command -v strace >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
+
+# tests/reliability's small-volume tests make loop-mounted xfs (and ext4) filesystems.
+xfsprogs:
+	@command -v mkfs.xfs >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

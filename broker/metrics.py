@@ -154,9 +154,16 @@ class MetricsExporter:
         out.sample(name, labels, stats.put_refused_disk_full)
         name = "rocketmq_store_unconsumed_messages_deleted_total"
         out.header(
-            name, "counter", "Messages a subscribed group had not consumed when their file was deleted"
+            name,
+            "counter",
+            "Messages some consumer group (or no group at all) had not consumed when retention "
+            "deleted their commit-log file, per topic",
         )
-        out.sample(name, labels, stats.unconsumed_deleted)
+        for topic, count in sorted(stats.unconsumed_deleted_by_topic.items()):
+            out.sample(name, {**labels, "topic": topic}, count)
+        name = "rocketmq_store_index_missed_keys_total"
+        out.header(name, "counter", "Message keys left out of the index for lack of disk space")
+        out.sample(name, labels, store.index.missed_keys if store.index is not None else 0)
         name = "rocketmq_remoting_connections_dropped_total"
         out.header(name, "counter", "Connections refused or dropped for going over a limit")
         out.sample(name, labels, self.connections_dropped())

@@ -15,7 +15,9 @@ so NULs mean bytes that never reached the disk) and, optionally, the body CRC.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
+import os
 import struct
 import zlib
 from collections.abc import Sequence
@@ -32,7 +34,15 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.speedups import compiled as _compiled
 
-from .mapped_file import DiskFullError, MappedFile, MappedFileQueue, allocate, destroy_allocated
+from .mapped_file import (
+    DiskFullError,
+    MappedFile,
+    MappedFileQueue,
+    allocate,
+    destroy_allocated,
+    page_ceil,
+    reserve,
+)
 from .messages import PutStatus, StoreMessage
 
 log = logging.getLogger(__name__)
@@ -68,12 +78,16 @@ _ENCODE_STATUSES = {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_E
 #: Faults in mapped pages off the loop, when the compiled codecs are active (pure Python has no
 #: way to do it without holding the GIL, so there the appends take the faults themselves).
 _populate_write = _compiled.populate_write if _compiled is not None else None
-#: How far past the end of the log the warmer keeps the current file's pages faulted in, and
-#: how close the end may come to that mark before the next stretch is asked for. A first write
-#: to a page of a fresh file costs a fault (0.5-8 µs: bench/page_touch.py) that would otherwise
-#: be taken on the event loop, one per 4 KiB written, while the loop copies a record in.
-_WARM_AHEAD = 8 << 20
-_WARM_LOW = 4 << 20
+#: How far past the end of the log the worker keeps the current file's blocks reserved (and,
+#: with the compiled codecs, its pages faulted in), and how close the end may come to that mark
+#: before the next stretch is asked for. The reservation is what makes writing through the
+#: mapping safe on a full disk (mapped_file); it also bounds the file's slack to this much. A
+#: first write to a page of a fresh file costs a fault (0.5-8 µs: bench/page_touch.py) that
+#: would otherwise be taken on the event loop, one per 4 KiB written.
+AHEAD = 8 << 20
+#: What an append reserves itself when the worker's stretch is not there yet (a new file, or
+#: a worker behind): enough for a burst, the worker reserves the rest.
+_SELF_AHEAD = 256 << 10
 
 _LAYOUTS = {flags: _host_layout(flags) for flags in (0, _BORN_V6, _STORE_V6, _BORN_V6 | _STORE_V6)}
 
@@ -124,13 +138,23 @@ class CommitLog:
         self.last_store_timestamp = 0
         #: Worker that prepares the next file ahead of need, when the store runs one.
         self.allocator: concurrent.futures.Executor | None = None
-        #: Worker that faults the current file's next pages in (see :meth:`_warm`).
+        #: Worker that reserves (and faults in) the current file's next stretch (:meth:`_ahead`).
         self.warmer: concurrent.futures.Executor | None = None
         self._next_file: concurrent.futures.Future[MappedFile] | None = None
         self._next_start = -1
-        #: Log offset up to which the warmer has faulted the current file's pages in (or
-        #: been asked to), and whether it still should (it stops at the first refusal).
-        self._warm_until = 0
+        #: Bytes reserved ahead of the write position: :data:`AHEAD`, or a whole small file. The
+        #: worker is asked for the next stretch once the end comes within half of it of the mark.
+        self.ahead = min(AHEAD, file_size)
+        #: Log offset up to which the worker has been asked to reserve; its last job, the file
+        #: it is for, and the log's truncation count when it was asked (a cut since makes its
+        #: answer stale).
+        self._ahead_until = 0
+        self._ahead_job: concurrent.futures.Future[tuple[int, int]] | None = None
+        self._ahead_file: MappedFile | None = None
+        self._ahead_cuts = 0
+        #: How many times the reservation mark moved on (the store looks at the disk then).
+        self.reservations = 0
+        #: Whether the worker also faults the pages in (it stops at the first refusal).
         self._warming = _populate_write is not None
         #: Why the last append found no room for a new file (the store refuses puts on it).
         self.disk_full: DiskFullError | None = None
@@ -194,16 +218,18 @@ class CommitLog:
             if target.start + target.wrote == start:
                 break
             mapped = target
+        first = target.wrote
+        if first + total > target.reserved and not self._reserve(target, first + total):
+            return PutStatus.SERVICE_NOT_AVAILABLE
         data = memoryview(b"".join(parts))
         view = target.view
-        first = target.wrote
         # The first record's size and magic go last: until then the batch is invisible to
         # recovery, so a crash in the middle of the copy leaves no torn record behind.
         view[first + 8 : first + total] = data[8:]
         view[first : first + 8] = data[:8]
         target.wrote = first + total
-        if self._warming and target.start + first + total + _WARM_LOW > self._warm_until:
-            self._warm(target)
+        if target.start + first + total + (self.ahead >> 1) > self._ahead_until:
+            self._ahead(target)
         self.last_store_timestamp = stamps[-1]
         return Appended(start, total, offsets, sizes, stamps, next_queue_offset)
 
@@ -310,6 +336,10 @@ class CommitLog:
                 return self._new_file(0)
             if mapped.wrote + size + BLANK_MIN_SIZE > mapped.size:
                 if not mapped.full:
+                    if mapped.wrote + BLANK_MIN_SIZE > mapped.reserved and not self._reserve(
+                        mapped, mapped.wrote + BLANK_MIN_SIZE
+                    ):
+                        return None
                     _TOTAL_MAGIC.pack_into(
                         mapped.view, mapped.wrote, mapped.size - mapped.wrote, BLANK_MAGIC_CODE
                     )
@@ -353,31 +383,105 @@ class CommitLog:
         if self.allocator is None or self._next_file is not None:
             return
         self._next_start = start
-        self._next_file = self.allocator.submit(allocate, self.queue.directory, start, self.file_size)
+        # Made sparse and without blocks: it takes space once written to, not while it waits.
+        self._next_file = self.allocator.submit(
+            allocate, self.queue.directory, start, self.file_size, reserve_first=0
+        )
 
-    def _warm(self, mapped: MappedFile) -> None:
-        """Have the warmer fault in the pages of ``mapped`` ahead of its end."""
-        warmer = self.warmer
-        if warmer is None or _populate_write is None:
+    # -- reservation ahead of the writes ---------------------------------------------------------
+
+    def _reserve(self, mapped: MappedFile, end: int) -> bool:
+        """Blocks for ``mapped`` up to ``end`` (a position in it) before an append writes
+        there: what the worker reserved ahead if it is done, else here and now. False (and
+        ``disk_full`` set) when the disk has no room."""
+        job = self._ahead_job
+        if job is not None and self._ahead_file is mapped and not job.cancel():
+            # The worker is writing zeros just past the reserved mark (a job it had not begun is
+            # called off): appending there before it is done could put records under its zeros.
+            # It was asked half a stretch ago, so this wait is rare and short.
+            concurrent.futures.wait((job,))
+        self._settle_ahead(mapped)
+        if end <= mapped.reserved:
+            return True
+        try:
+            mapped.ensure(end, self.ahead if self.warmer is None else min(self.ahead, _SELF_AHEAD))
+        except DiskFullError as exc:
+            if self.disk_full is None:
+                log.error("cannot reserve commit-log space, the disk is full: %s", exc)
+            self.disk_full = exc
+            return False
+        self.reservations += 1
+        return True
+
+    def _settle_ahead(self, mapped: MappedFile) -> None:
+        """Take what the worker's finished job reserved in ``mapped`` (nothing if it failed,
+        is for another file, or the log was cut back since it was asked)."""
+        job = self._ahead_job
+        if job is None or not job.done():
             return
-        begin = max(mapped.wrote, self._warm_until - mapped.start)
-        end = min(mapped.size, mapped.wrote + _WARM_AHEAD)
+        self._ahead_job = None
+        if self._ahead_file is not mapped or self._ahead_cuts != self.queue.truncations:
+            return
+        with contextlib.suppress(Exception):  # a refusal: the append reserves itself, or says why not
+            begin, end = job.result()
+            if begin <= mapped.reserved < end:
+                mapped.reserved = end
+                self.reservations += 1
+
+    def _ahead(self, mapped: MappedFile) -> None:
+        """Have the worker reserve (and fault in) the stretch of ``mapped`` past its reserved
+        mark, up to :attr:`ahead` past its end."""
+        warmer = self.warmer
+        if warmer is None or mapped.fd < 0:
+            return
+        if self._ahead_job is not None:
+            if not self._ahead_job.done():
+                return
+            self._settle_ahead(mapped)
+        # From the reserved mark on: the loop writes only below it (and waits for this job
+        # before reserving past it itself), so the zeros never land on a record.
+        begin = max(mapped.reserved, mapped.wrote)
+        end = min(mapped.size, page_ceil(mapped.wrote + self.ahead))
+        self._ahead_until = mapped.start + end
         if end <= begin:
             return
-        self._warm_until = mapped.start + end
-        job = warmer.submit(_populate_write, mapped.mm, begin, end - begin)
+        self._ahead_file = mapped
+        self._ahead_cuts = self.queue.truncations
+        # The worker gets a descriptor of its own: the file may be closed (deleted) meanwhile,
+        # and its number taken by another file.
+        fd = os.dup(mapped.fd)
+        self._ahead_job = job = warmer.submit(self._reserve_and_warm, fd, mapped, begin, end)
         job.add_done_callback(self._warmed)
 
-    def _warmed(self, job: concurrent.futures.Future[bool]) -> None:
-        # Runs on the warmer's thread: only a flag is set.
-        if job.cancelled():
-            return
-        error = job.exception()
-        if isinstance(error, ValueError):
-            return  # its file was closed meanwhile (deleted, or the store stopping)
-        if error is not None or not job.result():
+    def _reserve_and_warm(self, fd: int, mapped: MappedFile, begin: int, end: int) -> tuple[int, int]:
+        """The worker's job: reserve [begin, end) of ``mapped`` and, if it can, fault the pages
+        in; returns the range reserved (raises if the disk has no room)."""
+        try:
+            reserve(fd, begin, end - begin, mapped.path)
+        finally:
+            os.close(fd)
+        if self._warming and _populate_write is not None:
+            try:
+                warmed = _populate_write(mapped.mm, begin, end - begin)
+            except ValueError:
+                pass  # its file was closed meanwhile (deleted, or the store stopping)
+            except OSError as error:
+                self._stop_warming(str(error))
+            else:
+                if not warmed:
+                    self._stop_warming("not supported")
+        return begin, end
+
+    def _stop_warming(self, why: str) -> None:
+        # Runs on the worker's thread: only a flag is set.
+        if self._warming:
             self._warming = False
-            log.info("commit log: pages are not faulted in ahead of writes (%s)", error or "not supported")
+            log.info("commit log: pages are not faulted in ahead of writes (%s)", why)
+
+    def _warmed(self, job: concurrent.futures.Future[tuple[int, int]]) -> None:
+        # Runs on the worker's thread. A refusal is left for the append that needs the space.
+        if not job.cancelled() and isinstance(job.exception(), DiskFullError):
+            log.debug("commit log: reserving ahead failed: %s", job.exception())
 
     def start_preallocation(
         self, allocator: concurrent.futures.Executor, warmer: concurrent.futures.Executor | None = None
@@ -394,6 +498,8 @@ class CommitLog:
         self._next_file = None
         self.allocator = None
         self.warmer = None
+        self._ahead_job = None
+        self._ahead_file = None
         if pending is not None:
             pending.add_done_callback(destroy_allocated)
 
@@ -480,9 +586,15 @@ class CommitLog:
                     self.disk_full = exc
                     raise
             n = min(total - pos, mapped.size - mapped.wrote)
+            if mapped.wrote + n > mapped.reserved and not self._reserve(mapped, mapped.wrote + n):
+                assert self.disk_full is not None
+                raise self.disk_full
             mapped.view[mapped.wrote : mapped.wrote + n] = data[pos : pos + n]
             mapped.wrote += n
             pos += n
+        last = queue.last
+        if last is not None and last.start + last.wrote + (self.ahead >> 1) > self._ahead_until:
+            self._ahead(last)
 
     def complete_records(self, offset: int, max_records: int) -> tuple[MappedFile | None, int, bool]:
         """From ``offset`` (a record boundary of a replicated log): the file, how many whole

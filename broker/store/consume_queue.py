@@ -8,6 +8,11 @@ from a commit log that starts later) fills the unused head of that file with BLA
 ``(0, 0x7FFFFFFF, 0)``; the queue's minimum offset is past them.
 
 For delayed messages (``SCHEDULE_TOPIC_XXXX``) the tags-code slot holds the delivery time.
+
+Files are sparse: a queue's file has blocks for the pages its entries reach plus half as much
+again ahead (:func:`~.mapped_file.growth_step`, at most :data:`RESERVE_MOST`), reserved before a
+put writes there (:meth:`ConsumeQueue.make_room`), so a topic of a thousand queues holding a
+message each takes a page per queue, not 6 MB.
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ from pathlib import Path
 
 from aiorocketmq.protocol.speedups import compiled as _compiled
 
-from .mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, allocate, destroy_allocated
+from .mapped_file import (
+    OS_PAGE_SIZE,
+    MappedFile,
+    MappedFileQueue,
+    allocate,
+    destroy_allocated,
+    growth_step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +46,8 @@ _BLANK_ENTRY = ENTRY.pack(0, BLANK_SIZE, 0)
 #: How many entries before its last file is full a queue starts making the next one in the
 #: background (at most half a file ahead), so that rolling over rarely waits for it.
 PREPARE_AHEAD = 1024
+#: The most a queue's file reserves ahead of its entries (it reserves half of what it holds).
+RESERVE_MOST = 1 << 20
 
 
 class ConsumeQueue:
@@ -146,12 +160,21 @@ class ConsumeQueue:
         return self.max_offset * UNIT - self.max_offset * UNIT % self.file_size
 
     def make_room(self, count: int) -> None:
-        """Make sure ``count`` more entries have an allocated place (blocking: may allocate the
-        next file, unless a worker made it already); :class:`~.mapped_file.DiskFullError` when
-        the disk has no room for it."""
+        """Make sure ``count`` more entries have a place with blocks behind it (blocking: may
+        make the next file, unless a worker made it already, and reserve blocks);
+        :class:`~.mapped_file.DiskFullError` when the disk has no room for them."""
+        last = self.queue.last
+        end = (self.max_offset + count) * UNIT
+        if last is not None and end - last.start <= last.reserved:
+            return  # the common case, checked first
         start = self._needed_file(count)
-        if start is None:
-            return
+        if start is not None:
+            self._make_spare(start)
+        for mapped in (last, self.spare):
+            if mapped is not None and mapped.start < end and not mapped.full:
+                self._reserve(mapped, min(end, mapped.end) - mapped.start)
+
+    def _make_spare(self, start: int) -> None:
         spare = self.spare
         if spare is not None:
             if spare.start == start:
@@ -165,7 +188,16 @@ class ConsumeQueue:
                 self.spare = pending.result()
                 return
         self.drop_preparing()
-        self.spare = allocate(self.queue.directory, start, self.file_size, keep_fd=False)
+        self.spare = allocate(
+            self.queue.directory, start, self.file_size, reserve_first=OS_PAGE_SIZE, keep_fd=False
+        )
+
+    @staticmethod
+    def _reserve(mapped: MappedFile, end: int) -> None:
+        """Blocks in ``mapped`` up to ``end``, and half as much again ahead (at most
+        :data:`RESERVE_MOST`)."""
+        if end > mapped.reserved:
+            mapped.ensure(end, growth_step(end, 0, RESERVE_MOST))
 
     def room_pending(
         self, count: int, executor: concurrent.futures.Executor
@@ -189,7 +221,14 @@ class ConsumeQueue:
             if self.preparing_start == start:
                 return pending if wait and not pending.done() else None
             self.drop_preparing()
-        pending = executor.submit(allocate, self.queue.directory, start, self.file_size, keep_fd=False)
+        pending = executor.submit(
+            allocate,
+            self.queue.directory,
+            start,
+            self.file_size,
+            reserve_first=OS_PAGE_SIZE,
+            keep_fd=False,
+        )
         self.preparing = pending
         self.preparing_start = start
         return pending if wait else None
@@ -213,6 +252,7 @@ class ConsumeQueue:
             if expect != mapped.start:
                 # A queue that starts past its first file's beginning: blank the head.
                 head = expect - mapped.start
+                self._reserve(mapped, head)
                 mapped.view[:head] = _BLANK_ENTRY * (head // UNIT)
                 mapped.wrote = head
             self.min_logic_offset = expect
@@ -239,10 +279,13 @@ class ConsumeQueue:
                 queue_offset,
                 current // UNIT,
             )
+            self._reserve(mapped, mapped.wrote + UNIT)
             mapped.view[mapped.wrote : mapped.wrote + UNIT] = _BLANK_ENTRY
             mapped.wrote += UNIT
             mapped = self._writable_file(mapped.start + mapped.wrote)
             current = mapped.start + mapped.wrote
+        if mapped.wrote + UNIT > mapped.reserved:
+            self._reserve(mapped, mapped.wrote + UNIT)
         ENTRY.pack_into(mapped.view, mapped.wrote, offset_py, size, tags_code)
         mapped.wrote += UNIT
         self.max_physic_end = offset_py + size
@@ -265,6 +308,8 @@ class ConsumeQueue:
             for i in range(count):
                 self.put(offsets[i], sizes[i], tags_codes[i], queue_offset + i)
             return
+        if mapped.wrote + count * UNIT > mapped.reserved:
+            self._reserve(mapped, mapped.wrote + count * UNIT)
         view = mapped.view
         pos = mapped.wrote
         written = None if _put_entries is None else _put_entries(view, pos, offsets, sizes, tags_codes)
@@ -353,7 +398,8 @@ class ConsumeQueue:
         cut = self._first_where(after)
         if cut >= self.max_offset:
             return []
-        removed = self.queue.truncate(cut * UNIT)
+        # Recovery writes these entries again: their blocks stay (a full disk has no others).
+        removed = self.queue.truncate(cut * UNIT, keep_blocks=True)
         if not self.queue.files:
             self.min_logic_offset = cut * UNIT
         self._refresh_tail()

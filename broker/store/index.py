@@ -8,7 +8,13 @@ bucket, then ``maxIndexNum`` 20-byte entries ``(key hash i32, commit-log offset 
 since the file's begin timestamp i32, previous entry of the bucket i32)``.
 
 Each key writes its entry first and then points the slot at it; the header is written after
-each dispatched batch. Recovery rolls entries back newest-first (restoring each slot to the
+each dispatched batch.
+
+A file is sparse: the header and the slots (written anywhere, as keys hash) get their blocks when
+the file is made, the entries a stretch at a time ahead of the count (:attr:`IndexFile.capacity`,
+half as many again as it holds, at least :data:`RESERVE_LEAST` bytes). The index is best effort
+under a full disk: a key that finds no room is counted (:attr:`Index.missed_keys`) and logged,
+and the message it belongs to is stored all the same. Recovery rolls entries back newest-first (restoring each slot to the
 entry's predecessor, which is exactly the slot's earlier value) down to the point it
 re-dispatches from, including entries a crash left beyond the header's count.
 """
@@ -28,7 +34,17 @@ from typing import Protocol
 from aiorocketmq.protocol.message import KEY_SEPARATOR, java_hash_fast
 from aiorocketmq.protocol.speedups import compiled as _compiled
 
-from .mapped_file import StoreError, check_space, is_sparse, reserve, sync_directory, zero_range
+from .mapped_file import (
+    DiskFullError,
+    StoreError,
+    check_space,
+    fill_holes,
+    growth_step,
+    page_ceil,
+    release_tail,
+    reserve,
+    sync_directory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +59,12 @@ _INT_MAX = 0x7FFFFFFF
 #: The compiled index writer, when active (aiorocketmq.protocol.speedups).
 _index_put_many = _compiled.index_put_many if _compiled is not None else None
 _index_build_batch = _compiled.index_build_batch if _compiled is not None else None
+#: The least and most an index file reserves for entries ahead of its count, in bytes.
+RESERVE_LEAST = 256 << 10
+RESERVE_MOST = 4 << 20
+#: After the disk refused an index file room, how long keys are counted as missed before the
+#: index asks the disk again (each ask is a system call, and a full disk refuses them all).
+RETRY_AFTER_NS = 1_000_000_000
 
 
 def key_hash(key: str) -> int:
@@ -68,7 +90,7 @@ def _file_name(now_ms: int) -> str:
 
 
 class IndexFile:
-    """One index file, mapped in full."""
+    """One index file, mapped in full (sparse; see the module's notes on reservation)."""
 
     __slots__ = (
         "path",
@@ -83,6 +105,9 @@ class IndexFile:
         "end_phy_offset",
         "hash_slot_count",
         "index_count",
+        "reserved",
+        "capacity",
+        "header_held",
         "dirty",
         "dir_synced",
         "closed",
@@ -93,8 +118,9 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         size = HEADER_SIZE + slot_num * 4 + index_num * ENTRY_SIZE
+        first = min(size, page_ceil(self._entry_pos(1) + RESERVE_LEAST))
         if create:
-            check_space(path.parent, size)
+            check_space(path.parent, first)
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
@@ -106,10 +132,8 @@ class IndexFile:
                 os.ftruncate(fd, size)
             elif create:
                 os.ftruncate(fd, size)
-            # Mapped pages must have blocks (see mapped_file): a hole written on a full disk is
-            # a SIGBUS.
-            if create or is_sparse(fd, size):
-                reserve(fd, 0, size, path)
+                # Header and slots first: every key may write any slot.
+                reserve(fd, 0, first, path)
             self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -129,9 +153,42 @@ class IndexFile:
         ) = _HEADER.unpack_from(self.view, 0)
         if self.index_count <= 0:
             self.index_count = 1
+        #: Bytes from the start with blocks for certain, and the entry count they allow. A
+        #: loaded file has none for certain until its first :meth:`grow` (after recovery, when
+        #: its count is known): no key goes in before.
+        self.reserved = 0
+        self.capacity = 0
+        #: Whether the header's page holds data (so has its blocks) though nothing is reserved.
+        self.header_held = any(self.view[:HEADER_SIZE])
+        if create:
+            self._reserved_to(first)
         self.dirty = create
         self.dir_synced = not create
         self.closed = False
+
+    def _reserved_to(self, end: int) -> None:
+        self.reserved = end
+        self.capacity = min(self.index_num, max(0, (end - self._entry_pos(0)) // ENTRY_SIZE))
+
+    def grow(self, keys: int) -> None:
+        """Reserve blocks for ``keys`` more entries past the count, and a stretch ahead (half
+        as many again as the file holds, within [RESERVE_LEAST, RESERVE_MOST] bytes);
+        :class:`DiskFullError` when the disk has no room. Blocking: zeros written past the
+        count (and, the first time for a loaded file, into the holes among its slots)."""
+        count_end = self._entry_pos(self.index_count)
+        end = self._entry_pos(min(self.index_num, self.index_count + keys))
+        held = end - self._entry_pos(0)
+        target = min(len(self.mm), page_ceil(end + growth_step(held, RESERVE_LEAST, RESERVE_MOST)))
+        if target <= self.reserved:
+            return
+        begin = self.reserved
+        if begin < count_end:
+            # A loaded file: its slots may have holes (any key may write any of them), its
+            # entries up to the count are data, which must not be overwritten.
+            fill_holes(self.fd, 0, count_end, self.path)
+            begin = count_end
+        reserve(self.fd, begin, target - begin, self.path)
+        self._reserved_to(target)
 
     @property
     def full(self) -> bool:
@@ -151,7 +208,7 @@ class IndexFile:
             if done is not None:
                 return done == 1
         count = self.index_count
-        if count >= self.index_num:
+        if count >= self.capacity:
             return False
         h = java_hash_fast(key)
         if h < 0:  # Java: Math.abs, and 0 for Integer.MIN_VALUE
@@ -195,7 +252,7 @@ class IndexFile:
         """:meth:`put_many` by the compiled codecs; None for the pure code to decide."""
         assert _index_put_many is not None
         result = _index_put_many(
-            self.view, items, start, self.index_count, self.index_num, self.slot_num, self.begin_timestamp
+            self.view, items, start, self.index_count, self.capacity, self.slot_num, self.begin_timestamp
         )
         return None if result is None else self._took(result)
 
@@ -215,7 +272,7 @@ class IndexFile:
             stamps,
             end_phy,
             self.index_count,
-            self.index_num,
+            self.capacity,
             self.slot_num,
             self.begin_timestamp,
         )
@@ -238,7 +295,7 @@ class IndexFile:
     def put_many_pure(self, items: Sequence[tuple[str, int, int]], start: int) -> int:
         """:meth:`put_many` in pure Python (what runs without the compiled codecs)."""
         count = self.index_count
-        room = self.index_num - count
+        room = self.capacity - count
         if room <= 0:
             return 0
         chunk = items[start : start + room]
@@ -286,6 +343,8 @@ class IndexFile:
         return len(chunk)
 
     def write_header(self) -> None:
+        if self.reserved < HEADER_SIZE and not self.header_held:
+            return  # its page may be a hole, and nothing was added since (that needs a grow)
         _HEADER.pack_into(
             self.view,
             0,
@@ -332,7 +391,9 @@ class IndexFile:
         if count > 1 and self.begin_phy_offset >= phy_offset:
             # Everything goes: empty the file at once (a hole) instead of entry by entry.
             removed = count - 1
-            zero_range(self.fd, 0, len(self.mm), self.path)
+            release_tail(self.fd, 0, self.path)
+            self._reserved_to(0)
+            self.header_held = False
             self.index_count = 1
             self.begin_timestamp = self.end_timestamp = 0
             self.begin_phy_offset = self.end_phy_offset = 0
@@ -412,6 +473,11 @@ class Index:
         self.slot_num = slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
+        #: Keys not indexed because the disk had no room for them (their messages are stored).
+        self.missed_keys = 0
+        #: When the disk last refused room (monotonic ns; 0: it has not since it last gave it).
+        self._refused_at = 0
+        self._refusal_logged = -(1 << 62)
 
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -422,20 +488,6 @@ class Index:
         )
         for name in names:
             self.files.append(IndexFile(self.directory / name, self.slot_num, self.index_num))
-
-    def room(self) -> int:
-        """Keys the last file can still take (0 without files)."""
-        return self.files[-1].index_num - self.files[-1].index_count if self.files else 0
-
-    def make_room(self, keys: int, now_ms: int) -> None:
-        """Make sure ``keys`` more keys have an allocated place, starting the next file now if
-        the last one cannot take them; :class:`~.mapped_file.DiskFullError` when the disk
-        has no room for it."""
-        last = self.files[-1] if self.files else None
-        if last is None or last.index_count + keys > self.index_num:
-            if last is not None:
-                last.write_header()
-            self._create(now_ms)
 
     def _create(self, now_ms: int) -> IndexFile:
         stamp = now_ms
@@ -448,13 +500,43 @@ class Index:
         self.files.append(created)
         return created
 
-    def _writable(self, now_ms: int) -> IndexFile:
+    def _writable(self, now_ms: int, keys: int = 1) -> IndexFile | None:
+        """The file the next ``keys`` keys go to, with room for one at least (growing the last
+        one or starting the next); None when the disk has no room for it."""
         last = self.files[-1] if self.files else None
-        if last is not None and not last.full:
+        if last is not None and last.index_count < last.capacity:
             return last
-        if last is not None:
-            last.write_header()
-        return self._create(now_ms)
+        if self._refused_at and time.monotonic_ns() - self._refused_at < RETRY_AFTER_NS:
+            return None
+        try:
+            if last is not None and not last.full:
+                last.grow(keys)
+                writable = last
+            else:
+                if last is not None:
+                    last.write_header()
+                writable = self._create(now_ms)
+        except DiskFullError as exc:
+            self._refused(exc)
+            return None
+        if self._refused_at:
+            self._refused_at = 0
+            log.warning("index: keys are indexed again (%d keys went unindexed so far)", self.missed_keys)
+        return writable
+
+    def _refused(self, exc: DiskFullError) -> None:
+        self._refused_at = time.monotonic_ns()
+        if self._refused_at - self._refusal_logged >= 60 * RETRY_AFTER_NS:
+            self._refusal_logged = self._refused_at
+            log.warning(
+                "index: no room on the disk for more keys (%s); messages are still stored, but "
+                "their keys are not indexed until space returns (%d keys unindexed so far)",
+                exc,
+                self.missed_keys,
+            )
+
+    def _missed(self, keys: int) -> None:
+        self.missed_keys += keys
 
     def build(
         self,
@@ -466,33 +548,55 @@ class Index:
         uniq_key: str | None,
     ) -> IndexFile | None:
         """Index one message's keys (not rolled-back transaction messages, nor messages already
-        indexed); returns the file written, whose header the caller writes once per batch."""
+        indexed); returns the file written, whose header the caller writes once per batch.
+        Keys that find no room on the disk are counted in :attr:`missed_keys`."""
         if (not keys and not uniq_key) or sys_flag & _TX_ROLLBACK == _TX_ROLLBACK:
             return None
-        index = self._writable(store_timestamp)
-        if index.index_count > 1 and phy_offset <= index.end_phy_offset:
+        last = self.files[-1] if self.files else None
+        if last is not None and last.index_count > 1 and phy_offset <= last.end_phy_offset:
             return None
+        index = self._writable(store_timestamp)
+        written = None
         if uniq_key:
             index = self._put(index, f"{topic}#{uniq_key}", phy_offset, store_timestamp)
+            if index is not None:
+                written = index
         if keys:
             for key in keys.split(KEY_SEPARATOR):
                 if key:
                     index = self._put(index, f"{topic}#{key}", phy_offset, store_timestamp)
+                    if index is not None:
+                        written = index
+        return written
+
+    def _put(
+        self, index: IndexFile | None, key: str, phy_offset: int, store_timestamp: int
+    ) -> IndexFile | None:
+        """One key into ``index``, or the next writable file; None (the key counted as missed)
+        when there is no room for it."""
+        if index is not None and index.put_key(key, phy_offset, store_timestamp):
+            return index
+        index = self._writable(store_timestamp)
+        if index is None or not index.put_key(key, phy_offset, store_timestamp):
+            self._missed(1)
+            return None
         return index
 
     def build_batch(
         self, topic: str, msgs: Sequence[_Keyed], offsets: Sequence[int], stamps: Sequence[int]
     ) -> bool:
-        """:meth:`build` for each message of a batch, writing the header once; True if any
-        key was indexed."""
-        index = self._writable(stamps[0])
-        end_phy = index.end_phy_offset if index.index_count > 1 else -1
-        if _index_build_batch is not None:
+        """:meth:`build` for each message of a batch, writing the header once; True if the
+        batch had keys to index (indexed, or counted as missed for lack of room)."""
+        last = self.files[-1] if self.files else None
+        index = last if last is not None and last.index_count < last.capacity else None
+        if _index_build_batch is not None and index is not None:
+            end_phy = index.end_phy_offset if index.index_count > 1 else -1
             done = index.put_batch_compiled(topic, msgs, offsets, stamps, end_phy)
             if done is not None:
                 if done:
                     index.write_header()
                 return done > 0
+        end_phy = last.end_phy_offset if last is not None and last.index_count > 1 else -1
         items: list[tuple[str, int, int]] = []
         for i, msg in enumerate(msgs):
             keys = msg.keys
@@ -509,27 +613,27 @@ class Index:
                     if key:
                         items.append((f"{topic}#{key}", phy_offset, stamps[i]))
         if items:
-            self.put_items(items, index)
+            self.put_items(items)
         return bool(items)
 
-    def put_items(self, items: Sequence[tuple[str, int, int]], index: IndexFile | None = None) -> None:
-        """Index ``(full key, commit-log offset, store time)`` items in order, rolling to new
-        files as they fill; the header of the last file written is written once at the end
-        (a crash before that leaves entries past the header's count, which recovery finds)."""
-        if index is None:
-            index = self._writable(items[0][2])
+    def put_items(self, items: Sequence[tuple[str, int, int]]) -> None:
+        """Index ``(full key, commit-log offset, store time)`` items in order, growing the last
+        file or rolling to new ones as they fill; the header of the last file written is
+        written once at the end (a crash before that leaves entries past the header's count,
+        which recovery finds). Items that find no room on the disk are counted as missed."""
+        index = self._writable(items[0][2], len(items))
         done = 0
-        while done < len(items):
+        written = None
+        while index is not None:
             done += index.put_many(items, done)
-            if done < len(items):
-                index = self._writable(items[done][2])
-        index.write_header()
-
-    def _put(self, index: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
-        if not index.put_key(key, phy_offset, store_timestamp):
-            index = self._writable(store_timestamp)
-            index.put_key(key, phy_offset, store_timestamp)
-        return index
+            written = index
+            if done >= len(items):
+                break
+            index = self._writable(items[done][2], len(items) - done)
+        if done < len(items):
+            self._missed(len(items) - done)
+        if written is not None:
+            written.write_header()
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """Commit-log offsets (newest first) of messages indexed under ``topic#key`` and stored

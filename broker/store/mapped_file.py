@@ -10,10 +10,22 @@ its own: closing a file releases our view and *tries* to unmap; if slices are st
 the unmap is left to the garbage collector (the slices hold the mmap object), so deleting or
 closing a file never breaks a reader and never raises.
 
-Every file is **allocated for real** before it is mapped (``posix_fallocate``; zeroing a range
-keeps its blocks): a write through a mapping into a page the filesystem has no block for
-kills the process with SIGBUS when the disk is full, so no mapped page may ever be a hole.
+Files are **sparse, with their blocks reserved ahead of the writes**: a file is made at its full
+size without blocks (``ftruncate``), so its disk use follows the data, and before anything is
+written through the mapping the bytes it lands in get real blocks (:meth:`MappedFile.ensure`, a
+bounded stretch ahead of the write position). A write through a mapping into a page the
+filesystem has no block for kills the process with SIGBUS when the disk is full, so no mapped
+byte is ever written before its blocks are reserved; ``reserved`` is how far that holds.
+
+Reserving means *writing zeros* with ``pwrite`` (:func:`reserve`), not ``posix_fallocate``: a
+write through a mapping into fallocated (unwritten) extents can still need new blocks when the
+kernel converts them (ext4 on a nearly full disk takes that path in its page-fault handler, seen
+as SIGBUS here), while a region written with ``pwrite`` has its blocks, or the filesystem's
+promise of them, before the call returns, and the call says ENOSPC when there are none. Zeros
+are only ever written where no data is (at or past a file's write position), and the
+commit-log worker that reserves ahead never works on a stretch the loop may write meanwhile.
 No room is :class:`DiskFullError`, never suppressed; the store turns it into refused puts.
+Reads of the unreserved rest see zeros (holes), which recovery never takes for data.
 """
 
 from __future__ import annotations
@@ -54,7 +66,6 @@ class DiskFullError(StoreError):
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
-_FALLOC_FL_ZERO_RANGE = 0x10
 
 
 def _libc_fallocate() -> object | None:
@@ -87,41 +98,85 @@ def check_space(directory: Path, size: int) -> None:
         raise DiskFullError(directory, size, f"{free} bytes free")
 
 
+_ZEROS = memoryview(bytes(1 << 20))
+
+
 def reserve(fd: int, offset: int, length: int, path: Path) -> None:
-    """Give ``[offset, offset + length)`` of the file real blocks (zeros where it had none)."""
-    if length <= 0:
-        return
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as exc:
-        if exc.errno in _NO_SPACE:
-            raise DiskFullError(path, length, os.strerror(exc.errno)) from None
-        raise
+    """Give ``[offset, offset + length)`` of the file blocks by writing zeros there, so that
+    writes through a mapping never need new ones. Only for a range that holds no data.
+    :class:`DiskFullError` when the disk has no room (part of the range may be zeroed then)."""
+    end = offset + length
+    while offset < end:
+        chunk = _ZEROS[: min(end - offset, len(_ZEROS))]
+        try:
+            written = os.pwrite(fd, chunk, offset)
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise DiskFullError(path, end - offset, os.strerror(exc.errno)) from None
+            raise
+        if written <= 0:
+            raise DiskFullError(path, end - offset, "nothing written")
+        offset += written
 
 
-def is_sparse(fd: int, size: int) -> bool:
-    """Whether the file has fewer allocated blocks than ``size`` bytes need."""
-    return os.fstat(fd).st_blocks * 512 < size - size % 4096
+def fill_holes(fd: int, begin: int, end: int, path: Path) -> None:
+    """:func:`reserve` the holes of ``[begin, end)`` and leave the data as it is: for a file
+    whose region may hold data anywhere (an index file's slots). Where the filesystem cannot
+    tell holes from data, its blocks are allocated instead (``posix_fallocate``)."""
+    pos = begin
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                data = end  # no data past pos
+            else:
+                try:
+                    os.posix_fallocate(fd, begin, end - begin)
+                except OSError as failure:
+                    if failure.errno in _NO_SPACE:
+                        raise DiskFullError(path, end - begin, os.strerror(failure.errno)) from None
+                    raise
+                return
+        if data > pos:
+            reserve(fd, pos, min(data, end) - pos, path)
+        if data >= end:
+            return
+        try:
+            pos = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError:
+            return
 
 
-def zero_range(fd: int, offset: int, length: int, path: Path) -> None:
-    """Make ``[offset, offset + length)`` read as zeros and keep it allocated: stale bytes
-    past a recovered end must never look like data, and a hole there could SIGBUS a later
-    write on a full disk."""
-    if length <= 0:
+def page_floor(offset: int) -> int:
+    return offset - offset % OS_PAGE_SIZE
+
+
+def page_ceil(offset: int) -> int:
+    return offset + -offset % OS_PAGE_SIZE
+
+
+def growth_step(written: int, least: int, most: int) -> int:
+    """How far ahead of the write position a file with ``written`` bytes reserves: half of what
+    it holds (so the slack never exceeds half the data), within [``least``, ``most``]."""
+    half = page_floor(written // 2)
+    return least if half < least else most if half > most else half
+
+
+def release_tail(fd: int, offset: int, path: Path) -> None:
+    """Make ``[offset, end of file)`` read as zeros and give its whole blocks back (a hole):
+    stale bytes past a recovered end must never look like data, and the space is the data's
+    only. A partial block at ``offset`` keeps its block (punching zeroes it in place)."""
+    size = os.fstat(fd).st_size
+    if offset >= size:
         return
     if _fallocate is not None:
         fallocate = _fallocate
-        if fallocate(fd, _FALLOC_FL_ZERO_RANGE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:  # type: ignore[operator]
+        if fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, size - offset) == 0:  # type: ignore[operator]
             return
-        if fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:  # type: ignore[operator]
-            reserve(fd, offset, length, path)
-            return
-    # Neither mode: cut and regrow (a hole), then allocate the hole again.
-    size = os.fstat(fd).st_size
+    # No hole punching here: cut and regrow (the same hole, by truncation).
     os.ftruncate(fd, offset)
     os.ftruncate(fd, size)
-    reserve(fd, offset, size - offset, path)
 
 
 def file_name(offset: int) -> str:
@@ -129,14 +184,19 @@ def file_name(offset: int) -> str:
 
 
 class MappedFile:
-    """One file of a log, mapped in full. ``wrote`` is the write position inside the file.
+    """One file of a log, mapped in full. ``wrote`` is the write position inside the file;
+    ``reserved`` how far from the start its pages have blocks for certain (page-aligned, or the
+    file size): writers call :meth:`ensure` before they write past it.
+
+    ``reserved`` is at least ``wrote`` once a file is in use (recovery sets both for a loaded
+    file's end; the earlier files of a log are never written again).
 
     ``fd`` is -1 for files that do not keep a descriptor: CPython's mmap holds a duplicate of
     its own, so a store with thousands of consume-queue files would otherwise use two each.
-    They reopen by path for the rare call that needs one (a flush, a recovery cut).
+    They reopen by path for the rare call that needs one (a flush, a reservation, a recovery cut).
     """
 
-    __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "dir_synced", "closed")
+    __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "reserved", "dir_synced", "closed")
 
     def __init__(self, path: Path, start: int, size: int, fd: int, mm: mmap.mmap) -> None:
         self.path = path
@@ -146,6 +206,7 @@ class MappedFile:
         self.mm = mm
         self.view = memoryview(mm)
         self.wrote = 0
+        self.reserved = 0
         #: Whether the directory entry of this file is known to be on disk.
         self.dir_synced = False
         self.closed = False
@@ -154,9 +215,8 @@ class MappedFile:
     def open(
         cls, path: Path, start: int, size: int, *, create: bool = False, keep_fd: bool = True
     ) -> MappedFile:
-        """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros. A file
-        with holes (cut short, or made by an older version) gets its blocks first; on a full
-        disk that raises :class:`DiskFullError` (see :meth:`MappedFileQueue.load`)."""
+        """Map ``path``; a missing tail (a new file, or one cut short) reads as zeros. Nothing
+        is reserved: the first :meth:`ensure` reserves from the write position on."""
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
@@ -166,8 +226,6 @@ class MappedFile:
                 if not create:
                     log.warning("%s has %d bytes of %d; the rest reads as zeros", path, actual, size)
                 os.ftruncate(fd, size)
-            if create or is_sparse(fd, size):
-                reserve(fd, 0, size, path)
             mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -192,6 +250,29 @@ class MappedFile:
     def full(self) -> bool:
         return self.wrote >= self.size
 
+    def ensure(self, end: int, ahead: int) -> None:
+        """Make sure the bytes up to ``end`` (a position in this file) have blocks, reserving
+        ``ahead`` bytes more while at it, so that the next writes find them there (blocking:
+        :func:`reserve`). :class:`DiskFullError` when the disk has no room; ``reserved`` stays
+        as it was then."""
+        if end <= self.reserved:
+            return
+        # Written from the write position on only: below it lies data, which has its blocks.
+        begin = max(self.reserved, self.wrote)
+        target = min(self.size, page_ceil(end + ahead))
+        fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDWR)
+        try:
+            try:
+                reserve(fd, begin, target - begin, self.path)
+            except DiskFullError:
+                # The stretch ahead is a convenience; the bytes about to be written are not.
+                target = min(self.size, page_ceil(end))
+                reserve(fd, begin, target - begin, self.path)
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+        self.reserved = target
+
     def sync(self) -> None:
         """Blocking: force this file's written pages (also those written through the mapping,
         which share the page cache) and, once, its directory entry to disk."""
@@ -215,15 +296,23 @@ class MappedFile:
             sync_directory(self.path.parent)
             self.dir_synced = True
 
-    def zero_from(self, pos: int) -> None:
-        """Make ``[pos, size)`` read as zeros, keeping its blocks, so stale bytes past a
-        recovered end can never be mistaken for data later."""
+    def zero_from(self, pos: int, *, keep_blocks: bool = False) -> None:
+        """Make ``[pos, size)`` read as zeros, so stale bytes past a recovered end can never be
+        mistaken for data later, and give its blocks back (the next writes reserve again);
+        ``pos`` becomes the reservation mark (below it lies data, with its blocks). With
+        ``keep_blocks`` the data between ``pos`` and the write position is zeroed in place and
+        keeps its blocks (and the mark stays there): entries about to be written again then
+        need no new space, which matters when recovery runs on a full disk."""
+        keep = self.wrote if keep_blocks and pos < self.wrote <= self.size else pos
         fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDWR)
         try:
-            zero_range(fd, pos, self.size - pos, self.path)
+            if keep > pos:
+                reserve(fd, pos, keep - pos, self.path)  # zeros over data: no new blocks
+            release_tail(fd, keep, self.path)
         finally:
             if fd != self.fd:
                 os.close(fd)
+        self.reserved = keep
 
     def close(self) -> None:
         """Release our view and unmap, unless readers still hold slices (then the mapping goes
@@ -245,7 +334,7 @@ class MappedFile:
             os.unlink(self.path)
 
     def __repr__(self) -> str:
-        return f"<MappedFile {self.path.name} wrote={self.wrote}>"
+        return f"<MappedFile {self.path.name} wrote={self.wrote} reserved={self.reserved}>"
 
 
 def sync_directory(directory: Path) -> None:
@@ -256,20 +345,34 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def allocate(directory: Path, start: int, size: int, *, keep_fd: bool = True) -> MappedFile:
-    """Blocking: create the file for ``start`` under a temporary name, reserve its blocks, map it.
-    :meth:`MappedFileQueue.adopt` renames it into place. :class:`DiskFullError` when the
-    disk cannot hold it (checked first, so a doomed allocation does not eat the last blocks)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    check_space(directory, size)
-    # Named per thread: the preallocating worker and the loop may both be making this file.
+def allocate(
+    directory: Path, start: int, size: int, *, reserve_first: int, keep_fd: bool = True
+) -> MappedFile:
+    """Blocking: create the (sparse) file for ``start`` under a temporary name, reserve its
+    first ``reserve_first`` bytes, map it. :meth:`MappedFileQueue.adopt` renames it into place.
+    :class:`DiskFullError` when the disk cannot hold that much (checked first, so a doomed
+    allocation does not eat the last blocks), or no directory entry can be made."""
+    first = min(size, page_ceil(reserve_first))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(directory, OS_PAGE_SIZE, os.strerror(exc.errno)) from None
+        raise
+    check_space(directory, first)
+    # Named per thread: the preparing worker and the loop may both be making this file.
     path = directory / f"{file_name(start)}.{threading.get_ident()}{ALLOC_SUFFIX}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(path, OS_PAGE_SIZE, os.strerror(exc.errno)) from None
+        raise
     try:
         os.ftruncate(fd, size)
-        reserve(fd, 0, size, path)
+        reserve(fd, 0, first, path)
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except BaseException:
         os.close(fd)
@@ -279,7 +382,9 @@ def allocate(directory: Path, start: int, size: int, *, keep_fd: bool = True) ->
     if not keep_fd:
         os.close(fd)
         fd = -1
-    return MappedFile(path, start, size, fd, mm)
+    mapped = MappedFile(path, start, size, fd, mm)
+    mapped.reserved = first
+    return mapped
 
 
 def destroy_allocated(future: concurrent.futures.Future[MappedFile]) -> None:
@@ -372,10 +477,13 @@ class MappedFileQueue:
 
     # -- growth ------------------------------------------------------------------------------
 
-    def create(self, start: int) -> MappedFile:
-        """Create (allocated, under a temporary name until complete) and append the file
-        starting at ``start``; :class:`DiskFullError` when there is no room for it."""
-        mapped = allocate(self.directory, start, self.file_size, keep_fd=self.keep_fds)
+    def create(self, start: int, reserve_first: int = 0) -> MappedFile:
+        """Create (sparse, under a temporary name until complete) and append the file starting
+        at ``start`` with its first ``reserve_first`` bytes reserved; :class:`DiskFullError`
+        when there is no room for them."""
+        mapped = allocate(
+            self.directory, start, self.file_size, reserve_first=reserve_first, keep_fd=self.keep_fds
+        )
         self.adopt(mapped)
         return mapped
 
@@ -388,9 +496,10 @@ class MappedFileQueue:
 
     # -- shrinking ---------------------------------------------------------------------------
 
-    def truncate(self, offset: int) -> list[MappedFile]:
-        """Make ``offset`` the end of the log: the file holding it is zeroed from there and files
-        after it are removed from the queue (returned, for the caller to destroy)."""
+    def truncate(self, offset: int, *, keep_blocks: bool = False) -> list[MappedFile]:
+        """Make ``offset`` the end of the log: the file holding it is zeroed from there (with
+        ``keep_blocks``, see :meth:`MappedFile.zero_from`) and files after it are removed from
+        the queue (returned, for the caller to destroy)."""
         self.truncations += 1
         removed = []
         while self.files and self.files[-1].start > offset:
@@ -399,7 +508,9 @@ class MappedFileQueue:
         if last is not None:
             pos = offset - last.start
             if pos < last.size:
-                last.zero_from(pos)
+                last.zero_from(pos, keep_blocks=keep_blocks)
+            else:
+                last.reserved = last.size
             last.wrote = min(pos, last.size)
         self.flushed_where = min(self.flushed_where, offset)
         return removed

@@ -1,15 +1,21 @@
 """Retention: deleting old commit-log files, then what pointed into them.
 
-Every ``cleanResourceInterval`` (10 s) commit-log files (never the last) whose last write is
-older than ``fileReservedTime`` hours are deleted, at most ten per round, when the hour is one
-of ``deleteWhen``, or when the disk holding the commit log is more than
-``diskMaxUsedSpaceRatio`` percent full. Above ``diskSpaceCleanForciblyRatio`` files go even
-before they expire (forced clean-up), but only files whose messages every subscribed group has
-consumed, unless ``cleanFileForciblyEnable`` (our default false; Apache's true) says to delete
-them anyway. Whenever a deletion takes messages a group had not consumed yet, each group's
-lost offsets are logged and counted (``StoreStats.unconsumed_deleted``). Above
-``diskSpaceWarningLevelRatio`` the store refuses new messages until space is back (the store's
-own disk watch decides that, within a second; see :meth:`MessageStore.check_disk`).
+The rule, checked every ``cleanResourceInterval`` (10 s):
+
+* A commit-log file (never the last) is deleted once its last write is older than
+  ``fileReservedTime`` hours, at a ``deleteWhen`` hour, or at any hour while the disk holding the
+  commit log is more than ``diskMaxUsedSpaceRatio`` percent full; at most ten per round.
+* Disk pressure alone never deletes a file younger than that unless the operator enabled forced
+  clean-up (``cleanFileForciblyEnable``, our default false; Apache's true): past
+  ``diskSpaceCleanForciblyRatio`` unexpired files then go too, oldest first. With it off the disk
+  fills instead, and past ``diskSpaceWarningLevelRatio`` the store refuses new messages until
+  space is back (its own disk watch decides that, within a second; see
+  :meth:`MessageStore.check_disk`); this round says so in the log, once a minute.
+* Whenever a deletion takes messages that some consumer group, or no group at all, has not
+  consumed yet, each topic-queue's lost offsets are logged (topic, queue, offset range, count,
+  the groups behind) and counted per topic (``StoreStats.unconsumed_deleted_by_topic``, the
+  broker's metrics): at WARNING, except for expired messages of a topic no group reads, whose
+  deletion is retention doing its job (INFO).
 
 After commit-log files go, consume-queue files whose entries all point below the new
 commit-log minimum are deleted (never a queue's last file), each queue's minimum offset moves
@@ -60,6 +66,7 @@ class Destroyable(Protocol):
 class DiskStats(Protocol):
     disk_used_ratio: float
     unconsumed_deleted: int
+    unconsumed_deleted_by_topic: dict[str, int]
 
 
 class MessageStore(Protocol):
@@ -88,23 +95,34 @@ class RetentionState:
     disk_ratio: float = -1.0
     deleted_files: int = 0
     rounds: int = 0
-    #: Forced clean-up rounds that kept a file because of unconsumed messages.
+    #: Rounds past ``diskSpaceCleanForciblyRatio`` that deleted nothing unexpired because forced
+    #: clean-up is off.
     spared_rounds: int = 0
 
 
-class Loss(NamedTuple):
-    """Messages of one group's queue that a deletion takes before they were consumed:
-    queue offsets [first, end)."""
+#: Who had not consumed lost messages: no group reads the topic at all.
+NO_GROUP = "(no consumer group)"
+#: Loss lines logged per deleted file; the rest are summed up in one more line.
+_LOSS_LINES = 20
 
-    group: str
+
+class Loss(NamedTuple):
+    """Messages of one topic-queue that a deletion took before some group (or, with
+    ``groups`` empty, any group) consumed them: queue offsets [first, end)."""
+
     topic: str
     queue_id: int
     first: int
     end: int
+    groups: tuple[str, ...]
 
     @property
     def lost(self) -> int:
         return self.end - self.first
+
+    @property
+    def who(self) -> str:
+        return ", ".join(self.groups) if self.groups else NO_GROUP
 
 
 class Retention:
@@ -143,23 +161,21 @@ class Retention:
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         hour = time.localtime(now / 1000).tm_hour
         space_full = ratio > config.disk_max_used_space_ratio / 100
-        forcibly = ratio > config.disk_space_clean_forcibly_ratio
+        pressed = ratio > config.disk_space_clean_forcibly_ratio
+        forcibly = pressed and config.clean_file_forcibly_enable
         if not (hour in config.delete_hours or space_full or forcibly):
+            if pressed:
+                self._log_spared(ratio)
             return 0
-        return self.delete_commit_log_files(
-            now,
-            immediately=forcibly,
-            limit=DELETE_FILES_BATCH_MAX,
-            spare_unconsumed=forcibly and not config.clean_file_forcibly_enable,
-        )
+        deleted = self.delete_commit_log_files(now, immediately=forcibly, limit=DELETE_FILES_BATCH_MAX)
+        if pressed and not forcibly:
+            self._log_spared(ratio)
+        return deleted
 
-    def delete_commit_log_files(
-        self, now_ms: int, *, immediately: bool, limit: int | None = None, spare_unconsumed: bool = False
-    ) -> int:
+    def delete_commit_log_files(self, now_ms: int, *, immediately: bool, limit: int | None = None) -> int:
         """Delete expired (or, ``immediately``, all) commit-log files but the last, oldest first
-        and stopping at the first one kept; then clean what pointed into them. With
-        ``spare_unconsumed``, an unexpired file holding messages a subscribed group has not
-        consumed yet is kept (and so is everything after it)."""
+        and stopping at the first one kept; then clean what pointed into them. Messages taken
+        before their time or before they were consumed are logged and counted."""
         store = self.store
         queue = store.commit_log.queue
         reserved_ms = store.config.file_reserved_time * _HOUR_MS
@@ -174,9 +190,6 @@ class Retention:
             if not expired and not immediately:
                 break
             losses = self.unconsumed_in(first.start, first.end)
-            if losses and not expired and spare_unconsumed:
-                self._log_spared(first.start, first.end, losses)
-                break
             queue.files.pop(0)
             store.discard(first)
             deleted += 1
@@ -191,66 +204,88 @@ class Retention:
         return deleted
 
     def unconsumed_in(self, start: int, end: int) -> list[Loss]:
-        """What each subscribed group would lose with the commit-log range [start, end): for
-        each (group, topic, queue) whose next message to consume is stored below ``end``, the
-        queue offsets of its unconsumed messages stored in that range."""
+        """What deleting the commit-log range [start, end) would take before it was consumed:
+        for each topic-queue with messages stored there, those at or past the next offset of
+        the group furthest behind on it, or all of them when no group reads the topic."""
         store = self.store
+        behind: dict[tuple[str, int], list[tuple[int, str]]] = {}
         progress = store.consumer_progress
-        if progress is None:
-            return []
+        if progress is not None:
+            for group, topic, queue_id, offset in progress():
+                behind.setdefault((topic, queue_id), []).append((offset, group))
         losses = []
-        for group, topic, queue_id, offset in progress():
-            cq = store.consume_queue(topic, queue_id)
-            if cq is None or offset >= cq.max_offset:
+        for cq in store.consume_queues():
+            first = max(cq.min_offset, cq.first_at_or_past(start))
+            upto = cq.first_at_or_past(end)
+            if first >= upto:
                 continue
-            offset = max(offset, cq.min_offset, cq.first_at_or_past(start))
-            entry = cq.entry(offset)
+            entry = cq.entry(first)
             if entry is None or entry[1] == BLANK_SIZE or entry[0] >= end:
                 continue
-            upto = cq.first_at_or_past(end)
-            if upto > offset:
-                losses.append(Loss(group, topic, queue_id, offset, upto))
+            readers = behind.get((cq.topic, cq.queue_id))
+            if readers is None:
+                losses.append(Loss(cq.topic, cq.queue_id, first, upto, ()))
+                continue
+            lagging = sorted((offset, group) for offset, group in readers if offset < upto)
+            if lagging:
+                losses.append(
+                    Loss(cq.topic, cq.queue_id, max(first, lagging[0][0]), upto, tuple(g for _, g in lagging))
+                )
         return losses
 
-    def _log_spared(self, start: int, end: int, losses: list[Loss]) -> None:
-        now = time.monotonic()
+    def _log_spared(self, ratio: float) -> None:
         self.state.spared_rounds += 1
+        now = time.monotonic()
         if now - self._last_spared_log < 60:
             return
         self._last_spared_log = now
-        first = losses[0]
+        config = self.store.config
         log.warning(
-            "disk past diskSpaceCleanForciblyRatio, but commit-log file [%d, %d) holds %d messages "
-            "not yet consumed (e.g. group %s, %s queue %d offsets [%d, %d)) in %d group queue(s); "
-            "it is kept (cleanFileForciblyEnable=false), so puts may be refused once the disk fills",
-            start,
-            end,
-            sum(loss.lost for loss in losses),
-            first.group,
-            first.topic,
-            first.queue_id,
-            first.first,
-            first.end,
-            len(losses),
+            "the commit-log disk is %.1f%% full (past diskSpaceCleanForciblyRatio %.0f%%), but no "
+            "commit-log file younger than fileReservedTime (%d h) is deleted: cleanFileForciblyEnable "
+            "is false, so new messages will be refused past diskSpaceWarningLevelRatio (%.0f%%) until "
+            "space is freed",
+            ratio * 100,
+            config.disk_space_clean_forcibly_ratio * 100,
+            config.file_reserved_time,
+            config.disk_space_warning_level_ratio * 100,
         )
 
     def _log_losses(self, start: int, end: int, losses: list[Loss], expired: bool) -> None:
-        why = "expired" if expired else "forced clean-up"
-        for loss in losses:
-            log.error(
-                "%s deleted commit-log file [%d, %d): group %s lost %s queue %d offsets [%d, %d) "
-                "(%d messages never consumed)",
+        why = "expired (fileReservedTime)" if expired else "forced clean-up (cleanFileForciblyEnable)"
+        stats = self.store.stats
+        by_topic = stats.unconsumed_deleted_by_topic
+        for i, loss in enumerate(losses):
+            stats.unconsumed_deleted += loss.lost
+            by_topic[loss.topic] = by_topic.get(loss.topic, 0) + loss.lost
+            if i < _LOSS_LINES:
+                # Expiry of what no group reads is retention doing its job; anything else is a loss.
+                log.log(
+                    logging.INFO if expired and not loss.groups else logging.WARNING,
+                    "%s deleted commit-log file [%d, %d) with %d message(s) not yet consumed: "
+                    "topic %s queue %d offsets [%d, %d), behind: %s",
+                    why,
+                    start,
+                    end,
+                    loss.lost,
+                    loss.topic,
+                    loss.queue_id,
+                    loss.first,
+                    loss.end,
+                    loss.who,
+                )
+        if len(losses) > _LOSS_LINES:
+            rest = losses[_LOSS_LINES:]
+            log.warning(
+                "%s deleted commit-log file [%d, %d): %d more topic-queue(s) lost %d message(s) not "
+                "yet consumed (topics %s)",
                 why,
                 start,
                 end,
-                loss.group,
-                loss.topic,
-                loss.queue_id,
-                loss.first,
-                loss.end,
-                loss.lost,
+                len(rest),
+                sum(loss.lost for loss in rest),
+                ", ".join(sorted({loss.topic for loss in rest})[:10]),
             )
-            self.store.stats.unconsumed_deleted += loss.lost
 
     def clean_derived(self) -> None:
         """Consume-queue and index clean-up after the commit-log minimum moved."""

@@ -102,20 +102,42 @@ class FaultProxy:
             await self._server.wait_closed()
 
 
-def loop_mount_available() -> bool:
-    return os.geteuid() == 0 and shutil.which("mkfs.ext4") is not None and shutil.which("mount") is not None
+#: How each filesystem the tests use is made on an image file.
+MKFS = {
+    "ext4": ["mkfs.ext4", "-q", "-F", "-m", "0"],
+    "xfs": ["mkfs.xfs", "-q", "-f"],
+}
+#: mkfs.xfs refuses filesystems under 300 MB unless told it runs for fstests (all three set),
+#: which is what these small test volumes are.
+_XFS_SMALL = {"TEST_DIR": "/tmp", "TEST_DEV": "/dev/null", "QA_CHECK_FS": "1"}
+
+
+def loop_mount_missing(fs: str = "ext4") -> str:
+    """Why a loop-mounted ``fs`` cannot be made here ("" when it can)."""
+    if os.geteuid() != 0:
+        return "loop mounts need root"
+    for tool in (MKFS[fs][0], "mount", "losetup"):
+        if shutil.which(tool) is None:
+            package = "xfsprogs" if tool == "mkfs.xfs" else "e2fsprogs/mount"
+            return f"{tool} is missing (Debian package {package}; make test installs it)"
+    return ""
+
+
+def loop_mount_available(fs: str = "ext4") -> bool:
+    return not loop_mount_missing(fs)
 
 
 @contextlib.contextmanager
-def loop_filesystem(where: Path, size_mb: int) -> Iterator[Path]:
-    """A fresh ext4 filesystem of ``size_mb`` MiB (no root reserve), mounted at
-    ``where/mnt`` for the duration; unmounted and removed afterwards, whatever happens."""
+def loop_filesystem(where: Path, size_mb: int, fs: str = "ext4") -> Iterator[Path]:
+    """A fresh ``fs`` (ext4 or xfs) filesystem of ``size_mb`` MiB (no root reserve), mounted
+    at ``where/mnt`` for the duration; unmounted and removed afterwards, whatever happens."""
     image = where / "disk.img"
     mount_point = where / "mnt"
     mount_point.mkdir(parents=True, exist_ok=True)
     with open(image, "wb") as f:
         f.truncate(size_mb << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    env = {**os.environ, **_XFS_SMALL} if fs == "xfs" else None
+    subprocess.run([*MKFS[fs], str(image)], check=True, env=env)
     subprocess.run(["mount", "-o", "loop", str(image), str(mount_point)], check=True)
     try:
         yield mount_point

@@ -25,8 +25,8 @@ def crash_config(root: Path, **overrides: object) -> StoreConfig:
     return small_config(
         root,
         flushDiskType=FlushDiskType.SYNC_FLUSH,
-        mappedFileSizeCommitLog=256 * 1024,
-        mappedFileSizeConsumeQueue=200 * 20,
+        mappedFileSizeCommitLog=512 * 1024,
+        mappedFileSizeConsumeQueue=2000 * 20,
         maxIndexNum=2000,
         maxHashSlotNum=500,
         flushIntervalConsumeQueue=50,
@@ -36,6 +36,9 @@ def crash_config(root: Path, **overrides: object) -> StoreConfig:
 
 async def main(root: Path, seed: int, out: Connection) -> None:
     store = MessageStore(crash_config(root), store_host=STORE_HOST)
+    # Blocks reserved a short stretch ahead, so every kill leaves files whose tails are holes
+    # (and consume-queue files that are mostly holes): recovery must find the true end of each.
+    store.commit_log.ahead = 16 * 1024
     await store.start()
     counters = [store.get_max_offset("Crash", q) for q in range(QUEUES)]
     base = sum(counters) * 1000 + seed * 1_000_000_000

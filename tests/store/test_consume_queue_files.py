@@ -23,17 +23,18 @@ PER_FILE = 50
 
 
 def record_allocations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, threading.Thread]]:
-    """(consume-queue file path, thread) of every consume-queue file allocated from now on."""
+    """(consume-queue file path, thread) of every block reservation in a consume-queue file
+    from now on (the store reserves by writing zeros; a file of 50 entries takes one)."""
     calls: list[tuple[str, threading.Thread]] = []
-    real = os.posix_fallocate
+    real = os.pwrite
 
-    def fallocate(fd: int, offset: int, length: int) -> None:
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
         path = os.readlink(f"/proc/self/fd/{fd}")
         if "consumequeue" in path:
             calls.append((path, threading.current_thread()))
-        real(fd, offset, length)
+        return real(fd, data, offset)
 
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(os, "pwrite", pwrite)
     return calls
 
 

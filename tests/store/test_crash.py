@@ -1,9 +1,11 @@
 """Durability under kill -9: a child process appends with SYNC_FLUSH and reports each message
 the store acknowledged; the parent kills it at a random moment, then reopens the store and
 checks that every acknowledged message is there, intact, at its queue offset, that consume
-queues agree with the commit log, and that the index finds them. Each store directory lives
-through several kills, so later children recover what earlier kills left (every other round
-the parent verifies a copy, leaving the abnormal recovery to the next child)."""
+queues agree with the commit log, and that the index finds them. The files are sparse, their
+blocks reserved a short stretch ahead of the writes, so the tails recovery reads are holes.
+Each store directory lives through several kills, so later children recover what earlier
+kills left (every other round the parent verifies a copy, leaving the abnormal recovery to the
+next child)."""
 
 from __future__ import annotations
 

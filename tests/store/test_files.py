@@ -76,11 +76,14 @@ def test_truncate_zeroes_the_tail(tmp_path: Path) -> None:
 
 
 def test_allocate_then_adopt(tmp_path: Path) -> None:
-    queue = MappedFileQueue(tmp_path, 8192)
-    mapped = allocate(tmp_path, 8192, 8192)
+    queue = MappedFileQueue(tmp_path, 64 * 1024)
+    mapped = allocate(tmp_path, 64 * 1024, 64 * 1024, reserve_first=100)
     assert mapped.path.name.endswith(".alloc")
     queue.adopt(mapped)
-    assert mapped.path.name == file_name(8192) and mapped.path.stat().st_size == 8192
+    assert mapped.path.name == file_name(64 * 1024) and mapped.path.stat().st_size == 64 * 1024
+    # Sparse: the first page has its blocks, the rest of the file none yet.
+    assert mapped.reserved == 4096
+    assert mapped.path.stat().st_blocks * 512 <= 8192
     queue.close()
 
 

@@ -35,8 +35,8 @@ class DiskCall:
 
 @dataclass
 class Disk:
-    """Records fsync-like calls (with the file they hit) and can make the commit log's syncs
-    slow or stall."""
+    """Records fsync-like calls and reservations (pwrite) with the file they hit, and can make
+    the commit log's syncs slow or stall."""
 
     calls: list[DiskCall] = field(default_factory=list)
     delay: float = 0.0
@@ -49,7 +49,7 @@ class Disk:
             except OSError:
                 path = "?"
             self.calls.append(DiskCall(name, path, threading.current_thread(), time.monotonic()))
-            if "commitlog" in path and name != "posix_fallocate":
+            if "commitlog" in path and name != "pwrite":
                 if self.stall is not None:
                     self.stall.wait(10)
                 if self.delay:
@@ -65,7 +65,7 @@ class Disk:
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     recorder = Disk()
-    for name in ("fdatasync", "fsync", "posix_fallocate"):
+    for name in ("fdatasync", "fsync", "pwrite"):
         monkeypatch.setattr(os, name, recorder.wrap(name, getattr(os, name)))
     # The group commit's syncs must go through ``os`` to be seen (and stalled): its Python
     # thread does; the compiled one calls fdatasync(2) itself. So the flusher's tests here run
@@ -338,11 +338,11 @@ async def test_no_disk_sync_on_the_event_loop(tmp_path: Path, disk: Disk, mode: 
     async with running(config) as store:
         assert store.put_message(make_message(n=1)).ok
     names = {c.name for c in disk.calls}
-    assert {"fdatasync", "fsync", "posix_fallocate"} <= names
-    # Allocation is not a sync: consume-queue and index files are allocated where a put needs
-    # them, and a commit-log file too when the one prepared ahead is not ready yet (an extent
-    # map, a millisecond or so, no data written). No fsync or fdatasync ever runs on the loop.
-    on_loop = [c for c in disk.calls if c.thread is loop_thread and c.name != "posix_fallocate"]
+    assert {"fdatasync", "fsync", "pwrite"} <= names
+    # Reserving blocks is not a sync: zeros written into the page cache where a put is about
+    # to write (consume-queue and index entries, and the commit log when the stretch reserved
+    # ahead is not there yet). No fsync or fdatasync ever runs on the loop.
+    on_loop = [c for c in disk.calls if c.thread is loop_thread and c.name != "pwrite"]
     assert on_loop == []
 
 

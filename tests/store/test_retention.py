@@ -90,7 +90,12 @@ async def test_periodic_round_rules(tmp_path: Path) -> None:
         config.disk_max_used_space_ratio = 0  # "disk full": any hour
         assert await store.clean_once(at_hour(5)) == 2
         assert await store.clean_once(at_hour(5)) == 0  # nothing else expired
-        config.disk_space_clean_forcibly_ratio = 0.0  # past the forcible ratio: expired or not
+        files = len(store.commit_log.queue.files)
+        # Past the forcible ratio nothing unexpired goes, unless forced clean-up is enabled.
+        config.disk_space_clean_forcibly_ratio = 0.0
+        assert await store.clean_once(at_hour(5)) == 0
+        assert len(store.commit_log.queue.files) == files > 1
+        config.clean_file_forcibly_enable = True
         assert await store.clean_once(at_hour(5)) >= 1
         assert len(store.commit_log.queue.files) == 1
 
