@@ -41,7 +41,8 @@ from .mapped_file import (
     allocate,
     destroy_allocated,
     page_ceil,
-    reserve,
+    populating,
+    reserve_mapped,
 )
 from .messages import PutStatus, StoreMessage
 
@@ -75,15 +76,11 @@ def _host_layout(sys_flag: int) -> tuple[int, int]:
 _encode_records = _compiled.encode_records if _compiled is not None else None
 #: Its refusals, by the code it returns them as.
 _ENCODE_STATUSES = {1: PutStatus.MESSAGE_ILLEGAL, 2: PutStatus.PROPERTIES_SIZE_EXCEEDED}
-#: Faults in mapped pages off the loop, when the compiled codecs are active (pure Python has no
-#: way to do it without holding the GIL, so there the appends take the faults themselves).
-_populate_write = _compiled.populate_write if _compiled is not None else None
-#: How far past the end of the log the worker keeps the current file's blocks reserved (and,
-#: with the compiled codecs, its pages faulted in), and how close the end may come to that mark
-#: before the next stretch is asked for. The reservation is what makes writing through the
-#: mapping safe on a full disk (mapped_file); it also bounds the file's slack to this much. A
-#: first write to a page of a fresh file costs a fault (0.5-8 µs: bench/page_touch.py) that
-#: would otherwise be taken on the event loop, one per 4 KiB written.
+#: How far past the end of the log the worker keeps the current file's blocks reserved (with the
+#: compiled codecs by faulting its pages in: mapped_file.reserve_mapped). The reservation is what
+#: makes writing through the mapping safe on a full disk; it also bounds the file's slack to this
+#: much. A first write to a page of a fresh file costs a fault (0.5-8 µs: bench/page_touch.py)
+#: that the event loop would otherwise take, one per 4 KiB written.
 AHEAD = 8 << 20
 #: What an append reserves itself when the worker's stretch is not there yet (a new file, or
 #: a worker behind): enough for a burst, the worker reserves the rest.
@@ -142,9 +139,8 @@ class CommitLog:
         self.warmer: concurrent.futures.Executor | None = None
         self._next_file: concurrent.futures.Future[MappedFile] | None = None
         self._next_start = -1
-        #: Bytes reserved ahead of the write position: :data:`AHEAD`, or a whole small file. The
-        #: worker is asked for the next stretch once the end comes within half of it of the mark.
-        self.ahead = min(AHEAD, file_size)
+        self._stretch = self._ahead_low = 0
+        self.ahead = AHEAD
         #: Log offset up to which the worker has been asked to reserve; its last job, the file
         #: it is for, and the log's truncation count when it was asked (a cut since makes its
         #: answer stale).
@@ -154,10 +150,21 @@ class CommitLog:
         self._ahead_cuts = 0
         #: How many times the reservation mark moved on (the store looks at the disk then).
         self.reservations = 0
-        #: Whether the worker also faults the pages in (it stops at the first refusal).
-        self._warming = _populate_write is not None
         #: Why the last append found no room for a new file (the store refuses puts on it).
         self.disk_full: DiskFullError | None = None
+
+    @property
+    def ahead(self) -> int:
+        """Bytes reserved ahead of the write position: :data:`AHEAD`, or a whole small file."""
+        return self._stretch
+
+    @ahead.setter
+    def ahead(self, value: int) -> None:
+        self._stretch = min(value, self.file_size)
+        # The worker is asked for more once the end comes within this much of the mark: a
+        # quarter of the stretch at a time, so a job is short and the appends keep three
+        # quarters of a stretch in hand (they wait for a job only when they catch up with it).
+        self._ahead_low = self._stretch - self._stretch // 4
 
     # -- positions -----------------------------------------------------------------------------
 
@@ -228,7 +235,7 @@ class CommitLog:
         view[first + 8 : first + total] = data[8:]
         view[first : first + 8] = data[:8]
         target.wrote = first + total
-        if target.start + first + total + (self.ahead >> 1) > self._ahead_until:
+        if target.start + first + total + self._ahead_low > self._ahead_until:
             self._ahead(target)
         self.last_store_timestamp = stamps[-1]
         return Appended(start, total, offsets, sizes, stamps, next_queue_offset)
@@ -395,10 +402,10 @@ class CommitLog:
         there: what the worker reserved ahead if it is done, else here and now. False (and
         ``disk_full`` set) when the disk has no room."""
         job = self._ahead_job
-        if job is not None and self._ahead_file is mapped and not job.cancel():
-            # The worker is writing zeros just past the reserved mark (a job it had not begun is
-            # called off): appending there before it is done could put records under its zeros.
-            # It was asked half a stretch ago, so this wait is rare and short.
+        if job is not None and self._ahead_file is mapped and not populating() and not job.cancel():
+            # Without the compiled codecs the worker writes zeros just past the reserved mark (a
+            # job it had not begun is called off): appending there before it is done could put
+            # records under its zeros. (Faulting pages in changes no byte: no wait then.)
             concurrent.futures.wait((job,))
         self._settle_ahead(mapped)
         if end <= mapped.reserved:
@@ -438,8 +445,8 @@ class CommitLog:
             if not self._ahead_job.done():
                 return
             self._settle_ahead(mapped)
-        # From the reserved mark on: the loop writes only below it (and waits for this job
-        # before reserving past it itself), so the zeros never land on a record.
+        # From the reserved mark on: the loop writes only below it (and, where reserving
+        # writes zeros, waits for this job before reserving past it), so no zero lands on a record.
         begin = max(mapped.reserved, mapped.wrote)
         end = min(mapped.size, page_ceil(mapped.wrote + self.ahead))
         self._ahead_until = mapped.start + end
@@ -450,35 +457,19 @@ class CommitLog:
         # The worker gets a descriptor of its own: the file may be closed (deleted) meanwhile,
         # and its number taken by another file.
         fd = os.dup(mapped.fd)
-        self._ahead_job = job = warmer.submit(self._reserve_and_warm, fd, mapped, begin, end)
-        job.add_done_callback(self._warmed)
+        self._ahead_job = job = warmer.submit(self._reserve_ahead, fd, mapped, begin, end)
+        job.add_done_callback(self._reserved_ahead)
 
-    def _reserve_and_warm(self, fd: int, mapped: MappedFile, begin: int, end: int) -> tuple[int, int]:
-        """The worker's job: reserve [begin, end) of ``mapped`` and, if it can, fault the pages
-        in; returns the range reserved (raises if the disk has no room)."""
+    def _reserve_ahead(self, fd: int, mapped: MappedFile, begin: int, end: int) -> tuple[int, int]:
+        """The worker's job: reserve [begin, end) of ``mapped``; returns the range (raises if
+        the disk has no room, ValueError if the file was closed meanwhile)."""
         try:
-            reserve(fd, begin, end - begin, mapped.path)
+            reserve_mapped(mapped.mm, fd, begin, end, mapped.path)
         finally:
             os.close(fd)
-        if self._warming and _populate_write is not None:
-            try:
-                warmed = _populate_write(mapped.mm, begin, end - begin)
-            except ValueError:
-                pass  # its file was closed meanwhile (deleted, or the store stopping)
-            except OSError as error:
-                self._stop_warming(str(error))
-            else:
-                if not warmed:
-                    self._stop_warming("not supported")
         return begin, end
 
-    def _stop_warming(self, why: str) -> None:
-        # Runs on the worker's thread: only a flag is set.
-        if self._warming:
-            self._warming = False
-            log.info("commit log: pages are not faulted in ahead of writes (%s)", why)
-
-    def _warmed(self, job: concurrent.futures.Future[tuple[int, int]]) -> None:
+    def _reserved_ahead(self, job: concurrent.futures.Future[tuple[int, int]]) -> None:
         # Runs on the worker's thread. A refusal is left for the append that needs the space.
         if not job.cancelled() and isinstance(job.exception(), DiskFullError):
             log.debug("commit log: reserving ahead failed: %s", job.exception())
@@ -593,7 +584,7 @@ class CommitLog:
             mapped.wrote += n
             pos += n
         last = queue.last
-        if last is not None and last.start + last.wrote + (self.ahead >> 1) > self._ahead_until:
+        if last is not None and last.start + last.wrote + self._ahead_low > self._ahead_until:
             self._ahead(last)
 
     def complete_records(self, offset: int, max_records: int) -> tuple[MappedFile | None, int, bool]:

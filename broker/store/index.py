@@ -174,7 +174,7 @@ class IndexFile:
         """Reserve blocks for ``keys`` more entries past the count, and a stretch ahead (half
         as many again as the file holds, within [RESERVE_LEAST, RESERVE_MOST] bytes);
         :class:`DiskFullError` when the disk has no room. Blocking: zeros written past the
-        count (and, the first time for a loaded file, into the holes among its slots)."""
+        count, and the first time for a loaded file, into the holes among its slots."""
         count_end = self._entry_pos(self.index_count)
         end = self._entry_pos(min(self.index_num, self.index_count + keys))
         held = end - self._entry_pos(0)
@@ -183,8 +183,8 @@ class IndexFile:
             return
         begin = self.reserved
         if begin < count_end:
-            # A loaded file: its slots may have holes (any key may write any of them), its
-            # entries up to the count are data, which must not be overwritten.
+            # A loaded file: its slots may have holes (any key may write any of them); its
+            # entries up to the count are data, never written again (nor overwritten by zeros).
             fill_holes(self.fd, 0, count_end, self.path)
             begin = count_end
         reserve(self.fd, begin, target - begin, self.path)

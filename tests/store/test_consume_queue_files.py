@@ -23,18 +23,16 @@ PER_FILE = 50
 
 
 def record_allocations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, threading.Thread]]:
-    """(consume-queue file path, thread) of every block reservation in a consume-queue file
-    from now on (the store reserves by writing zeros; a file of 50 entries takes one)."""
+    """(consume-queue file path, thread) of every consume-queue file created from now on."""
     calls: list[tuple[str, threading.Thread]] = []
-    real = os.pwrite
+    real = os.open
 
-    def pwrite(fd: int, data: bytes, offset: int) -> int:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        if "consumequeue" in path:
-            calls.append((path, threading.current_thread()))
-        return real(fd, data, offset)
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT and "consumequeue" in str(path):
+            calls.append((str(path), threading.current_thread()))
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "open", open_)
     return calls
 
 
