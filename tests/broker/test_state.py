@@ -128,6 +128,23 @@ def test_queue_locks_expire_and_belong_to_one_client() -> None:
     assert locks.holder("g", mq) is None
 
 
+def test_a_queue_lock_belongs_to_one_client_id_not_to_its_host() -> None:
+    """Here for the bug of a lock held by any client of the same host: real client ids are
+    ``ip@instance`` (``10.0.0.7@12345``, ``10.0.0.7@DEFAULT``), and two consumers on one machine
+    differ only after the ``@``, so comparing hosts would hand one's queue to the other."""
+    locks = QueueLocks()
+    mq = MessageQueue(topic="T", broker_name="b", queue_id=0)
+    first, second = "10.0.0.7@12345", "10.0.0.7@12346"
+    assert locks.try_lock("g", [mq], first) == [mq]
+    assert locks.try_lock("g", [mq], second) == []
+    assert locks.try_lock("g", [mq], "10.0.0.7@12345#1702") == []  # an id that merely starts the same
+    locks.unlock("g", [mq], second)  # not the holder: no effect
+    assert locks.holder("g", mq) == first
+    assert locks.try_lock("g", [mq], first) == [mq]  # renewing its own
+    locks.unlock("g", [mq], first)
+    assert locks.try_lock("g", [mq], second) == [mq]
+
+
 def test_client_registry_notifies_on_membership_and_topic_changes() -> None:
     changed: list[str] = []
     registry = ClientRegistry(on_consumers_changed=lambda g: changed.append(g.name))

@@ -115,6 +115,47 @@ async def test_a_sync_master_acks_what_its_slave_holds(cluster: Cluster) -> None
         slave_conn.close()
 
 
+async def test_a_sync_master_answers_no_send_before_its_slave_acknowledges_the_end(cluster: Cluster) -> None:
+    """Here for the bugs of a SYNC_MASTER answering once the slave holds the message's start
+    (which it does the moment the previous message is acknowledged), or not waiting at all.
+    The replication link is held still after catch-up, so no acknowledgement can come: a send
+    must stay unanswered however long the test looks, then be answered SEND_OK once the link
+    moves and the slave's acknowledged offset has reached the message's end."""
+    with held_port_pair() as port:
+        master = await cluster.start_broker(
+            "broker-a", listenPort=port, brokerRole="SYNC_MASTER", slaveTimeout=20_000
+        )
+    proxy = FaultProxy("127.0.0.1", master.port + 1)
+    await proxy.start()
+    await start_slave(cluster, haMasterAddress=proxy.addr)
+    await wait_until(lambda: has_slaves(master.port), 30)
+    conn = await open_conn(master.port)
+    try:
+        assert (await send(conn, TOPIC, b"caught up")).code == ResponseCode.SUCCESS
+        before = int((await runtime_info(master.port))["commitLogMaxOffset"])
+        ack = re.search(r"ackOffset=(\d+)", (await runtime_info(master.port))["haSlave0"])
+        assert ack is not None and int(ack.group(1)) == before  # the slave holds everything so far
+        proxy.freeze()
+        waiting = asyncio.ensure_future(send(conn, TOPIC, b"held"))
+        # Stored on the master at once; unanswered while nothing can reach the slave.
+        await wait_until(lambda: _max_offset_above(master.port, before), 10)
+        await asyncio.sleep(1.0)
+        assert not waiting.done(), waiting.result()
+        proxy.thaw()
+        response = await waiting
+        assert response.code == ResponseCode.SUCCESS, response
+        end = int((await runtime_info(master.port))["commitLogMaxOffset"])
+        ack = re.search(r"ackOffset=(\d+)", (await runtime_info(master.port))["haSlave0"])
+        assert ack is not None and int(ack.group(1)) >= end > before
+    finally:
+        conn.close()
+        await proxy.close()
+
+
+async def _max_offset_above(port: int, offset: int) -> bool:
+    return int((await runtime_info(port))["commitLogMaxOffset"]) > offset
+
+
 async def test_a_stalled_slave_times_sends_out_without_blocking_others(cluster: Cluster) -> None:
     # The slave reaches the master's HA port through a proxy the test can freeze.
     with held_port_pair() as port:

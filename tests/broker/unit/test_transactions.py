@@ -147,6 +147,33 @@ async def test_an_old_undecided_half_message_is_checked_back(parts: Parts, conn:
     assert asked.properties[PropertyKey.TRANSACTION_CHECK_TIMES] == "1"
 
 
+async def test_check_back_answers_are_applied_as_given(parts: Parts, conn: RecordedConnection) -> None:
+    """Here for the bug of a ROLLBACK answered as COMMIT on check-back: the producer answers
+    CHECK_TRANSACTION_STATE with END_TRANSACTION marked ``fromTransactionCheck``, and that
+    answer decides exactly as a first-hand one does: a rollback stores nothing, a commit the
+    message, an UNKNOWN leaves it to be asked again."""
+    producer = RecordedConnection("10.0.0.5:50000")
+    parts.clients.register_producer(producer_channel(producer), GROUP)
+    halves = {body: await send_half(parts, conn, body) for body in (b"keep", b"drop", b"wait")}
+    oldest = max(h.store_timestamp for h in halves.values())
+    parts.transactions.check(now_ms=oldest + parts.config.transaction_time_out)
+    asked = {
+        CheckTransactionStateRequestHeader.from_fields(c.ext_fields).commit_log_offset
+        for c in producer.oneways
+    }
+    assert asked == {h.commit_log_offset for h in halves.values()}
+    decisions = {b"keep": TRANSACTION_COMMIT_TYPE, b"drop": TRANSACTION_ROLLBACK_TYPE, b"wait": 0}
+    for body, kind in decisions.items():
+        cmd = end_request(halves[body], kind, from_transaction_check=True)
+        response = await answer(parts.transaction_handlers.end_transaction, conn, cmd)
+        assert response.code == ResponseCode.SUCCESS
+    assert [m.body for m in parts.messages(TOPIC, 1)] == [b"keep"]
+    assert sorted(op_bodies(parts)) == sorted(
+        str(halves[b].queue_offset).encode() for b in (b"keep", b"drop")
+    )
+    assert list(parts.transactions.pending) == [halves[b"wait"].commit_log_offset]
+
+
 async def test_a_half_message_is_given_up_after_check_max_rounds(
     tmp_path: Path, conn: RecordedConnection
 ) -> None:
