@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
 
-.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate
+.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate planted-bugs
 
 # The modules setup.py compiles with mypyc (aiorocketmq/compiled.py lists them): an edit to one
 # rebuilds them (the package would otherwise run them from source, see compiled.py).
@@ -82,6 +82,10 @@ mutate: $(STAMP)
 	$(PY) -m pip install --quiet 'mutmut==3.8.1'
 	AIOROCKETMQ_PURE=1 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+
+# Plants issue 38's bugs one at a time and runs the tests named for each (docs/testing.md).
+planted-bugs: $(STAMP)
+	$(PY) -m tests.planted_bugs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

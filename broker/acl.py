@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.acl import ACCESS_KEY, SIGNATURE, verify
 from aiorocketmq.protocol.body import HeartbeatData, LockBatchRequestBody
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
@@ -100,6 +101,7 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.SET_MESSAGE_REQUEST_MODE,
         RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
         RequestCode.DELETE_ACL_CONFIG,
         RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
@@ -354,7 +356,14 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 _POP_CODES = frozenset(
-    {PopRequestCode.POP_MESSAGE, PopRequestCode.ACK_MESSAGE, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME}
+    {
+        PopRequestCode.POP_MESSAGE,
+        PopRequestCode.ACK_MESSAGE,
+        PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        PopRequestCode.PEEK_MESSAGE,
+        PopRequestCode.NOTIFICATION,
+        PopRequestCode.POLLING_INFO,
+    }
 )
 
 
@@ -384,7 +393,7 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
                 need[str(topic)] = Perm.PUB
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         group(fields.get("group"))
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
         if fields.get("topic"):
             need[str(fields["topic"])] = Perm.SUB
         group(fields.get("consumerGroup"))
@@ -416,6 +425,21 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
         group(fields.get("consumerGroup"))
         if fields.get("topic"):
             need[str(fields["topic"])] = Perm.SUB
+    elif code == RequestCode.RECALL_MESSAGE:
+        # Cancelling a message is publishing, as in Apache 5 (PUB on the topic).
+        if fields.get("topic"):
+            need[str(fields["topic"])] = Perm.PUB
+    elif code == RequestCode.QUERY_ASSIGNMENT:
+        # Learning which queues a group reads is consuming them (Apache 5 asks SUB of both).
+        if body:
+            try:
+                query = fastjson.loads(body)
+            except (ProtocolError, ValueError):
+                return need
+            if isinstance(query, dict):
+                group(query.get("consumerGroup"))
+                if query.get("topic"):
+                    need[str(query["topic"])] = Perm.SUB
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
         group(fields.get("consumerGroup"))
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:

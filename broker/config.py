@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -57,6 +58,18 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     lock_max_live_time: int = Field(60_000, alias="rebalanceLockMaxLiveTime")
     region_id: str = Field("DefaultRegion", alias="regionId")
     trace_on: bool = Field(True, alias="traceOn")
+    #: RocketMQ 5: LITE_PULL_MESSAGE (361) served; off, lite-pull consumers are refused.
+    #: RocketMQ 5: RECALL_MESSAGE served (off by default, as in Apache); and whether a broker
+    #: that refuses writes (``brokerPermission``) still takes recalls.
+    recall_message_enable: bool = Field(False, alias="recallMessageEnable")
+    allow_recall_when_broker_not_writeable: bool = Field(True, alias="allowRecallWhenBrokerNotWriteable")
+    lite_pull_message_enable: bool = Field(True, alias="litePullMessageEnable")
+    #: RocketMQ 5's server-side rebalance (QUERY_ASSIGNMENT): the mode of a topic and group
+    #: no one set (PULL or POP), POP's default share, and whether the broker allocates at all
+    #: (off, every client gets every queue).
+    default_message_request_mode: Literal["PULL", "POP"] = Field("PULL", alias="defaultMessageRequestMode")
+    default_pop_share_queue_num: int = Field(-1, alias="defaultPopShareQueueNum")
+    server_load_balancer_enable: bool = Field(True, alias="serverLoadBalancerEnable")
     default_query_max_num: int = Field(32, alias="defaultQueryMaxNum")
     reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
     metrics_prom_exporter_port: int = Field(5557, alias="metricsPromExporterPort")

@@ -25,11 +25,12 @@ import logging
 import zlib
 from collections.abc import Callable
 
-from aiorocketmq.protocol.body import RegisterBrokerBody, TopicConfigSerializeWrapper
+from aiorocketmq.protocol.body import RegisterBrokerBody, TopicConfigSerializeWrapper, TopicRouteData
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.headers import (
+    GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
@@ -273,6 +274,29 @@ class NameServerRegistration:
         else:
             log.info("registered with name server %s", address)
         return True
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route as the name servers know it (every broker's queues, as clients
+        see them), from the first that answers; None when none knows the topic or none
+        answers (each failure logged)."""
+        for address in self.addresses:
+            try:
+                conn = await self._connection(address)
+                response = await conn.request(
+                    RemotingCommand.request(
+                        RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_fields()
+                    ),
+                    REGISTER_TIMEOUT,
+                )
+            except (MQError, ValueError) as exc:
+                log.warning("cannot ask name server %s for the route of %s: %s", address, topic, exc)
+                continue
+            if response.code == ResponseCode.SUCCESS and response.body:
+                return TopicRouteData.decode(response.body)
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            log.warning("name server %s answered %s for the route of %s", address, response.code, topic)
+        return None
 
     async def unregister_all(self) -> None:
         cfg = self.config

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 from aiorocketmq import compiled
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
+from aiorocketmq.client.routing import subscribe_queues
 from aiorocketmq.protocol import speedups
-from aiorocketmq.protocol.codes import CURRENT_VERSION
+from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.codes import CURRENT_VERSION, Perm
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import pack_host
@@ -28,6 +30,7 @@ from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, Server
 
 from .acl import AccessValidator, AclConfigError, acl_files
+from .assignment import Assigner, RequestMode, RequestModeTable
 from .clients import ClientRegistry, ConsumerGroup
 from .config import BrokerConfig
 from .config_files import Saver
@@ -38,10 +41,12 @@ from .groups import GroupTable
 from .ha import HighAvailability
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
+from .handlers.assignment import AssignmentHandlers
 from .handlers.consumer import ConsumerHandlers
 from .handlers.maintenance import MaintenanceHandlers
 from .handlers.pull import Puller
 from .handlers.query import QueryHandlers
+from .handlers.recall import RecallHandlers
 from .handlers.reply import ReplyHandlers
 from .handlers.send import Sender
 from .handlers.transaction import TransactionHandlers
@@ -177,6 +182,15 @@ class Broker:
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
         self.access = access_validator(config)
+        self.request_modes = RequestModeTable(config.config_dir)
+        self.assigner = Assigner(
+            self.request_modes,
+            clients,
+            self._subscribe_queues,
+            default_mode=RequestMode(config.default_message_request_mode),
+            default_pop_share=config.default_pop_share_queue_num,
+            load_balance=config.server_load_balancer_enable,
+        )
         self._topic_saver = Saver(topics.file, topics.encode)
         self._group_saver = Saver(groups.file, groups.encode)
         self._offset_saver = Saver(offsets.file, offsets.encode)
@@ -225,6 +239,8 @@ class Broker:
                 runtime_info=self.runtime_info,
                 delay_offsets=self.delay.encode,
                 register=self.registration.register_changes,
+                timers=self.timers,
+                ha_status=self.ha.ha_status,
             ),
             AclHandlers(config, self.access),
             MaintenanceHandlers(
@@ -238,6 +254,8 @@ class Broker:
             ),
             ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
             PopHandlers(self.pop),
+            AssignmentHandlers(self.assigner, self.request_modes, topics=topics, groups=groups),
+            RecallHandlers(config, store=store, topics=topics, timers=self.timers),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
@@ -271,6 +289,7 @@ class Broker:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
+        self.request_modes.load()
         await self.store.start()
         self._store_started = True
         self.server.between_requests = self.store.flush_settler()
@@ -440,6 +459,19 @@ class Broker:
         self._topic_saver.request()
         self.registration.register_soon()
 
+    async def _subscribe_queues(self, topic: str) -> set[MessageQueue] | None:
+        """A topic's readable queues on every broker: the name servers' route, or this
+        broker's own queues when no name server knows the topic (yet)."""
+        if self.config.namesrv_addrs:
+            route = await self.registration.route(topic)
+            if route is not None:
+                return subscribe_queues(topic, route)
+        found = self.topics.get(topic)
+        if found is None or not found.perm & Perm.READ:
+            return None
+        name = self.config.broker_name
+        return {MessageQueue(topic=topic, broker_name=name, queue_id=i) for i in range(found.read_queue_nums)}
+
     def _consumer_progress(self) -> Iterator[tuple[str, str, int, int]]:
         """What the store's forced clean-up must keep (see ``offsets.consumer_progress``)."""
         return consumer_progress(
@@ -480,6 +512,9 @@ class Broker:
             "runtime": uptime(time.time() - self.started_at),
             "putTps": self.tps.put_tps(),
             "getTransferedTps": self.tps.get_tps(),
+            # RocketMQ 5's spelling, which its tools read (exportMetrics fails without it).
+            "getTransferredTps": self.tps.get_tps(),
+            "brokerActive": "true",
             "msgPutTotalTodayNow": str(stats.total_put),
             "msgGetTotalTodayNow": str(stats.total_got),
             "msgPutTotal": str(stats.total_put),
@@ -498,6 +533,8 @@ class Broker:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "ackThreadPoolQueueSize": "0",
+            "ackThreadPoolQueueHeadWaitTimeMills": "0",
             # What mqadmin exportMetrics reads: counts at the last two midnights, average size.
             "msgPutTotalTodayMorning": str(self.history.today_morning[0]),
             "msgGetTotalTodayMorning": str(self.history.today_morning[1]),
@@ -506,5 +543,6 @@ class Broker:
             "putMessageAverageSize": str(
                 sum(stats.put_bytes.values()) / stats.total_put if stats.total_put else 0.0
             ),
+            **self.timers.runtime_info(),
             **self.ha.runtime_info(),
         }

@@ -32,8 +32,10 @@ import heapq
 import json
 import logging
 import os
+import struct
 import time
 from array import array
+from collections import deque
 from pathlib import Path
 
 from aiorocketmq.broker.store import MessageStore
@@ -49,6 +51,7 @@ from aiorocketmq.protocol.names import (
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
 )
+from aiorocketmq.protocol.recall import delete_key
 
 from .writer import MessageWriter
 
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+#: The tag of a recall marker (Apache's ``_RECALL_TAG_``).
+RECALL_TAG = "_RECALL_TAG_"
 
 _SLOT_MS = 1000
 #: Slots are moved into the due heap this long before they start.
@@ -125,6 +130,17 @@ class TimerStore:
         self._saved: tuple[int, int, int] | None = None
         self.pending = 0
         self.released = 0
+        #: Per real topic, timer messages parked and not yet released since start-up, and
+        #: when that count last changed (ms): RocketMQ 5's timer metrics.
+        self.timing: dict[str, list[int]] = {}
+        #: Recalled timer messages (``topic+uniqueId``) not yet come due, with the time their
+        #: marker is due: such a message is dropped when it comes due instead of delivered.
+        self.recalled: dict[str, int] = {}
+        #: Timer messages parked since start-up, and (time, parked, released) samples taken by
+        #: the checkpoint loop: the enqueue and dequeue rates runtime info reports.
+        self.parked = 0
+        self._rates: deque[tuple[float, int, int]] = deque(maxlen=11)
+        self.recalls_path = checkpoint_path.with_name("timerRecalls.json")
 
     # -- parking (called for every message the broker builds) ----------------------------
 
@@ -167,7 +183,99 @@ class TimerStore:
         properties[TIMER_OUT_MS] = str(deliver)
         properties[PropertyKey.REAL_TOPIC] = topic
         properties[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
+        # A recall marker stands for one message less waiting, as in Apache's timer metrics.
+        self._count(topic, -1 if TIMER_DEL_UNIQKEY in properties else 1, now)
+        self.parked += 1
         return deliver
+
+    def recall(self, topic: str, unique_id: str, due_ms: int, producer_group: str, born_host: bytes) -> None:
+        """Cancel the timer message ``unique_id`` of ``topic`` due just before ``due_ms`` (its
+        recall handle's time): a marker goes into the timer log, as Apache writes it, and the
+        message is dropped instead of delivered when it comes due. Raises when the marker
+        cannot be stored."""
+        key = delete_key(topic, unique_id)
+        props = {
+            TIMER_DEL_UNIQKEY: key,
+            PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id,
+            TIMER_DELIVER_MS: str(due_ms),
+            PropertyKey.TAGS: RECALL_TAG,
+        }
+        if producer_group:
+            props[PropertyKey.PRODUCER_GROUP] = producer_group
+        result = self.writer.put(self.writer.build(topic, 0, b"0", props, born_host=born_host))
+        if not result.ok:
+            raise ServerSystemError("recall failed, execute error")
+        self.recalled[key] = due_ms
+        self._save_recalls()
+
+    def _save_recalls(self) -> None:
+        tmp = self.recalls_path.with_suffix(".tmp")
+        self.recalls_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(self.recalled))
+        os.replace(tmp, self.recalls_path)
+
+    def _load_recalls(self) -> None:
+        try:
+            data = json.loads(self.recalls_path.read_text())
+        except FileNotFoundError:
+            return
+        except ValueError as exc:
+            log.warning(
+                "timer recalls %s unreadable (%s): recalled messages may be delivered", self.recalls_path, exc
+            )
+            return
+        if isinstance(data, dict):
+            self.recalled = {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+
+    def _dropped_as_recalled(self, props: dict[str, str], topic: str) -> bool:
+        """A marker is never delivered; a recalled message is dropped when it comes due."""
+        marker = props.get(TIMER_DEL_UNIQKEY)
+        if marker is not None:
+            if self.recalled.pop(marker, None) is not None:
+                self._save_recalls()
+            return True
+        key = delete_key(topic, props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""))
+        if key in self.recalled:
+            log.info("timer message %s recalled: not delivered", key)
+            return True
+        return False
+
+    def _count(self, topic: str, change: int, now: int) -> None:
+        entry = self.timing.setdefault(topic, [0, now])
+        entry[0] = max(0, entry[0] + change)
+        entry[1] = now
+
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ 5's timer keys of GET_BROKER_RUNTIME_INFO: how far the wheel's cursor is
+        behind the clock (ms), timer-log entries not read yet, messages waiting, and the
+        enqueue and dequeue rates over the last samples (per second)."""
+        cursor, _scan_from, enqueued = self._position()
+        behind = max(0, _now_ms() - cursor) if self.pending else 0
+        enqueue = dequeue = 0.0
+        if len(self._rates) >= 2:
+            (t0, p0, r0), (t1, p1, r1) = self._rates[0], self._rates[-1]
+            if t1 > t0:
+                enqueue, dequeue = (p1 - p0) / (t1 - t0), (r1 - r0) / (t1 - t0)
+        return {
+            "timerReadBehind": str(behind),
+            "timerOffsetBehind": str(max(0, self.store.get_max_offset(TIMER_TOPIC, 0) - enqueued)),
+            "timerCongestNum": str(self.pending),
+            "timerEnqueueTps": f"{enqueue:.2f}",
+            "timerDequeueTps": f"{dequeue:.2f}",
+        }
+
+    def metrics(self) -> bytes:
+        """GET_TIMER_METRICS's body (Apache's ``TimerMetricsSerializeWrapper``)."""
+        counts = {t: {"count": c, "timeStamp": ts} for t, (c, ts) in sorted(self.timing.items())}
+        version = {"counter": self.released, "stateVersion": 0, "timestamp": _now_ms()}
+        return json.dumps({"dataVersion": version, "timingCount": counts}).encode()
+
+    def checkpoint_record(self) -> bytes:
+        """GET_TIMER_CHECK_POINT's body: Apache's 56-byte timer checkpoint (last read time,
+        timer-log flush position, last timer-queue offset, the master's, data version). Our
+        timer log is the timer topic's consume queue, so positions are its 20-byte entries."""
+        cursor, _scan_from, enqueued = self._position()
+        return struct.pack(">7q", cursor, enqueued * 20, enqueued, enqueued, 0, _now_ms(), self.released)
 
     # -- the wheel --------------------------------------------------------------------------
 
@@ -264,6 +372,8 @@ class TimerStore:
         if not topic or not real_qid.isdigit():
             log.error("timer message at %d has no usable real topic/queue; dropped", phy)
             return True
+        if self._dropped_as_recalled(props, topic):
+            return True
         props[TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
         props[TIMER_DEQUEUE_MS] = str(_now_ms())
         result = self.writer.put(self.writer.build_copy(msg, topic, int(real_qid), props))
@@ -271,6 +381,7 @@ class TimerStore:
             log.warning("releasing timer message to %s failed: %s", topic, result.status.name)
             return False
         self.released += 1
+        self._count(topic, -1, _now_ms())
         return True
 
     # -- checkpoint and recovery ------------------------------------------------------------
@@ -304,6 +415,7 @@ class TimerStore:
 
     def load(self) -> None:
         """Rebuild the wheel from the timer log and the checkpoint (the store is started)."""
+        self._load_recalls()
         now = _now_ms()
         self._loaded_until = now - now % _SLOT_MS
         saved = None
@@ -338,6 +450,7 @@ class TimerStore:
     async def _checkpoint_periodically(self) -> None:
         while True:
             await asyncio.sleep(_CHECKPOINT_INTERVAL)
+            self._rates.append((time.monotonic(), self.parked, self.released))
             try:
                 self.checkpoint()
             except OSError as exc:

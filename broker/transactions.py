@@ -190,6 +190,28 @@ class TransactionService:
         else:
             del self.discarded[h.commit_log_offset]
 
+    def resume(self, commit_log_offset: int) -> None:
+        """RESUME_CHECK_HALF_MESSAGE: check a half message again from its first check, as if
+        just sent (an operator's second chance for one given up on after
+        ``transactionCheckMax`` checks). A copy goes back into the half topic, as Apache
+        does, so the resumed half survives a restart like any other."""
+        half = self.store.look_message(commit_log_offset)
+        if half is None or half.topic != TRANS_HALF_TOPIC:
+            raise ServerSystemError("Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
+        props = dict(half.properties)
+        props[PropertyKey.TRANSACTION_CHECK_TIMES] = "0"
+        copy = self.writer.build_copy(half, TRANS_HALF_TOPIC, 0, props)
+        result = self.writer.put(copy)
+        if not result.ok:
+            raise ServerSystemError("Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
+        self.on_half_stored(props, result)
+        # The copy stands for the original from now on: a decision on either is applied once.
+        self.discarded.pop(commit_log_offset, None)
+        old = self.pending.get(commit_log_offset)
+        if old is not None:
+            self._settle(old)
+        log.info("half message at %d resumed as %d", commit_log_offset, result.wrote_offset)
+
     def _settle(self, half: HalfMessage) -> None:
         writer = self.writer
         body = str(half.queue_offset).encode()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiorocketmq.protocol import fastjson
@@ -18,6 +19,7 @@ from aiorocketmq.protocol.body import (
     ClusterInfo,
     ConsumerConnection,
     ConsumeStats,
+    CreateTopicListBody,
     GroupList,
     KVTable,
     MessageQueue,
@@ -25,6 +27,7 @@ from aiorocketmq.protocol.body import (
     QueueData,
     ResetOffsetBody,
     SubscriptionGroupConfig,
+    SubscriptionGroupList,
     TopicConfig,
     TopicList,
     TopicOffset,
@@ -284,6 +287,20 @@ class Admin(InstanceClient):
             )
         return config
 
+    async def create_topics(
+        self, configs: Sequence[TopicConfig], *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """Create or update many topics in one request per master (RocketMQ 5's
+        UPDATE_AND_CREATE_TOPIC_LIST); the masters' addresses. The broker checks every topic
+        before it creates any."""
+        for config in configs:
+            check_topic(config.topic_name)
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        body = CreateTopicListBody(topic_config_list=list(configs)).encode()
+        for addr in addrs:
+            await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, None, body)
+        return addrs
+
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete ``topic`` from the brokers (of ``cluster``) and from every name server."""
         for addr in await self.master_addrs(cluster):
@@ -349,6 +366,50 @@ class Admin(InstanceClient):
             await self.instance.call(
                 addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.encode()
             )
+
+    async def update_subscription_groups(
+        self,
+        configs: Sequence[SubscriptionGroupConfig],
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Create or update many consumer groups in one request per master (RocketMQ 5's
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST); the masters' addresses."""
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        body = SubscriptionGroupList(group_config_list=list(configs)).encode()
+        for addr in addrs:
+            await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, None, body)
+        return addrs
+
+    async def set_message_request_mode(
+        self,
+        topic: str,
+        group: str,
+        mode: str,
+        *,
+        pop_share_queue_num: int = 0,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """How ``group`` reads ``topic`` when its consumers let the broker assign queues
+        (RocketMQ 5's ``setConsumeMode``): ``"PULL"`` or ``"POP"``, POP sharing
+        ``pop_share_queue_num`` other clients' queues (0: every queue). The masters' addresses."""
+        if mode not in ("PULL", "POP"):
+            raise ValueError(f"mode must be PULL or POP, not {mode!r}")
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        body = json.dumps(
+            {"consumerGroup": group, "mode": mode, "popShareQueueNum": pop_share_queue_num, "topic": topic}
+        ).encode()
+        for addr in addrs:
+            await self.instance.call(addr, RequestCode.SET_MESSAGE_REQUEST_MODE, None, body)
+        return addrs
+
+    async def message_request_modes(self, broker_addr: str) -> dict[str, dict[str, dict[str, Any]]]:
+        """Every mode a broker keeps: topic -> group -> setting (GET_ALL_MESSAGE_REQUEST_MODE)."""
+        response = await self.instance.call(broker_addr, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+        table = fastjson.loads(response.body or b"{}").get("messageRequestModeMap") or {}
+        return {str(t): dict(groups) for t, groups in table.items()}
 
     async def delete_subscription_group(
         self,

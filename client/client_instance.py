@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import (
@@ -32,6 +32,7 @@ from aiorocketmq.protocol.body import (
     ProducerData,
     ResetOffsetBody,
     TopicRouteData,
+    queue_map_json,
 )
 from aiorocketmq.protocol.codes import MASTER_ID, RequestCode, ResponseCode, SerializeType
 from aiorocketmq.protocol.command import RemotingCommand
@@ -71,6 +72,9 @@ from .errors import ClientError
 from .request_reply import ReplyWaiters
 from .routing import broker_addresses
 from .running_info import consume_directly, running_info
+
+if TYPE_CHECKING:
+    from .offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +195,9 @@ class ConsumerMember(Protocol):
 
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
 
 async def open_connection(
     host: str,
@@ -272,6 +279,7 @@ class ClientInstance:
             RequestCode.CHECK_TRANSACTION_STATE: self._on_check_transaction_state,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._on_reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._on_running_info,
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: self._on_consumer_status,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self._on_consume_directly,
             RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self.replies.on_push_reply,
         }
@@ -702,6 +710,20 @@ class ClientInstance:
             )
         info = running_info(consumer, ";".join(self.namesrv_addrs), self.started_at)
         return cmd.response(body=info.encode())
+
+    def _on_consumer_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_STATUS_FROM_CLIENT relayed by a broker (``mqadmin getConsumerStatus``):
+        the offsets this client holds for one topic."""
+        fields = cmd.ext_fields or {}
+        consumer = self.consumers.get(str(fields.get("group", "")))
+        if consumer is None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{fields.get('group')}> not exist in this consumer",
+            )
+        topic = str(fields.get("topic", ""))
+        table = {mq: offset for mq, offset in consumer.offset_store.snapshot().items() if mq.topic == topic}
+        return cmd.response(body=b'{"messageQueueTable":' + queue_map_json(table) + b"}")
 
     async def _on_consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """CONSUME_MESSAGE_DIRECTLY relayed by a broker: the listener consumes the message now."""

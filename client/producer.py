@@ -25,6 +25,7 @@ from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode
 from aiorocketmq.protocol.errors import (
     ConnectionClosedError,
     MQError,
+    ProtocolError,
     RemotingError,
     TopicNotExistError,
     error_for_code,
@@ -50,9 +51,11 @@ from aiorocketmq.protocol.message import (
     java_hash,
     prepare_batch,
 )
-from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, RETRY_PREFIX
+from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, TIMER_REQUESTS
+from aiorocketmq.protocol.recall import RecallHandle
 
 from . import telemetry
+from .batching import BatchAccumulator
 from .client_instance import (
     ClientInstance,
     ClientOptions,
@@ -118,6 +121,19 @@ def _read_send_response(ext: dict[str, Any]) -> tuple[str, int, int, str | None]
         return header.msg_id, header.queue_id, header.queue_offset, header.transaction_id or None
 
 
+def _batchable(msg: Message) -> bool:
+    """Whether ``msg`` may wait in an automatic batch: not a timer, delay-level, retry-topic
+    or reply message, nor one of another producer group (as the 5.x Java client decides)."""
+    props = msg.properties
+    return (
+        not msg.topic.startswith(RETRY_PREFIX)
+        and TIMER_REQUESTS.isdisjoint(props)
+        and PropertyKey.DELAY_TIME_LEVEL not in props
+        and PropertyKey.PRODUCER_GROUP not in props
+        and not is_reply(msg)
+    )
+
+
 class Producer(ClientLifecycle):
     """Sends messages to topics.
 
@@ -131,6 +147,11 @@ class Producer(ClientLifecycle):
     at all, attempts go on (with back-off) until ``send_timeout`` runs out, which bounds each
     send, retries included. Sharded and explicit-queue sends never retry, since moving to
     another queue would break their order.
+
+    ``auto_batch=True`` lets concurrent plain sends of one topic share one request: a batch goes
+    out when its bodies pass ``batch_size`` bytes (32 KiB) or ``linger`` seconds (10 ms) after
+    its first message, with at most ``buffer_memory`` bytes (32 MiB) waiting
+    (:mod:`aiorocketmq.client.batching`; RocketMQ 5's ``autoBatch``).
     """
 
     def __init__(
@@ -148,6 +169,10 @@ class Producer(ClientLifecycle):
         options: ClientOptions | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
+        auto_batch: bool = False,
+        linger: float = 0.010,
+        batch_size: int = 32 * 1024,
+        buffer_memory: int = 32 * 1024 * 1024,
     ) -> None:
         check_group(group)
         if send_timeout <= 0:
@@ -177,6 +202,15 @@ class Producer(ClientLifecycle):
         self.enable_trace = enable_trace
         self.trace_topic = trace_topic
         self._trace: TraceDispatcher | None = None
+        #: ``auto_batch``: plain sends share batches (:mod:`aiorocketmq.client.batching`), sent
+        #: when over ``batch_size`` bytes or ``linger`` seconds old.
+        self._batcher = (
+            BatchAccumulator(
+                self.send_batch, linger=linger, batch_size=batch_size, buffer_memory=buffer_memory
+            )
+            if auto_batch
+            else None
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -212,6 +246,9 @@ class Producer(ClientLifecycle):
         """Unregister the group from the brokers and leave the client instance."""
         if self._state is not ServiceState.RUNNING:
             return
+        if self._batcher is not None:
+            # What waits in batches goes out first, while the producer can still send.
+            await self._batcher.close()
         self._state = ServiceState.SHUTTING_DOWN
         instance = self._instance
         assert instance is not None
@@ -405,6 +442,41 @@ class Producer(ClientLifecycle):
         queues = (await self._publish_info(topic)).queues
         return queues[abs(java_hash(shard_key)) % len(queues)]
 
+    # -- recall ---------------------------------------------------------------------------
+
+    async def recall(self, topic: str, recall_handle: str, *, timeout: float | None = None) -> str:
+        """Cancel a timer message before its delivery time with the ``recall_handle`` its send
+        returned (RocketMQ 5, on brokers with ``recallMessageEnable=true``); returns its message
+        id. The broker that issued the handle is asked; a refusal raises its BrokerError."""
+        check_topic(topic)
+        if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            raise ClientError("topic is not supported")
+        try:
+            handle = RecallHandle.decode(recall_handle)
+        except ProtocolError as exc:
+            raise ClientError(str(exc)) from None
+        instance = self.instance
+        await self._publish_info(topic)
+        ids = instance.brokers.get(handle.broker_name)
+        addr = ids.get(0) if ids else None
+        if addr is None:
+            addr = await instance.find_broker_addr(handle.broker_name, topic=topic)
+        fields = {
+            "producerGroup": self.group,
+            "topic": topic,
+            "recallHandle": recall_handle,
+            "bname": handle.broker_name,
+        }
+        response = await instance.invoke(
+            addr,
+            RequestCode.RECALL_MESSAGE,
+            fields,
+            timeout=self.send_timeout if timeout is None else timeout,
+        )
+        if response.code != 0:
+            raise error_for_code(response.code, response.remark)
+        return str(response.ext_fields.get("msgId", handle.message_id))
+
     # -- sending --------------------------------------------------------------------------
 
     async def send(
@@ -429,6 +501,18 @@ class Producer(ClientLifecycle):
         """
         if deliver_at is not None or delay is not None:
             set_delivery_time(msg, deliver_at, delay)
+        batcher = self._batcher
+        if (
+            batcher is not None
+            and shard_key is None
+            and queue is None
+            and timeout is None
+            and _batchable(msg)
+        ):
+            self._check_message(msg)
+            waiting = batcher.offer(msg)
+            if waiting is not None:
+                return await waiting
         sending = self._send_one(msg, shard_key, queue, timeout)
         if self._trace is not None:
             sending = self._traced([msg], sending)
@@ -629,7 +713,8 @@ class Producer(ClientLifecycle):
                     msg_id, queue_id, queue_offset, transaction_id = _read_send_response(response.ext_fields)
                     if queue_id != mq.queue_id:
                         mq = MessageQueue(topic=topic, broker_name=mq.broker_name, queue_id=queue_id)
-                    return SendResult(status, uniq, msg_id, mq, queue_offset, transaction_id)
+                    recall = response.ext_fields.get("recallHandle") or None
+                    return SendResult(status, uniq, msg_id, mq, queue_offset, transaction_id, recall)
                 error = error_for_code(response.code, response.remark)
                 if faults is not None:
                     faults.update(mq.broker_name, time.monotonic() - began, isolate=True)

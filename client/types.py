@@ -61,7 +61,8 @@ class SendResult:
 
     ``msg_id`` is the client-generated unique id (``UNIQ_KEY``; for a batch, the ids joined
     by commas, as Java shows them); ``offset_msg_id`` is the broker's id, which encodes where
-    the record is stored.
+    the record is stored. A timer message (one with a delivery time) also has a
+    ``recall_handle`` that cancels it until then.
     """
 
     status: SendStatus
@@ -70,6 +71,8 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    #: A timer message's handle for :meth:`Producer.recall` (RocketMQ 5 brokers; None otherwise).
+    recall_handle: str | None = None
 
 
 class TransactionState(Enum):

@@ -1,12 +1,12 @@
 """Name server settings, under RocketMQ's own key names so an existing
 ``namesrv.properties`` keeps working.
 
-``listenPort``, ``kvConfigPath`` and ``orderMessageEnable`` are the Java name server's keys;
-``bindAddress`` and ``scanNotActiveBrokerInterval`` are RocketMQ 5's; ``brokerChannelExpiredTime``
-is named after the Java constant that fixes the broker expiry at 120 s in 4.x (here it is a
-setting, so tests can run on a seconds scale). ``storePathRootDir`` is the data directory;
-``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``. RocketMQ's ``tls.server.*``
-keys (or ``tls.config.file``) put the listening socket under TLS.
+``listenPort``, ``kvConfigPath``, ``orderMessageEnable`` and ``enableTopicList`` are the Java
+name server's keys; ``bindAddress`` and ``scanNotActiveBrokerInterval`` are RocketMQ 5's;
+``brokerChannelExpiredTime`` is named after the Java constant that fixes the broker expiry at
+120 s in 4.x (here it is a setting, so tests can run on a seconds scale). ``storePathRootDir``
+is the data directory; ``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``.
+RocketMQ's ``tls.server.*`` keys (or ``tls.config.file``) put the listening socket under TLS.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class NamesrvSettings(TlsSettings, ServerLimitSettings):
     order_message_enable: bool = Field(False, alias="orderMessageEnable")
     broker_channel_expired_time: int = Field(120_000, alias="brokerChannelExpiredTime", gt=0)
     scan_not_active_broker_interval: int = Field(10_000, alias="scanNotActiveBrokerInterval", gt=0)
+    #: Off, the topic-list queries by cluster and by unit flag answer SYSTEM_ERROR "disable".
+    enable_topic_list: bool = Field(True, alias="enableTopicList")
 
     @field_validator("kv_config_path", "store_path_root_dir", mode="before")
     @classmethod

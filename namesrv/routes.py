@@ -9,7 +9,8 @@ Tables:
 * cluster name -> broker names;
 * broker name -> :class:`BrokerData` (cluster, address by broker id; id 0 is the master);
 * topic -> broker name -> :class:`QueueData`;
-* broker address -> :class:`LiveBroker` (last registration, dataVersion, channel, HA address);
+* broker address -> :class:`LiveBroker` (last registration or heartbeat, dataVersion, channel,
+  HA address, cluster);
 * broker address -> filter server addresses.
 """
 
@@ -27,7 +28,7 @@ from aiorocketmq.protocol.body import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from aiorocketmq.protocol.codes import MASTER_ID, Perm
+from aiorocketmq.protocol.codes import MASTER_ID, Perm, TopicSysFlag
 
 
 @dataclass
@@ -39,6 +40,9 @@ class LiveBroker:
     data_version: DataVersion
     channel: Hashable | None
     ha_server_addr: str
+    #: The cluster it registered in; a BROKER_HEARTBEAT must name it (Apache keys its live
+    #: table by cluster and address).
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,9 @@ class RouteRegistry:
             topics_updated = True
 
         previous = self._live.get(broker_addr)
-        self._live[broker_addr] = LiveBroker(broker_addr, now, version.model_copy(), channel, ha_server_addr)
+        self._live[broker_addr] = LiveBroker(
+            broker_addr, now, version.model_copy(), channel, ha_server_addr, cluster
+        )
         if filter_servers is not None:
             if filter_servers:
                 self._filter_servers[broker_addr] = list(filter_servers)
@@ -130,6 +136,20 @@ class RouteRegistry:
             topic_sys_flag=config.topic_sys_flag,
         )
 
+    def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> bool:
+        """REGISTER_TOPIC_IN_NAMESRV: make ``topic`` routable on the given queue datas, added to
+        (or replacing, per broker name) any it has.
+
+        Refused (``False``, nothing changed) when a queue data names a broker name with no
+        registered broker, as Apache refuses it. The entries then live as a registration's do:
+        until their broker name leaves or the topic is deleted.
+        """
+        queues = {q.broker_name: q.model_copy() for q in queue_datas}
+        if not queues or not queues.keys() <= self._brokers.keys():
+            return False
+        self._topics.setdefault(topic, {}).update(queues)
+        return True
+
     def unregister(self, broker_addr: str) -> list[str]:
         """A broker leaving on purpose; returns the broker names that lost their last address."""
         return self._remove_address(broker_addr)
@@ -144,10 +164,11 @@ class RouteRegistry:
         live = self._live.get(broker_addr)
         return live.data_version.model_copy() if live is not None else None
 
-    def touch(self, broker_addr: str, now: float) -> bool:
-        """Refresh a broker's liveness without a full registration (QUERY_DATA_VERSION)."""
+    def touch(self, broker_addr: str, now: float, cluster: str | None = None) -> bool:
+        """Refresh a broker's liveness without a full registration (QUERY_DATA_VERSION, and
+        BROKER_HEARTBEAT, which also names the ``cluster`` the broker registered in)."""
         live = self._live.get(broker_addr)
-        if live is None:
+        if live is None or (cluster is not None and live.cluster != cluster):
             return False
         live.last_update = now
         return True
@@ -244,6 +265,45 @@ class RouteRegistry:
     def topics_by_cluster(self, cluster: str) -> list[str]:
         names = self._clusters.get(cluster, set())
         return sorted(topic for topic, queues in self._topics.items() if names & queues.keys())
+
+    def system_topics(self) -> tuple[list[str], str | None]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster name and broker name (each is a system
+        topic on the brokers), and one broker address to ask for the brokers' own system topics
+        (the lowest broker id of the first broker name, or ``None`` with no broker)."""
+        names: dict[str, None] = {}  # ordered, and a name used twice listed once (Java's Set)
+        for cluster, broker_names in sorted(self._clusters.items()):
+            names[cluster] = None
+            names.update(dict.fromkeys(sorted(broker_names)))
+        addr = None
+        for _, broker in sorted(self._brokers.items()):
+            if broker.broker_addrs:
+                addr = broker.broker_addrs[min(broker.broker_addrs)]
+                break
+        return list(names), addr
+
+    def topics_with_sys_flag(self, *, unit: bool | None = None, unit_sub: bool | None = None) -> list[str]:
+        """Topics whose ``topicSysFlag`` has (``True``) or lacks (``False``) the UNIT and
+        UNIT_SUB bits; ``None`` does not look at that bit.
+
+        The flag read is the first queue data's (the broker name that first hosted the topic),
+        as Apache reads the first of its map: brokers of one topic agree on it.
+        """
+        found = []
+        for topic, queues in sorted(self._topics.items()):
+            if not queues:
+                continue
+            flag = next(iter(queues.values())).topic_sys_flag
+            if unit is not None and bool(flag & TopicSysFlag.UNIT) != unit:
+                continue
+            if unit_sub is not None and bool(flag & TopicSysFlag.UNIT_SUB) != unit_sub:
+                continue
+            found.append(topic)
+        return found
+
+    def broker_addrs(self, broker_name: str) -> dict[int, str]:
+        """Broker id -> address of one broker name (GET_BROKER_MEMBER_GROUP); empty if unknown."""
+        broker = self._brokers.get(broker_name)
+        return dict(sorted(broker.broker_addrs.items())) if broker is not None else {}
 
     def live_brokers(self) -> list[LiveBroker]:
         return list(self._live.values())

@@ -18,18 +18,23 @@ from typing import Any
 
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
+    BrokerMemberGroup,
     DataVersion,
+    GetBrokerMemberGroupResponseBody,
     KVTable,
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
     TopicList,
+    TopicRouteData,
 )
 from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ProtocolError
 from aiorocketmq.protocol.headers import (
+    BrokerHeartbeatRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
+    GetBrokerMemberGroupRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
     GetKVListByNamespaceRequestHeader,
@@ -40,6 +45,7 @@ from aiorocketmq.protocol.headers import (
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
+    RegisterTopicRequestHeader,
     UnregisterBrokerRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
@@ -110,6 +116,14 @@ class NameServer:
             RequestCode.GET_NAMESRV_CONFIG: self.get_config,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            # RocketMQ 5
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topics,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_unit_sub_topics,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_unit_sub_non_unit_topics,
         }
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -240,7 +254,60 @@ class NameServer:
             body=stored.encode() if stored is not None else b"",
         )
 
+    def broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """BROKER_HEARTBEAT (RocketMQ 5): brokers that may act as master for a lost one
+        (``enableSlaveActingMaster``, controller-mode clusters) send it oneway between their
+        registrations to say they are alive. As in Apache it only refreshes the last-update
+        time of the address registered in that cluster, which keeps the liveness scan off it;
+        an unknown address or cluster is answered SUCCESS all the same (it must register)."""
+        header = BrokerHeartbeatRequestHeader.from_fields(cmd.ext_fields)
+        if not self.routes.touch(header.broker_addr, self.clock(), cluster=header.cluster_name):
+            log.debug(
+                "heartbeat from unregistered broker %s (cluster %s) ignored",
+                header.broker_addr,
+                header.cluster_name,
+            )
+        return cmd.response()
+
+    def get_broker_member_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_MEMBER_GROUP (RocketMQ 5): the addresses of a broker name by broker id.
+
+        As in Apache, the cluster and broker name are echoed from the request (the cluster is
+        not checked) and an unknown broker name gets an empty address map.
+        """
+        header = GetBrokerMemberGroupRequestHeader.from_fields(cmd.ext_fields)
+        group = BrokerMemberGroup(
+            cluster=header.cluster_name,
+            broker_name=header.broker_name,
+            broker_addrs=self.routes.broker_addrs(header.broker_name),
+        )
+        return cmd.response(body=GetBrokerMemberGroupResponseBody(broker_member_group=group).encode())
+
     # -- routes -------------------------------------------------------------------------
+
+    def register_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """REGISTER_TOPIC_IN_NAMESRV (RocketMQ 5): the body's TopicRouteData queue datas become
+        the topic's route. As in Apache the answer is SUCCESS even when nothing is registered
+        (no body, no queue datas, or a queue data naming an unregistered broker name)."""
+        header = RegisterTopicRequestHeader.from_fields(cmd.ext_fields)
+        queue_datas = TopicRouteData.decode(cmd.body).queue_datas if cmd.body else []
+        if queue_datas:
+            if self.routes.register_topic(header.topic, queue_datas):
+                log.info(
+                    "topic %s registered on %s by %s",
+                    header.topic,
+                    ", ".join(sorted({q.broker_name for q in queue_datas})),
+                    conn.address,
+                )
+            else:
+                log.warning(
+                    "topic %s not registered: its queue data names a broker name no broker "
+                    "registered (%s), from %s",
+                    header.topic,
+                    ", ".join(sorted({q.broker_name for q in queue_datas})),
+                    conn.address,
+                )
+        return cmd.response()
 
     def get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_fields(cmd.ext_fields)
@@ -264,8 +331,37 @@ class NameServer:
         return cmd.response(body=TopicList(topic_list=self.routes.topic_names()).encode())
 
     def get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if not self.settings.enable_topic_list:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "disable")
         header = GetTopicsByClusterRequestHeader.from_fields(cmd.ext_fields)
         topics = self.routes.topics_by_cluster(header.cluster)
+        return cmd.response(body=TopicList(topic_list=topics).encode())
+
+    def get_system_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names, which brokers serve as
+        system topics, plus ``brokerAddr``, one broker for the client to ask for the rest."""
+        names, addr = self.routes.system_topics()
+        return cmd.response(body=TopicList(topic_list=names, broker_addr=addr).encode())
+
+    def get_unit_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_UNIT_TOPIC_LIST: topics with the UNIT flag."""
+        return self._topics_by_flag(cmd, unit=True)
+
+    def get_unit_sub_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_HAS_UNIT_SUB_TOPIC_LIST: topics with the UNIT_SUB flag."""
+        return self._topics_by_flag(cmd, unit_sub=True)
+
+    def get_unit_sub_non_unit_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: topics with UNIT_SUB but not UNIT."""
+        return self._topics_by_flag(cmd, unit=False, unit_sub=True)
+
+    def _topics_by_flag(
+        self, cmd: RemotingCommand, *, unit: bool | None = None, unit_sub: bool | None = None
+    ) -> RemotingCommand:
+        # As Apache: these lists are refused as a whole when enableTopicList is off.
+        if not self.settings.enable_topic_list:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "disable")
+        topics = self.routes.topics_with_sys_flag(unit=unit, unit_sub=unit_sub)
         return cmd.response(body=TopicList(topic_list=topics).encode())
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -306,6 +306,40 @@ class TopicList(Body):
     broker_addr: str | None = Field(None, alias="brokerAddr")
 
 
+class BrokerMemberGroup(Body):
+    """The addresses of one broker name (a master and its slaves), by broker id."""
+
+    cluster: str | None = None
+    broker_name: str | None = Field(None, alias="brokerName")
+    broker_addrs: Annotated[dict[int, str], BeforeValidator(_int_keys)] = Field(
+        default_factory=dict, alias="brokerAddrs"
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        # brokerAddrs keeps int keys so the legacy writer can leave them unquoted.
+        wire: dict[str, Any] = {"brokerAddrs": dict(sorted(self.broker_addrs.items()))}
+        if self.broker_name is not None:
+            wire["brokerName"] = self.broker_name
+        if self.cluster is not None:
+            wire["cluster"] = self.cluster
+        return wire
+
+
+class GetBrokerMemberGroupResponseBody(Body):
+    """GET_BROKER_MEMBER_GROUP's answer (RocketMQ 5)."""
+
+    broker_member_group: BrokerMemberGroup | None = Field(None, alias="brokerMemberGroup")
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.broker_member_group is None:
+            return {}
+        return {"brokerMemberGroup": self.broker_member_group.to_wire()}
+
+    def encode(self, *, standard_json: bool = False) -> bytes:
+        """Broker-id keys unquoted by default, as fastjson writes them."""
+        return fastjson.dumps(self.to_wire(), legacy_int_keys=not standard_json)
+
+
 # -- clients --------------------------------------------------------------------------------
 
 
@@ -427,6 +461,8 @@ class SubscriptionGroupWrapper(Body):
     subscription_group_table: dict[str, SubscriptionGroupConfig] = Field(
         default_factory=dict, alias="subscriptionGroupTable"
     )
+    #: RocketMQ 5: per group and topic, bits of what the group may not do (bit 2: read).
+    forbidden_table: dict[str, dict[str, int]] = Field(default_factory=dict, alias="forbiddenTable")
     data_version: DataVersion = Field(default_factory=DataVersion, alias="dataVersion")
 
 
@@ -439,6 +475,9 @@ class TopicOffset(Body):
 class OffsetWrapper(Body):
     broker_offset: int = Field(0, alias="brokerOffset")
     consumer_offset: int = Field(0, alias="consumerOffset")
+    #: RocketMQ 5: how far the group's pulls have reached (its tools print pull - consumer as
+    #: in flight); None from 4.x brokers.
+    pull_offset: int | None = Field(None, alias="pullOffset")
     last_timestamp: int = Field(0, alias="lastTimestamp")
 
 
@@ -456,6 +495,13 @@ def _queue_keyed(value: Any) -> Any:
         except TypeError:  # an element that is not a [queue, value] pair
             raise ValueError("offsetTable pairs must be [queue, value]") from None
     return value
+
+
+def queue_map_json(table: Mapping[MessageQueue, int]) -> bytes:
+    """A MessageQueue-keyed map of numbers as fastjson writes it (the keys bare objects), as
+    GET_CONSUMER_STATUS_FROM_CLIENT's ``messageQueueTable`` carries it."""
+    pairs = [fastjson.dumps(mq.to_wire()) + b":" + str(int(v)).encode() for mq, v in sorted(table.items())]
+    return b"{" + b",".join(pairs) + b"}"
 
 
 class _QueueKeyedBody(Body):
@@ -536,6 +582,18 @@ class ProducerConnection(Body):
 
 class GroupList(Body):
     group_list: list[str] = Field(default_factory=list, alias="groupList")
+
+
+class CreateTopicListBody(Body):
+    """UPDATE_AND_CREATE_TOPIC_LIST's body (RocketMQ 5)."""
+
+    topic_config_list: list[TopicConfig] = Field(default_factory=list, alias="topicConfigList")
+
+
+class SubscriptionGroupList(Body):
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST's body (RocketMQ 5)."""
+
+    group_config_list: list[SubscriptionGroupConfig] = Field(default_factory=list, alias="groupConfigList")
 
 
 class ConsumerOffsetTable(Body):

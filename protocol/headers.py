@@ -173,6 +173,37 @@ class WipeWritePermOfBrokerResponseHeader(Header):
     wipe_topic_count: Int32 = Field(alias="wipeTopicCount")
 
 
+class RegisterTopicRequestHeader(Header):
+    """REGISTER_TOPIC_IN_NAMESRV (RocketMQ 5): the body is a TopicRouteData whose queue datas
+    become the topic's route."""
+
+    topic: str
+
+
+class GetBrokerMemberGroupRequestHeader(Header):
+    """GET_BROKER_MEMBER_GROUP (RocketMQ 5)."""
+
+    cluster_name: str = Field(alias="clusterName")
+    broker_name: str = Field(alias="brokerName")
+
+
+class BrokerHeartbeatRequestHeader(Header):
+    """BROKER_HEARTBEAT (RocketMQ 5, controller mode): a registered broker saying it is alive.
+
+    The name server reads only the cluster and address; the rest is for the controller.
+    """
+
+    cluster_name: str = Field(alias="clusterName")
+    broker_addr: str = Field(alias="brokerAddr")
+    broker_name: str = Field(alias="brokerName")
+    broker_id: Int64 | None = Field(None, alias="brokerId")
+    epoch: Int32 | None = None
+    max_offset: Int64 | None = Field(None, alias="maxOffset")
+    confirm_offset: Int64 | None = Field(None, alias="confirmOffset")
+    heartbeat_timeout_mills: Int64 | None = Field(None, alias="heartbeatTimeoutMills")
+    election_priority: Int32 | None = Field(None, alias="electionPriority")
+
+
 # -- producing ------------------------------------------------------------------------------
 
 

@@ -143,6 +143,33 @@ def _describe_code(code: int) -> str:
         return str(code)
 
 
+class RefusalLog:
+    """Logs refused requests, at most once a minute per request code and kind of refusal.
+
+    A peer that sends what we do not serve (a newer client's request code) or what we refuse
+    (no permission, a missing group) would otherwise be seen only by that peer; a client
+    retrying in a loop must not flood the log either, so repeats within the interval are
+    counted and the count is reported with the next line."""
+
+    def __init__(self, interval: float = 60.0) -> None:
+        self.interval = interval
+        self._seen: dict[tuple[int, int], list[float]] = {}
+
+    def refused(self, peer: str, code: int, kind: int, reason: str, level: int = logging.INFO) -> None:
+        now = time.monotonic()
+        entry = self._seen.get((code, kind))
+        if entry is not None and now - entry[0] < self.interval:
+            entry[1] += 1
+            return
+        since = f" ({int(entry[1])} more since the last line)" if entry is not None and entry[1] else ""
+        self._seen[(code, kind)] = [now, 0.0]
+        log.log(level, "refused %s (code %d) from %s: %s%s", _describe_code(code), code, peer, reason, since)
+
+
+#: One for the process: the interval is per request code, whichever connection sent it.
+REFUSALS = RefusalLog()
+
+
 # Open to subclasses in plain Python (the gRPC sessions' channel, test doubles) when compiled.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Connection(asyncio.Protocol):
@@ -504,6 +531,14 @@ class Connection(asyncio.Protocol):
     def _on_request(self, cmd: RemotingCommand) -> None:
         handler = self._handlers.get(cmd.code, self._default_handler)
         if handler is None:
+            if self._budget is not None:  # a server: its operator should see what peers miss
+                REFUSALS.refused(
+                    self.address,
+                    cmd.code,
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    "request code not supported",
+                    logging.WARNING,
+                )
             if not cmd.flag & _ONEWAY:
                 self.write(
                     cmd.response(
@@ -566,7 +601,11 @@ class Connection(asyncio.Protocol):
 
     def _handler_failed(self, cmd: RemotingCommand, exc: Exception) -> None:
         if isinstance(exc, MQError):
-            log.debug("%s: %s failed: %s", self.address, _describe_code(cmd.code), exc)
+            if self._budget is not None:
+                code = exc.code if isinstance(exc, BrokerError) else ResponseCode.SYSTEM_ERROR
+                REFUSALS.refused(self.address, cmd.code, int(code), str(exc))
+            else:
+                log.debug("%s: %s failed: %s", self.address, _describe_code(cmd.code), exc)
         else:
             log.exception("%s: handler for %s raised", self.address, _describe_code(cmd.code))
         if not cmd.flag & _ONEWAY:

@@ -592,6 +592,105 @@ def _java(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+# -- RocketMQ 5 -----------------------------------------------------------------------------
+
+
+def _json_list(path: str, model: type[TopicConfig] | type[SubscriptionGroupConfig]) -> list[Any] | None:
+    """A file's JSON list of configs (Apache's ``-f``); None when the file does not exist."""
+    file = Path(path)
+    if not file.exists():
+        return None
+    data = json.loads(file.read_bytes() or b"[]")
+    if not isinstance(data, list):
+        raise ValueError(f"{path} must hold a JSON list")
+    return [model.model_validate(item) for item in data]
+
+
+@command(
+    "updateTopicList",
+    "create or update topic in batch",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="create topic to which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="create topic to which cluster"),
+    arg("-f", "--filename", dest="filename", required=True, help="path to a JSON list of TopicConfig"),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def update_topic_list(ctx: Context, args: argparse.Namespace) -> Result:
+    configs = _json_list(args.filename, TopicConfig)
+    if configs is None:
+        return Result({"error": "no such file"}, [f"the file path {args.filename} does not exists"])
+    if not configs:
+        return Result({"brokerAddrs": []}, [])
+    addrs = await ctx.admin.create_topics(configs, cluster=args.cluster, broker_addr=args.broker_addr)
+    lines = [
+        f"submit batch of topic config to {addr} success, please check the result later." for addr in addrs
+    ]
+    return Result({"brokerAddrs": addrs, "topics": [c.topic_name for c in configs]}, lines)
+
+
+@command(
+    "updateSubGroupList",
+    "Update or create subscription group in batch",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="create groups to which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="create groups to which cluster"),
+    arg(
+        "-f",
+        "--filename",
+        dest="filename",
+        required=True,
+        help="path to a JSON list of SubscriptionGroupConfig",
+    ),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def update_sub_group_list(ctx: Context, args: argparse.Namespace) -> Result:
+    configs = _json_list(args.filename, SubscriptionGroupConfig)
+    if configs is None:
+        return Result({"error": "no such file"}, [f"the file path {args.filename} does not exists"])
+    if not configs:
+        return Result({"brokerAddrs": []}, [])
+    addrs = await ctx.admin.update_subscription_groups(
+        configs, cluster=args.cluster, broker_addr=args.broker_addr
+    )
+    what = "group config" if args.broker_addr else "subscription group config"
+    lines = [f"submit batch of {what} to {addr} success, please check the result later." for addr in addrs]
+    return Result({"brokerAddrs": addrs, "groups": [c.group_name for c in configs]}, lines)
+
+
+@command(
+    "setConsumeMode",
+    "Set consume message mode. pull/pop etc.",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="create subscription group to which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="create subscription group to which cluster"),
+    arg("-t", "--topicName", dest="topic", required=True, help="topic name"),
+    GROUP,
+    arg("-m", "--mode", dest="mode", required=True, choices=("PULL", "POP"), help="consume mode. PULL/POP"),
+    arg(
+        "-q",
+        "--popShareQueueNum",
+        dest="share",
+        type=int,
+        default=0,
+        help="num of queue which share in pop mode",
+    ),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def set_consume_mode(ctx: Context, args: argparse.Namespace) -> Result:
+    addrs = await ctx.admin.set_message_request_mode(
+        args.topic,
+        args.group,
+        args.mode,
+        pop_share_queue_num=args.share,
+        cluster=args.cluster,
+        broker_addr=args.broker_addr,
+    )
+    lines = []
+    for addr in addrs:
+        lines.append(f"set consume mode to {addr} success.")
+        lines.append(
+            f"topic[{args.topic}] group[{args.group}] consume mode[{args.mode}] popShareQueueNum[{args.share}]"
+        )
+    return Result({"brokerAddrs": addrs, "topic": args.topic, "group": args.group, "mode": args.mode}, lines)
+
+
 @command(
     "deleteSubGroup",
     "Delete subscription group from broker.",

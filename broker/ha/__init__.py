@@ -28,6 +28,10 @@ __all__ = ["HighAvailability", "MetadataSync", "ReplicationMaster", "Replication
 
 log = logging.getLogger(__name__)
 
+#: How far behind the master's end a slave may be and still count as in sync for ``haStatus``
+#: (Apache 5's ``haMaxGapNotInSync``, 256 MiB).
+IN_SYNC_GAP = 256 * 1024 * 1024
+
 
 def check_role(config: BrokerConfig, store_config: StoreConfig) -> None:
     """RocketMQ's start-up rule: a slave needs ``brokerId > 0``."""
@@ -125,6 +129,49 @@ class HighAvailability:
         if self.master is None:
             return []
         return [(s["address"], int(s["lagBytes"])) for s in self.master.slaves()]
+
+    def ha_status(self) -> dict[str, object]:
+        """GET_BROKER_HA_STATUS's body (Apache 5's ``HARuntimeInfo``, what ``mqadmin haStatus``
+        prints): a master's slaves with their acknowledged offsets and lag, or a slave's link to
+        its master. A slave within ``IN_SYNC_GAP`` bytes of the master's end counts as in sync.
+        Transfer speeds are not measured here and read 0."""
+        end = self.store.commit_log_max_offset
+        if self.slave is None:
+            links = sorted(self.master.links, key=lambda link: link.connected_at) if self.master else []
+            connections = [
+                {
+                    "addr": link.address,
+                    "slaveAckOffset": link.ack_offset,
+                    "diff": end - max(link.ack_offset, 0),
+                    "inSync": end - max(link.ack_offset, 0) <= IN_SYNC_GAP,
+                    "transferredByteInSecond": 0,
+                    "transferFromWhere": link.request_offset,
+                }
+                for link in links
+            ]
+            return {
+                "master": True,
+                "masterCommitLogMaxOffset": end,
+                "inSyncSlaveNums": sum(1 for c in connections if c["inSync"]),
+                "haConnectionInfo": connections,
+                "haClientRuntimeInfo": {},
+            }
+        slave = self.slave
+        return {
+            "master": False,
+            "masterCommitLogMaxOffset": 0,
+            "inSyncSlaveNums": 0,
+            "haConnectionInfo": [],
+            "haClientRuntimeInfo": {
+                "masterAddr": slave.master_address,
+                "transferredByteInSecond": 0,
+                "maxOffset": end,
+                "lastReadTimestamp": slave.last_read_ms,
+                "lastWriteTimestamp": slave.last_write_ms,
+                "masterFlushOffset": 0,
+                "isActivated": slave.connected,
+            },
+        }
 
     def runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds about replication (``brokerStatus`` shows it)."""

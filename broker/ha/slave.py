@@ -32,6 +32,12 @@ RETRY_SECONDS = 1.0
 CONNECT_TIMEOUT = 3.0
 
 
+def _epoch_ms(monotonic: float) -> int:
+    if not monotonic:
+        return 0
+    return int((time.time() - (time.monotonic() - monotonic)) * 1000)
+
+
 class ReplicationSlave:
     """A SLAVE's link to its master's HA port."""
 
@@ -58,6 +64,16 @@ class ReplicationSlave:
         self._last_read = 0.0
         #: The current link appended something (a link that did not is retried slowly).
         self._made_progress = False
+
+    @property
+    def last_read_ms(self) -> int:
+        """When the master last sent something, in ms since the epoch (0: never)."""
+        return _epoch_ms(self._last_read)
+
+    @property
+    def last_write_ms(self) -> int:
+        """When this slave last reported its offset, in ms since the epoch (0: never)."""
+        return _epoch_ms(self._last_write)
 
     def update_master_address(self, address: str | None) -> None:
         """The name server's ``haServerAddr`` of the master (ignored with ``haMasterAddress``).

@@ -3,6 +3,8 @@ info, topic and consume statistics, offsets, connections, offset resets, broker 
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiorocketmq.broker.store import MessageStore, StoreConfig
@@ -10,6 +12,7 @@ from aiorocketmq.protocol.body import (
     ConnectionInfo,
     ConsumerConnection,
     ConsumeStats,
+    CreateTopicListBody,
     GroupList,
     KVTable,
     MessageQueue,
@@ -17,13 +20,21 @@ from aiorocketmq.protocol.body import (
     ProducerConnection,
     ResetOffsetBody,
     SubscriptionGroupConfig,
+    SubscriptionGroupList,
     TopicConfig,
+    TopicList,
     TopicOffset,
     TopicStatsTable,
 )
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import ConsumerNotOnlineError, ServerSystemError, TopicNotExistError
+from aiorocketmq.protocol.errors import (
+    ConsumerNotOnlineError,
+    MessageIllegalError,
+    ServerSystemError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from aiorocketmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -48,9 +59,22 @@ from ..clients import ClientChannel, ClientRegistry
 from ..config import BrokerConfig
 from ..groups import GroupTable
 from ..offsets import OffsetTable
+from ..timers import TimerStore
 from ..topics import TopicTable
 
 RESERVED_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC}
+
+
+#: The read bit of RocketMQ 5's group forbidden table (``PermName.INDEX_PERM_READ``).
+_READ_BIT = 2
+
+
+def _field(cmd: RemotingCommand, name: str) -> str:
+    """A required text field of a request's header, or a refusal naming it."""
+    value = (cmd.ext_fields or {}).get(name)
+    if not isinstance(value, str) or not value:
+        raise MessageIllegalError(f"the request has no {name}")
+    return value
 
 
 class AdminHandlers:
@@ -67,6 +91,8 @@ class AdminHandlers:
         runtime_info: Callable[[], dict[str, str]],
         delay_offsets: Callable[[], bytes],
         register: Callable[[], Awaitable[None]],
+        timers: TimerStore,
+        ha_status: Callable[[], dict[str, object]] | None = None,
     ) -> None:
         """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table,
         ``delay_offsets()`` its ``delayOffset.json`` and ``register()`` registers the broker
@@ -81,6 +107,8 @@ class AdminHandlers:
         self._runtime_info = runtime_info
         self._delay_offsets = delay_offsets
         self._register = register
+        self.timers = timers
+        self._ha_status = ha_status
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -102,34 +130,60 @@ class AdminHandlers:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             RequestCode.TRIGGER_DELETE_FILES: self.delete_files,
+            RequestCode.UPDATE_AND_CREATE_TOPIC_LIST: self.create_topics,
+            RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS: self.check_rocksdb,
+            RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON: self.export_rocksdb,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: self.consume_time_span,
+            RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN: self.group_forbidden,
+            RequestCode.GET_TOPIC_CONFIG: self.topic_config,
+            RequestCode.GET_TIMER_CHECK_POINT: self.timer_checkpoint,
+            RequestCode.GET_BROKER_HA_STATUS: self.broker_ha_status,
+            RequestCode.RESET_MASTER_FLUSH_OFFSET: self.reset_master_flush_offset,
+            RequestCode.GET_TIMER_METRICS: self.timer_metrics,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.group_config,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_groups,
+            RequestCode.QUERY_TOPICS_BY_CONSUMER: self.topics_by_consumer,
+            RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER: self.subscription_by_consumer,
         }
 
     # -- topics ---------------------------------------------------------------------------
 
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_fields(cmd.ext_fields)
-        problem = topic_name_problem(h.topic)
-        if problem is not None:
-            raise ServerSystemError(problem)
-        if h.topic in RESERVED_TOPICS or h.topic == self.config.broker_cluster_name:
-            raise ServerSystemError(f"The topic[{h.topic}] is conflict with system reserved words.")
-        if h.read_queue_nums <= 0 or h.write_queue_nums <= 0:
-            raise ServerSystemError("queue numbers must be positive")
-        self.topics.put(
-            TopicConfig(
-                topic_name=h.topic,
-                read_queue_nums=h.read_queue_nums,
-                write_queue_nums=h.write_queue_nums,
-                perm=h.perm,
-                topic_filter_type=h.topic_filter_type,
-                topic_sys_flag=h.topic_sys_flag or 0,
-                order=h.order,
-            )
+        config = TopicConfig(
+            topic_name=h.topic,
+            read_queue_nums=h.read_queue_nums,
+            write_queue_nums=h.write_queue_nums,
+            perm=h.perm,
+            topic_filter_type=h.topic_filter_type,
+            topic_sys_flag=h.topic_sys_flag or 0,
+            order=h.order,
         )
+        self._check_topic(config)
+        self.topics.put(config)
         # Like Apache's broker, answer once the name servers have the new route: a client that
         # looks the topic up right after creating it must find it.
         await self._register()
         return cmd.response()
+
+    async def create_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC_LIST (RocketMQ 5): every topic checked before any is created."""
+        configs = CreateTopicListBody.decode(cmd.body).topic_config_list
+        for config in configs:
+            self._check_topic(config)
+        for config in configs:
+            self.topics.put(config)
+        await self._register()
+        return cmd.response()
+
+    def _check_topic(self, config: TopicConfig) -> None:
+        problem = topic_name_problem(config.topic_name)
+        if problem is not None:
+            raise ServerSystemError(problem)
+        if config.topic_name in RESERVED_TOPICS or config.topic_name == self.config.broker_cluster_name:
+            raise ServerSystemError(f"The topic[{config.topic_name}] is conflict with system reserved words.")
+        if config.read_queue_nums <= 0 or config.write_queue_nums <= 0:
+            raise ServerSystemError("queue numbers must be positive")
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_fields(cmd.ext_fields)
@@ -142,6 +196,74 @@ class AdminHandlers:
 
     def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=self.topics.encode())
+
+    def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (RocketMQ 5): one topic's config, as ``mqadmin`` 5 reads it."""
+        topic = _field(cmd, "topic")
+        config = self.topics.get(topic)
+        if config is None:
+            raise TopicNotExistError(f"No topic in this broker. topic: {topic}")
+        return cmd.response(body=config.encode())
+
+    def check_rocksdb(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """CHECK_ROCKSDB_CQ_WRITE_PROGRESS compares a RocksDB consume queue with the file one;
+        this broker keeps only the file one, so there is nothing to compare."""
+        raise ServerSystemError("this broker keeps no RocksDB consume queue (storeType is file only)")
+
+    def export_rocksdb(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """EXPORT_ROCKSDB_CONFIG_TO_JSON: Apache exports only tables kept in RocksDB and answers
+        "export done." with none; ours are all JSON files already."""
+        return cmd.response(remark="export done.")
+
+    def broker_ha_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_HA_STATUS (RocketMQ 5, ``mqadmin haStatus``): this broker's replication."""
+        if self._ha_status is None:
+            raise ServerSystemError("no replication status on this broker")
+        return cmd.response(body=json.dumps(self._ha_status()).encode())
+
+    def reset_master_flush_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """RESET_MASTER_FLUSH_OFFSET (RocketMQ 5, ``mqadmin resetMasterFlushOffset``): Apache's
+        slaves keep the master's flushed offset for controller-mode recovery; ours recover from
+        their own commit log, so there is nothing to reset (Apache answers SUCCESS on a master
+        alike)."""
+        return cmd.response()
+
+    def timer_checkpoint(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=self.timers.checkpoint_record())
+
+    def timer_metrics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=self.timers.metrics())
+
+    def consume_time_span(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_TIME_SPAN (``mqadmin queryConsumeTimeSpan``): per queue, when its
+        oldest and newest messages were stored, when the group's last consumed one was, and
+        how long the next one has waited."""
+        topic, group = _field(cmd, "topic"), _field(cmd, "group")
+        config = self.topics.get(topic)
+        if config is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist")
+        store = self.store
+        now = int(time.time() * 1000)
+        spans = []
+        for queue_id in range(config.write_queue_nums):
+            oldest = store.get_earliest_store_time(topic, queue_id)
+            end = store.get_max_offset(topic, queue_id)
+            consumed = self.offsets.query(group, topic, queue_id)
+            span: dict[str, object] = {
+                "messageQueue": MessageQueue(
+                    topic=topic, broker_name=self.config.broker_name, queue_id=queue_id
+                ).to_wire(),
+                "minTimeStamp": oldest,
+                "maxTimeStamp": store.get_store_time(topic, queue_id, end - 1),
+                "consumeTimeStamp": store.get_store_time(topic, queue_id, consumed - 1)
+                if consumed > 0
+                else oldest,
+                "delayTime": 0,
+            }
+            if consumed < end:
+                span["delayTime"] = now - store.get_store_time(topic, queue_id, max(consumed, 0))
+            spans.append(span)
+        return cmd.response(body=json.dumps({"consumeTimeSpanSet": spans}).encode())
 
     def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_fields(cmd.ext_fields)
@@ -179,6 +301,50 @@ class AdminHandlers:
     def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=self.groups.encode())
 
+    def group_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (RocketMQ 5); found as a pull finds it, so created on
+        first sight when ``autoCreateSubscriptionGroup`` is on, as Apache does."""
+        group = self.groups.find(_field(cmd, "group"))
+        if group is None:
+            raise SubscriptionGroupNotExistError("No group in this broker")
+        return cmd.response(body=group.encode())
+
+    def update_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (RocketMQ 5): many groups in one request."""
+        groups = SubscriptionGroupList.decode(cmd.body).group_config_list
+        for group in groups:
+            self.groups.put(group)
+        return cmd.response()
+
+    def group_forbidden(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_GET_GROUP_FORBIDDEN (RocketMQ 5): forbid or allow a group to read a
+        topic (``readable`` given), and say whether it may."""
+        group, topic = _field(cmd, "group"), _field(cmd, "topic")
+        readable = (cmd.ext_fields or {}).get("readable")
+        if readable is not None:
+            self.groups.set_forbidden(group, topic, _READ_BIT, str(readable).lower() != "true")
+        allowed = not self.groups.is_forbidden(group, topic, _READ_BIT)
+        body = json.dumps({"group": group, "readable": allowed, "topic": topic}).encode()
+        return cmd.response(remark="", body=body)
+
+    def topics_by_consumer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_TOPICS_BY_CONSUMER (RocketMQ 5): the topics a group has offsets for here."""
+        topics = self.offsets.topics_of_group(_field(cmd, "group"))
+        return cmd.response(
+            body=TopicList(topic_list=sorted(topics), broker_addr=self.config.broker_addr).encode()
+        )
+
+    def subscription_by_consumer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_SUBSCRIPTION_BY_CONSUMER (RocketMQ 5): a live group's subscription to a topic
+        (none when no client of the group subscribes to it now)."""
+        group, topic = _field(cmd, "group"), _field(cmd, "topic")
+        info = self.clients.consumer_group(group)
+        found = info.subscriptions.get(topic) if info is not None else None
+        body: dict[str, object] = {"group": group, "topic": topic}
+        if found is not None:
+            body["subscriptionData"] = found.to_wire()
+        return cmd.response(body=json.dumps(body).encode())
+
     # -- statistics -----------------------------------------------------------------------
 
     def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -210,6 +376,8 @@ class AdminHandlers:
                     OffsetWrapper(
                         broker_offset=store.get_max_offset(topic, queue_id),
                         consumer_offset=consumer_offset,
+                        # Pulls are not tracked apart from commits here: nothing counts as in flight.
+                        pull_offset=consumer_offset,
                         last_timestamp=max(0, last),
                     )
                 )

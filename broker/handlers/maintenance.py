@@ -10,10 +10,12 @@ at once by one client (CONSUME_MESSAGE_DIRECTLY).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
 from aiorocketmq.broker.store import MessageStore
+from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper, TopicList
 from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
@@ -98,6 +100,7 @@ class MaintenanceHandlers:
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.consumer_status,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.QUERY_CORRECTION_OFFSET: self.correction_offset,
@@ -179,6 +182,8 @@ class MaintenanceHandlers:
                     stats.offset_table[queue] = OffsetWrapper(
                         broker_offset=broker_offset,
                         consumer_offset=consumer_offset,
+                        # Pulls are not tracked apart from commits here: nothing counts as in flight.
+                        pull_offset=consumer_offset,
                         last_timestamp=max(0, last),
                     )
                 stats.consume_tps = self.history.window(GROUP_GET_NUMS, f"{topic}@{group}", 0).tps
@@ -286,6 +291,37 @@ class MaintenanceHandlers:
         h = GetConsumerRunningInfoRequestHeader.from_fields(cmd.ext_fields)
         ask = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, h.to_fields())
         return await self._relay(cmd, ask, h.consumer_group, h.client_id)
+
+    async def consumer_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (``mqadmin getConsumerStatus``): every online
+        client of the group (or the one ``clientAddr`` names) is asked for the offsets it holds
+        on the topic; the answers are passed on per client id, a client that fails to answer
+        left out, as Apache's broker does."""
+        fields = cmd.ext_fields or {}
+        group_name, only = str(fields.get("group") or ""), str(fields.get("clientAddr") or "")
+        group = self.clients.consumer_group(group_name)
+        if group is None or not group.channels:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{group_name}]"
+            )
+        ask_fields = {k: v for k, v in fields.items() if k in ("topic", "group", "clientAddr")}
+        tables: list[bytes] = []
+        for channel in list(group.channels.values()):
+            if only and channel.client_id != only:
+                continue
+            ask = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ask_fields)
+            try:
+                answer = await channel.conn.request(ask, RUNNING_INFO_TIMEOUT)
+            except MQError as exc:
+                log.warning("consumer status of %s in %s: %s", channel.client_id, group_name, exc)
+                continue
+            if answer.code != ResponseCode.SUCCESS or not answer.body:
+                continue
+            table = fastjson.loads(answer.body).get("messageQueueTable") or {}
+            # Keys are queues written as JSON objects (fastjson); passed on as they came.
+            pairs = b",".join(k.encode() + b":" + str(int(v)).encode() for k, v in table.items())
+            tables.append(json.dumps(channel.client_id).encode() + b":{" + pairs + b"}")
+        return cmd.response(body=b'{"consumerTable":{' + b",".join(tables) + b"}}")
 
     async def consume_message_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Hand the message an offset msgId names to one client of the group, which consumes

@@ -41,6 +41,8 @@ from ..writer import MessageWriter
 _COMMIT = PullSysFlag.COMMIT_OFFSET.value
 _SUSPEND = PullSysFlag.SUSPEND.value
 _SUBSCRIPTION = PullSysFlag.SUBSCRIPTION.value
+#: The read bit of RocketMQ 5's group forbidden table.
+_READ_BIT = 2
 _PERM_READ = int(Perm.READ)
 
 _STATUS_CODES = {
@@ -83,7 +85,16 @@ class Puller:
         self.filters = filters if filters is not None else ConsumerFilters(config.enable_property_filter)
 
     def handlers(self) -> dict[int, Handler]:
-        return {RequestCode.PULL_MESSAGE: self.pull}
+        # A 5.x lite-pull consumer pulls with its own code; the broker answers it as a pull
+        # (what differs is in the request's flags), unless lite pulls are switched off.
+        return {RequestCode.PULL_MESSAGE: self.pull, RequestCode.LITE_PULL_MESSAGE: self.lite_pull}
+
+    def lite_pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if not self.config.lite_pull_message_enable:
+            raise NoPermissionError(
+                f"the broker[{self.config.broker_ip1}] for lite pull consumer is forbidden"
+            )
+        return self.pull(conn, cmd)
 
     def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """A pull as it arrives: it may be held (``None``) when it finds nothing."""
@@ -138,6 +149,10 @@ class Puller:
             if info.message_model == MessageModel.BROADCASTING and not group.consume_broadcast_enable:
                 raise NoPermissionError(
                     f"the consumer group[{h.consumer_group}] can not consume by broadcast way"
+                )
+            if self.groups.is_forbidden(h.consumer_group, h.topic, _READ_BIT):
+                raise NoPermissionError(
+                    f"the consumer group[{h.consumer_group}] is forbidden for topic[{h.topic}]"
                 )
             sub = info.subscriptions.get(h.topic)
             if sub is None:

@@ -41,6 +41,8 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
+    TIMER_OUT_MS,
+    TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     dlq_topic,
     group_of_retry_topic,
@@ -48,6 +50,7 @@ from aiorocketmq.protocol.names import (
     retry_topic,
     topic_name_problem,
 )
+from aiorocketmq.protocol.recall import RecallHandle
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult
 
 from ..batch import BatchRefusal, store_batch
@@ -68,6 +71,8 @@ _STATUS_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
 _CLUSTER = PropertyKey.CLUSTER
+_REGION = PropertyKey.MSG_REGION
+_TRACE_SWITCH = PropertyKey.TRACE_SWITCH
 _WAIT = PropertyKey.WAIT_STORE_MSG_OK
 _DELAY = PropertyKey.DELAY_TIME_LEVEL
 _BATCH_REFUSALS: dict[int, str] = {
@@ -81,6 +86,12 @@ _RECONSUME_TIME = PropertyKey.RECONSUME_TIME
 DLQ_PERM = PERM_READ_WRITE
 _PERM_WRITE = int(Perm.WRITE)
 _MULTI_TAGS = int(MessageSysFlag.MULTI_TAGS)
+
+
+def _count_properties(raw: str) -> int:
+    """How many properties a producer's property string holds (each pair has one separator
+    between name and value)."""
+    return raw.count(NAME_VALUE_SEPARATOR)
 
 
 def put_failed(result: PutResult) -> BrokerError:
@@ -129,7 +140,14 @@ class Sender:
         self.region = config.region_id
         self.trace_on = "true" if config.trace_on else "false"
         self.cluster = config.broker_cluster_name
-        self.cluster_property = f"{_CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster}"
+        # What RocketMQ 5 stores in every sent message besides the producer's properties: the
+        # broker's region and trace switch (a 5.x client's consumer trace needs the region) and
+        # the cluster. Java puts the first two into the request's properties before storing,
+        # so a producer's own values are replaced.
+        self.broker_properties = {_REGION: self.region, _TRACE_SWITCH: self.trace_on, _CLUSTER: self.cluster}
+        self.broker_suffix = PROPERTY_SEPARATOR.join(
+            f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in self.broker_properties.items()
+        )
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -204,7 +222,7 @@ class Sender:
         if retry:
             topic, queue_id = self._retry_or_dlq(cmd, h, topic, queue_id, props)
         wait = props.get(_WAIT) != "false"
-        props[_CLUSTER] = self.cluster
+        props.update(self.broker_properties)
         transactional = props.get(_TRAN_MSG) == "true"
         encoded: str | None = None
         if transactional:
@@ -215,13 +233,13 @@ class Sender:
             props[PropertyKey.REAL_TOPIC] = topic
             props[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
             sys_flag = reset_transaction_type(sys_flag, 0)
-        elif not retry:
-            # The common case changes nothing but the cluster name: append it to the string
-            # the producer sent instead of encoding the properties again.
+        elif not retry and len(props) == _count_properties(raw) + 3:
+            # The common case only adds the broker's properties (none of them was in the
+            # producer's): append them to the string it sent instead of encoding them all again.
             encoded = (
-                f"{raw}{self.cluster_property}"
+                f"{raw}{self.broker_suffix}"
                 if raw.endswith(PROPERTY_SEPARATOR) or not raw
-                else (f"{raw}{PROPERTY_SEPARATOR}{self.cluster_property}")
+                else (f"{raw}{PROPERTY_SEPARATOR}{self.broker_suffix}")
             )
         msg = self.writer.build(
             # A half message waits in the half topic; the queue the producer chose is in
@@ -261,7 +279,18 @@ class Sender:
         result = self.writer.put(msg)
         if transactional and result.ok:
             self.transactions.on_half_stored(props, result)
-        return self._respond(conn, cmd, result, queue_id, wait)
+        recall = None
+        if msg.topic == TIMER_TOPIC and result.ok:
+            recall = self._recall_handle(props)
+        return self._respond(conn, cmd, result, queue_id, wait, recall)
+
+    def _recall_handle(self, props: dict[str, str]) -> str | None:
+        """RocketMQ 5: a timer message's handle for RECALL_MESSAGE (not for a retry topic's)."""
+        topic, due = props.get(PropertyKey.REAL_TOPIC), props.get(TIMER_OUT_MS)
+        if not topic or not due or is_retry_topic(topic):
+            return None
+        unique = props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        return RecallHandle(topic, self.config.broker_name, str(int(due) + 1), unique).encode()
 
     def _retry_or_dlq(
         self,
@@ -309,11 +338,11 @@ class Sender:
             )
         header_props = decode_properties(h.properties) if h.properties else {}
         wait = header_props.pop(_WAIT, "true") != "false"
-        # What the broker appends to every entry's own properties (Java 4.9: the header's
-        # properties, then the cluster); entries are stored with their own string plus this.
-        extra = PROPERTY_SEPARATOR.join(
-            [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in header_props.items()] + [self.cluster_property]
-        )
+        # What the broker appends to every entry's own properties (Java: the header's
+        # properties with the region and trace switch, then the cluster); entries are stored
+        # with their own string plus this.
+        header_props.update(self.broker_properties)
+        extra = PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in header_props.items())
         try:
             stored = store_batch(body, topic, queue_id, extra, sys_flag, h.born_timestamp, born_host(conn))
         except ProtocolError as exc:
@@ -335,20 +364,26 @@ class Sender:
         return self._respond(conn, cmd, self.writer.put_batch(messages), queue_id, wait)
 
     def _respond(
-        self, conn: Connection, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        wait: bool,
+        recall: str | None = None,
     ) -> HandlerResult:
         if not result.ok:
             raise put_failed(result)
         if wait and result.status == PutStatus.PUT_OK:
             if self.store.replica is not None:
-                return self._respond_when_stored(cmd, result, queue_id)
+                return self._respond_when_stored(cmd, result, queue_id, recall)
             if self.sync_flush:
-                self._respond_when_flushed(conn, cmd, result, queue_id)
+                self._respond_when_flushed(conn, cmd, result, queue_id, recall)
                 return None
-        return self._success(cmd, result, queue_id, _STATUS_CODES.get(result.status, _SUCCESS))
+        return self._success(cmd, result, queue_id, _STATUS_CODES.get(result.status, _SUCCESS), recall)
 
     def _respond_when_flushed(
-        self, conn: Connection, cmd: RemotingCommand, result: PutResult, queue_id: int
+        self, conn: Connection, cmd: RemotingCommand, result: PutResult, queue_id: int, recall: str | None
     ) -> None:
         """SYNC_FLUSH: answer once a flush covers the message, from the flush's own settling
         (the handler returns None, as POP's acks do). Every put under SYNC_FLUSH comes here:
@@ -358,31 +393,34 @@ class Sender:
         def on_flushed(status: PutStatus) -> None:
             if not oneway and not conn.closed:
                 code = _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-                conn.send_response(self._success(cmd, result, queue_id, code))
+                conn.send_response(self._success(cmd, result, queue_id, code, recall))
 
         self.store.when_flushed(result, on_flushed)
 
     async def _respond_when_stored(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, recall: str | None
     ) -> RemotingCommand:
         """A SYNC_MASTER: the answer once the message is flushed (under SYNC_FLUSH) and the
         slave has it."""
         status = await self.store.wait_stored(result)
-        return self._success(cmd, result, queue_id, _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR))
-
-    def _success(self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: int) -> RemotingCommand:
-        msg_ids = result.msg_ids
-        return cmd.response(
-            code,
-            None,
-            {
-                "msgId": msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids),
-                "queueId": str(queue_id),
-                "queueOffset": str(result.queue_offset),
-                "MSG_REGION": self.region,
-                "TRACE_ON": self.trace_on,
-            },
+        return self._success(
+            cmd, result, queue_id, _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR), recall
         )
+
+    def _success(
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: int, recall: str | None = None
+    ) -> RemotingCommand:
+        msg_ids = result.msg_ids
+        fields = {
+            "msgId": msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids),
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": self.region,
+            "TRACE_ON": self.trace_on,
+        }
+        if recall is not None:
+            fields["recallHandle"] = recall
+        return cmd.response(code, None, fields)
 
     # -- CONSUMER_SEND_MSG_BACK ----------------------------------------------------------
 

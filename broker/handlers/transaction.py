@@ -1,12 +1,14 @@
 """END_TRANSACTION (37): a producer commits or rolls back a half message (also in answer to
-the broker's CHECK_TRANSACTION_STATE)."""
+the broker's CHECK_TRANSACTION_STATE); RESUME_CHECK_HALF_MESSAGE (323): an operator has one
+checked again from the start (``mqadmin resumeCheckHalfMessage``)."""
 
 from __future__ import annotations
 
 from aiorocketmq.protocol.codes import MASTER_ID, RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import SlaveNotAvailableError
+from aiorocketmq.protocol.errors import ProtocolError, ServerSystemError, SlaveNotAvailableError
 from aiorocketmq.protocol.headers import EndTransactionRequestHeader
+from aiorocketmq.protocol.message import decode_offset_msg_id
 from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..config import BrokerConfig
@@ -19,11 +21,23 @@ class TransactionHandlers:
         self.transactions = transactions
 
     def handlers(self) -> dict[int, Handler]:
-        return {RequestCode.END_TRANSACTION: self.end_transaction}
+        return {
+            RequestCode.END_TRANSACTION: self.end_transaction,
+            RequestCode.RESUME_CHECK_HALF_MESSAGE: self.resume_check,
+        }
 
     def end_transaction(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = EndTransactionRequestHeader.from_fields(cmd.ext_fields)
         if self.config.broker_id != MASTER_ID:
             raise SlaveNotAvailableError("a slave does not accept transaction decisions")
         self.transactions.end(h, cmd.remark)
+        return cmd.response()
+
+    def resume_check(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        msg_id = (cmd.ext_fields or {}).get("msgId")
+        try:
+            _host, offset = decode_offset_msg_id(str(msg_id or ""))
+        except ProtocolError:
+            raise ServerSystemError(f"{msg_id!r} is not an offset message id") from None
+        self.transactions.resume(offset)
         return cmd.response()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import BrokerError
+from aiorocketmq.protocol.errors import BrokerError, MessageIllegalError
 from aiorocketmq.protocol.pop import (
     NORMAL_TOPIC_TYPE,
     POLLING_TIMEOUT,
@@ -29,7 +29,7 @@ from aiorocketmq.protocol.pop import (
 )
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, error_response
 
-from .service import InvalidReceiptHandleError, PopService
+from .service import InvalidReceiptHandleError, PopService, now_ms
 
 #: The longest a pop may wait for messages on the broker (ms).
 MAX_POLL_MS = 60_000
@@ -48,7 +48,54 @@ class PopHandlers:
             PopRequestCode.ACK_MESSAGE: self.ack,
             PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
             PopRequestCode.BATCH_ACK_MESSAGE: self.batch_ack,
+            PopRequestCode.PEEK_MESSAGE: self.peek,
+            PopRequestCode.NOTIFICATION: self.notification,
+            PopRequestCode.POLLING_INFO: self.polling_info,
+            PopRequestCode.POP_ROLLBACK: self.pop_rollback,
         }
+
+    def peek(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """PEEK_MESSAGE (200052): what a pop would get next, without popping it."""
+        fields = cmd.ext_fields or {}
+        rest, records = self.service.peek(
+            group=_text(fields, "consumerGroup"),
+            topic=_text(fields, "topic"),
+            queue_id=_number(fields, "queueId"),
+            max_messages=_number(fields, "maxMsgNums"),
+        )
+        header: dict[str, object] = {"popTime": 0, "invisibleTime": 0, "reviveQid": 0, "restNum": rest}
+        if not records:
+            return cmd.response(ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", header)
+        return cmd.response(ResponseCode.SUCCESS, "FOUND", header, b"".join(records))
+
+    async def notification(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """NOTIFICATION (200054): whether a pop would find messages, waiting up to the poll
+        time for some to arrive."""
+        fields = cmd.ext_fields or {}
+        born = _number(fields, "bornTime") if fields.get("bornTime") not in (None, "0") else now_ms()
+        poll = min(max(0, born + _number(fields, "pollTime") - now_ms()), MAX_POLL_MS)
+        has, full = await self.service.notification(
+            group=_text(fields, "consumerGroup"),
+            topic=_text(fields, "topic"),
+            queue_id=_number(fields, "queueId"),
+            poll_ms=poll,
+        )
+        return cmd.response(
+            ext_fields={"hasMsg": "true" if has else "false", "pollingFull": "true" if full else "false"}
+        )
+
+    def polling_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """POLLING_INFO (200055): how many pops of the group wait on that queue."""
+        fields = cmd.ext_fields or {}
+        group, topic = _text(fields, "consumerGroup"), _text(fields, "topic")
+        queue_id = _number(fields, "queueId")
+        self.service.peek(group=group, topic=topic, queue_id=queue_id, max_messages=1)  # the same checks
+        return cmd.response(ext_fields={"pollingNum": self.service.polling(group, topic, queue_id)})
+
+    def pop_rollback(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """POP_ROLLBACK (200056, ``mqadmin exportPopRecord``): Apache moves POP records from its
+        optional RocksDB store back to check-points; ours are check-points already."""
+        return cmd.response()
 
     def pop(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         return self._pop(conn, cmd, PopMessageRequestHeader.from_fields(cmd.ext_fields))
@@ -204,3 +251,18 @@ def _batch_answer(cmd: RemotingCommand, failures: list[BrokerError], total: int)
         return cmd.response()
     first = failures[0]
     return cmd.response(first.code, f"{len(failures)} of {total} acks refused; the first: {first.remark}")
+
+
+def _text(fields: dict[str, object], name: str) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str) or not value:
+        raise MessageIllegalError(f"the request has no {name}")
+    return value
+
+
+def _number(fields: dict[str, object], name: str) -> int:
+    value = fields.get(name)
+    try:
+        return int(str(value))
+    except ValueError:
+        raise MessageIllegalError(f"the request's {name} is not a number: {value!r}") from None

@@ -228,6 +228,8 @@ class PopService:
         self._next_revive_qid = 0
         #: Pops waiting for messages, by the topic they asked for.
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        #: Pops waiting for messages per (topic, group, queue id or -1): POLLING_INFO's count.
+        self._polling: dict[tuple[str, str, int], int] = {}
         #: POP retry topic -> the topic it redelivers.
         self._retry_of: dict[str, str] = {}
         self._revive_wakeup: asyncio.Event | None = None
@@ -363,9 +365,79 @@ class PopService:
                     wait = min(wait, max(0.0, (opens - now_ms()) / 1000) + 0.001)
             if self.waiting >= MAX_WAITING:
                 raise PollingFullError(f"{self.waiting} receives are waiting already")
-            await self._wait_for(topic, wait)
+            key = (topic, group, -1 if queue_id is None or queue_id < 0 else queue_id)
+            self._polling[key] = self._polling.get(key, 0) + 1
+            try:
+                await self._wait_for(topic, wait)
+            finally:
+                left = self._polling[key] - 1
+                if left:
+                    self._polling[key] = left
+                else:
+                    del self._polling[key]
             if alive is not None and not alive():
                 return PopResult(invisible_time=invisible_ms, pop_time=now_ms())
+
+    # -- looking without popping (RocketMQ 5's PEEK_MESSAGE, NOTIFICATION, POLLING_INFO) -------
+
+    def _pop_offset(self, group: str, topic: str, queue_id: int) -> int:
+        offset = self.offsets.query(group, topic, queue_id)
+        return offset if offset >= 0 else self.store.get_min_offset(topic, queue_id)
+
+    def _looked_at(self, group: str, topic: str, queue_id: int) -> list[tuple[str, int]]:
+        """The queues a peek or notification looks at: the topic's (one, or all for a
+        negative id), then the group's POP retry topic's."""
+        config = self.topics.get(topic)
+        queue_nums = config.read_queue_nums if config is not None else 0
+        queues = [queue_id] if queue_id >= 0 else list(range(queue_nums))
+        retry = pop_retry_topic(group, topic)
+        return [(topic, q) for q in queues] + [(retry, q) for q in self.store.queue_ids(retry)]
+
+    def peek(self, *, group: str, topic: str, queue_id: int, max_messages: int) -> tuple[int, list[bytes]]:
+        """Up to ``max_messages`` stored records a pop would look at next, and how many wait in
+        all: nothing is popped, no offset moves, nothing becomes invisible."""
+        self._check(group, topic, queue_id, max_messages, 0, "TAG", "*")
+        store = self.store
+        rest = 0
+        records: list[bytes] = []
+        for stored_topic, q in self._looked_at(group, topic, queue_id):
+            offset = self._pop_offset(group, stored_topic, q)
+            rest += max(0, store.get_max_offset(stored_topic, q) - offset)
+            if len(records) >= max_messages:
+                continue
+            result = store.get_messages(
+                group, stored_topic, q, offset, max_messages - len(records), None, None
+            )
+            if result.status is GetStatus.FOUND:
+                records.extend(bytes(buf) for buf in result.buffers)
+        return rest, records
+
+    def has_messages(self, group: str, topic: str, queue_id: int) -> bool:
+        store = self.store
+        return any(
+            store.get_max_offset(t, q) > self._pop_offset(group, t, q)
+            for t, q in self._looked_at(group, topic, queue_id)
+        )
+
+    async def notification(self, *, group: str, topic: str, queue_id: int, poll_ms: int) -> tuple[bool, bool]:
+        """``(has messages, polling full)``: whether a pop would find something now, or within
+        ``poll_ms`` (waiting for arrivals as a pop does)."""
+        self._check(group, topic, queue_id, 1, 0, "TAG", "*")
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + max(0, poll_ms) / 1000
+        while True:
+            if self.has_messages(group, topic, queue_id):
+                return True, False
+            remaining = give_up - loop.time()
+            if remaining <= 0:
+                return False, False
+            if self.waiting >= MAX_WAITING:
+                return False, True
+            await self._wait_for(topic, remaining)
+
+    def polling(self, group: str, topic: str, queue_id: int) -> int:
+        """Pops of ``group`` waiting for ``topic``'s queue (-1: for any of its queues)."""
+        return self._polling.get((topic, group, queue_id), 0)
 
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
         """Acknowledge a popped message: it is never delivered again (raises

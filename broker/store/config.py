@@ -84,9 +84,10 @@ class StoreConfig(Settings):
     delete_when: str = Field("04", alias="deleteWhen")
     #: Percent of the disk above which expired files are deleted at any hour.
     disk_max_used_space_ratio: int = Field(75, alias="diskMaxUsedSpaceRatio", ge=0, le=100)
-    #: Fraction of the disk above which files are deleted even before they expire.
+    #: Fraction of the disk above which files are deleted even before they expire (a percent,
+    #: as RocketMQ 5 gives it, is taken too).
     disk_space_clean_forcibly_ratio: float = Field(0.85, alias="diskSpaceCleanForciblyRatio", ge=0, le=1)
-    #: Fraction of the disk above which the store refuses new messages.
+    #: Fraction of the disk above which the store refuses new messages (or a percent).
     disk_space_warning_level_ratio: float = Field(0.90, alias="diskSpaceWarningLevelRatio", ge=0, le=1)
     #: Whether forced clean-up (past ``diskSpaceCleanForciblyRatio``) may delete commit-log files
     #: holding messages a subscribed group has not consumed yet. Apache defaults to true; we
@@ -126,6 +127,16 @@ class StoreConfig(Settings):
     ha_slave_fallbehind_max: int = Field(256 << 20, alias="haSlaveFallbehindMax", ge=0)
     #: Ms a SYNC_MASTER waits for its slave before answering FLUSH_SLAVE_TIMEOUT.
     slave_timeout: int = Field(3000, alias="slaveTimeout", ge=1)
+
+    @field_validator("disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio", mode="before")
+    @classmethod
+    def _fraction_or_percent(cls, value: object) -> object:
+        """4.x gives these as a fraction (0.90), RocketMQ 5 as a percent (90): both are taken."""
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return value  # pydantic says what is wrong with it
+        return number / 100 if 1 < number <= 100 else number
 
     @field_validator("ha_master_address")
     @classmethod

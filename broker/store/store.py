@@ -1228,6 +1228,7 @@ class MessageStore:
             "commitLogMinOffset": str(self.commit_log_min_offset),
             "commitLogMaxOffset": str(self.commit_log_max_offset),
             "commitLogDiskRatio": f"{ratio:.4f}",
+            "consumeQueueDiskRatio": f"{disk_used_ratio(str(self.config.root_dir)):.4f}",
             "diskFull": "true" if self.disk_full else "false",
             "putMessageRefusedDiskFull": str(stats.put_refused_disk_full),
             "unconsumedMessagesDeleted": str(stats.unconsumed_deleted),

@@ -78,6 +78,23 @@ async def test_unacked_messages_come_back_after_the_invisible_time_with_the_atte
         assert await consumer.receive(32, 1.0, await_duration=1.5) == []
 
 
+async def test_messages_acked_one_by_one_do_not_come_back(cluster: Cluster, admin: Admin) -> None:
+    """Single ACK_MESSAGE requests (not a batch): once the unacked half is back after the
+    invisible time, nothing of the acked half has come with it."""
+    topic = unique("PopSingleAck")
+    await admin.create_topic(topic, 2)
+    bodies = [f"s{i}".encode() for i in range(4)]
+    async with SimpleConsumer(unique("cg"), cluster.namesrv_addr, subscriptions={topic: "*"}) as consumer:
+        await send_all(cluster, topic, bodies)
+        first = sorted(await receive_until(consumer, 4, invisible=1.0), key=lambda m: m.body)
+        for msg in first[:2]:
+            await consumer.ack(msg)
+        again = await receive_until(consumer, 2, invisible=30.0)
+        assert sorted(m.body for m in again) == bodies[2:]
+        for msg in again:
+            await consumer.ack(msg)
+
+
 async def test_messages_go_to_the_dead_letter_queue_after_the_group_max_attempts(
     cluster: Cluster, admin: Admin
 ) -> None:

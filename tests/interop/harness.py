@@ -74,6 +74,9 @@ class Toolchain:
     client_classpath: str  # the suite's classes + rocketmq-client/tools 4.9.8 and their deps
     server_classpath: str  # Apache's name server + broker (reference/pom.xml)
     go_binary: Path
+    #: The release of Apache's servers on server_classpath: 4.9.7 (java/reference), or 5.3.3
+    #: (java53/reference, build_java53), whose broker gets APACHE5_BROKER's settings as well.
+    server_version: str = "4.9.7"
 
     def java_command(self, main: str, args: Sequence[str], props: dict[str, str] | None = None) -> list[str]:
         defines = [f"-D{k}={v}" for k, v in (props or {}).items()]
@@ -107,10 +110,12 @@ def _maven(args: Sequence[str], pom: Path) -> None:
         raise RuntimeError(f"maven failed for {pom}:\n{online.stdout}\n{online.stderr}")
 
 
-def build_java() -> tuple[str, str, str]:
+def _build_java_tree(root: Path, label: str) -> tuple[str, str, str]:
+    """Compile ``root``'s scenario programs (``root/pom.xml``) and resolve its classpath and that of
+    ``root/reference/pom.xml`` (Apache's servers), cached under ``CACHE/<label>-<digest>``."""
     java = require("java", "Apache RocketMQ's servers, client and mqadmin are Java")
-    sources = [*JAVA_DIR.rglob("*.java"), *JAVA_DIR.rglob("pom.xml")]
-    out = CACHE / f"java-{_digest(sources)}"
+    sources = [*root.rglob("*.java"), *root.rglob("pom.xml")]
+    out = CACHE / f"{label}-{_digest(sources)}"
     client_cp = out / "client.classpath"
     server_cp = out / "server.classpath"
     classes = out / "build" / "classes"
@@ -123,15 +128,20 @@ def build_java() -> tuple[str, str, str]:
                 "dependency:build-classpath",
                 f"-Dmdep.outputFile={client_cp}.tmp",
             ],
-            JAVA_DIR / "pom.xml",
+            root / "pom.xml",
         )
         _maven(
             ["dependency:build-classpath", f"-Dmdep.outputFile={server_cp}.tmp"],
-            JAVA_DIR / "reference" / "pom.xml",
+            root / "reference" / "pom.xml",
         )
         Path(f"{client_cp}.tmp").replace(client_cp)
         Path(f"{server_cp}.tmp").replace(server_cp)
     return java, f"{classes}:{client_cp.read_text().strip()}", server_cp.read_text().strip()
+
+
+def build_java() -> tuple[str, str, str]:
+    """``(java, client classpath, server classpath)``: java/ on the 4.9.8 client, Apache's 4.9.7 servers."""
+    return _build_java_tree(JAVA_DIR, "java")
 
 
 def build_go() -> Path:
@@ -183,13 +193,35 @@ LOGBACK = """<configuration>
 """
 
 
+#: The same for Apache's 5.x servers, whose logback is shaded into org.apache.rocketmq.logging
+#: and reads the file named by ``-Drmq.logback.configurationFile`` (LOGBACK5_PROPERTY). Without it
+#: they load the broker jar's own rmq.broker.logback.xml, which logs at INFO under
+#: ``${user.home}/logs`` and prints several hundred lines of logback status on stdout.
+LOGBACK5 = LOGBACK.replace("ch.qos.logback.", "org.apache.rocketmq.logging.ch.qos.logback.")
+LOGBACK5_PROPERTY = "rmq.logback.configurationFile"
+
+
 def rocketmq_home(root: Path) -> Path:
-    """A ROCKETMQ_HOME with the logback files Apache's start-up classes load (logs in ``root``)."""
+    """A ROCKETMQ_HOME with the logback files Apache's start-up classes load (logs in ``root``):
+    ``conf/logback_<name>.xml`` for 4.x, ``conf/rmq_<name>.logback.xml`` for 5.x."""
     conf = root / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     for name in ("namesrv", "broker", "tools"):
         (conf / f"logback_{name}.xml").write_text(LOGBACK.format(log=root / f"{name}.log"))
+        (conf / f"rmq_{name}.logback.xml").write_text(LOGBACK5.format(log=root / f"{name}.log"))
     return root
+
+
+def _server_jvm(toolchain: Toolchain, home: Path, name: str) -> list[str]:
+    """The JVM and its options for one of Apache's servers (``name``: namesrv or broker)."""
+    return [
+        toolchain.java,
+        *SERVER_HEAP,
+        f"-Duser.home={home}",
+        f"-D{LOGBACK5_PROPERTY}={home / 'conf' / f'rmq_{name}.logback.xml'}",
+        "-cp",
+        toolchain.server_classpath,
+    ]
 
 
 class JavaProcess:
@@ -279,11 +311,7 @@ class ApacheNamesrv:
         home = rocketmq_home(self.root)
         conf = _properties(self.root / "namesrv.conf", {"listenPort": self.port})
         command = [
-            self.toolchain.java,
-            *SERVER_HEAP,
-            f"-Duser.home={self.root}",
-            "-cp",
-            self.toolchain.server_classpath,
+            *_server_jvm(self.toolchain, home, "namesrv"),
             "org.apache.rocketmq.namesrv.NamesrvStartup",
             "-c",
             str(conf),
@@ -348,26 +376,76 @@ class ApacheBroker:
             "autoCreateTopicEnable": True,
             "autoCreateSubscriptionGroup": True,
             "diskMaxUsedSpaceRatio": 98,
+            **(APACHE5_BROKER if self.toolchain.server_version.startswith("5.") else {}),
             **self.overrides,
         }
         conf = _properties(self.root / "broker.conf", settings)
         command = [
-            self.toolchain.java,
-            *SERVER_HEAP,
-            f"-Duser.home={self.root}",
-            "-cp",
-            self.toolchain.server_classpath,
+            *_server_jvm(self.toolchain, home, "broker"),
             "org.apache.rocketmq.broker.BrokerStartup",
             "-c",
             str(conf),
         ]
         self.process = JavaProcess(command, home, f"apache broker {self.name}")
         self.process.wait_for("boot success", timeout=180)
+        if self.toolchain.server_version.startswith("5."):
+            self._await_registered()
         return self
+
+    def _await_registered(self, timeout: float = 30.0) -> None:
+        """Wait until each name server lists this broker. A 5.x broker registers at start only with
+        the name servers its remoting client has already connected to (getAvailableNameSrvList,
+        filled by a scan that starts with the broker and runs concurrently): when the scan is late
+        it says "boot success" unregistered and registers 10 s later, with its first periodic
+        registration (Apache 5.3.3)."""
+        deadline = time.monotonic() + timeout
+        for namesrv in self.namesrv_addr.split(";"):
+            while self.addr.encode() not in _remoting_call(namesrv, 106):  # GET_BROKER_CLUSTER_INFO
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name} at {self.addr} never registered with {namesrv}")
+                time.sleep(0.2)
 
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+def _remoting_call(addr: str, code: int, timeout: float = 5.0) -> bytes:
+    """One remoting request without header fields or body (JSON-serialized header) to
+    ``host:port``: the response's body, empty when the server cannot be reached."""
+    import socket
+    import struct
+
+    host, port = addr.rsplit(":", 1)
+    header = json.dumps(
+        {
+            "code": code,
+            "flag": 0,
+            "language": "JAVA",
+            "opaque": 1,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": 0,
+        }
+    ).encode()
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            conn.sendall(struct.pack(">II", 4 + len(header), len(header)) + header)
+            (length,) = struct.unpack(">I", _recv_exactly(conn, 4))
+            frame = _recv_exactly(conn, length)
+    except OSError:
+        return b""
+    header_length = struct.unpack(">I", frame[:4])[0] & 0xFFFFFF
+    return frame[4 + header_length :]
+
+
+def _recv_exactly(conn: Any, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed mid-frame")
+        data += chunk
+    return data
 
 
 def _port_free(port: int) -> bool:
@@ -455,25 +533,17 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-if __name__ == "__main__":
-    started = time.monotonic()
-    built = build_all()
-    print(
-        f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
-    )
-
-
 # ---- the RocketMQ 5.x Java client (tests/grpc) ---------------------------------------------
 
 JAVA5_DIR = HERE / "java5"
 
 
-def build_java5() -> tuple[str, str]:
-    """``(java, classpath)`` of the 5.x scenario program (java5/) on rocketmq-client-java."""
-    java = require("java", "the RocketMQ 5.x Java client is Java")
+def _build_module(root: Path, label: str, tool_reason: str, sources: Sequence[Path]) -> tuple[str, str]:
+    """``(java, classpath)`` of one Maven module of the suite (its classes and their
+    dependencies), compiled and resolved once into ``CACHE/<label>-<digest of sources>``."""
+    java = require("java", tool_reason)
     with _cache_lock():
-        sources = [*JAVA5_DIR.rglob("*.java"), JAVA5_DIR / "pom.xml"]
-        out = CACHE / f"java5-{_digest(sources)}"
+        out = CACHE / f"{label}-{_digest(sources)}"
         deps = out / "client.classpath"
         classes = out / "build" / "classes"
         if not (deps.exists() and classes.exists()):
@@ -485,7 +555,76 @@ def build_java5() -> tuple[str, str]:
                     "dependency:build-classpath",
                     f"-Dmdep.outputFile={deps}.tmp",
                 ],
-                JAVA5_DIR / "pom.xml",
+                root / "pom.xml",
             )
             Path(f"{deps}.tmp").replace(deps)
     return java, f"{classes}:{deps.read_text().strip()}"
+
+
+def build_java5() -> tuple[str, str]:
+    """``(java, classpath)`` of the 5.x scenario program (java5/) on rocketmq-client-java."""
+    sources = [*JAVA5_DIR.rglob("*.java"), JAVA5_DIR / "pom.xml"]
+    return _build_module(JAVA5_DIR, "java5", "the RocketMQ 5.x Java client is Java", sources)
+
+
+# ---- Apache RocketMQ 5.3: the remoting client 5.3.2 and the 5.3.3 servers (java53/) ---------
+
+JAVA53_DIR = HERE / "java53"
+
+#: Settings Apache's 5.x broker gets beyond the 4.9.7 ones (ApacheBroker): its timer log (5.x's
+#: delayed messages) in 16 MiB files like the commit log rather than 100 MiB ones.
+APACHE5_BROKER: dict[str, Any] = {
+    "mappedFileSizeTimerLog": 16 * 1024 * 1024,
+}
+
+
+def build_java53() -> tuple[str, str, str]:
+    """``(java, client classpath, server classpath)``: the suite's 5.3 scenario program (java53/,
+    Scenarios53.java) on rocketmq-client and rocketmq-acl 5.3.2, and Apache's 5.3.3 name server,
+    broker and tools (java53/reference), built and cached like :func:`build_java`."""
+    return _build_java_tree(JAVA53_DIR, "java53")
+
+
+def build_java53_only() -> Toolchain:
+    with _cache_lock():
+        java, client_cp, server_cp = build_java53()
+    return Toolchain(java, client_cp, server_cp, Path(), server_version="5.3.3")
+
+
+JAVA53_ADMIN_DIR = HERE / "java53admin"
+
+
+def build_java53_admin() -> tuple[str, str]:
+    """``(java, classpath)`` of Apache 5.3.3's ``mqadmin`` (rocketmq-tools 5.3.3) with the suite's
+    AdminSession (java53admin/): a module of its own, the tools 5.3.3 and java53/'s client 5.3.2
+    not sharing a classpath."""
+    sources = [*JAVA53_ADMIN_DIR.rglob("*.java"), JAVA53_ADMIN_DIR / "pom.xml"]
+    return _build_module(JAVA53_ADMIN_DIR, "java53admin", "Apache RocketMQ's mqadmin is Java", sources)
+
+
+# ---- Spring: rocketmq-spring-boot-starter 2.3.5 on Spring Boot 3.5 (spring/) -----------------
+
+SPRING_DIR = HERE / "spring"
+
+
+def build_spring() -> tuple[str, str]:
+    """``(java, classpath)`` of the suite's Spring Boot application (spring/, SpringInterop.java
+    and application.properties) on Apache's rocketmq-spring-boot-starter (the digest covers the
+    resources as well)."""
+    sources = [
+        path for path in (*SPRING_DIR.joinpath("src").rglob("*"), SPRING_DIR / "pom.xml") if path.is_file()
+    ]
+    return _build_module(
+        SPRING_DIR, "spring", "the Spring Boot application on rocketmq-spring-boot-starter is Java", sources
+    )
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    built = build_all()
+    build_java53_only()
+    build_spring()
+    build_java53_admin()
+    print(
+        f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
+    )

@@ -67,6 +67,8 @@ class FakeBroker:
     addr: str
     broker_id: int = 0
     topics: dict[str, int] = field(default_factory=dict)
+    #: topic -> its ``topicSysFlag`` (TopicSysFlag bits), for the topics that have one.
+    sys_flags: dict[str, int] = field(default_factory=dict)
     counter: int = 1
     ha_addr: str = ""
     serialize_type: int = JSON
@@ -75,7 +77,12 @@ class FakeBroker:
         return RegisterBrokerBody(
             topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
                 topic_config_table={
-                    t: TopicConfig(topic_name=t, read_queue_nums=n, write_queue_nums=n)
+                    t: TopicConfig(
+                        topic_name=t,
+                        read_queue_nums=n,
+                        write_queue_nums=n,
+                        topic_sys_flag=self.sys_flags.get(t, 0),
+                    )
                     for t, n in self.topics.items()
                 },
                 data_version=self.data_version(),

@@ -36,6 +36,7 @@ def test_print_config_merges_defaults_file_and_options(tmp_path: Path) -> None:
         "orderMessageEnable=true",
         "brokerChannelExpiredTime=120000",
         "scanNotActiveBrokerInterval=5000",
+        "enableTopicList=true",
         "serverSocketBacklog=1024",
         "serverFrameMaxBytes=16777216",
         "serverBufferedFrameBytesMax=268435456",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiorocketmq.namesrv.routes import Registration, RouteRegistry
-from aiorocketmq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from aiorocketmq.protocol.body import DataVersion, QueueData, TopicConfig, TopicConfigSerializeWrapper
 
 
 def configs(*topics: tuple[str, int], counter: int = 1, perm: int = 6) -> TopicConfigSerializeWrapper:
@@ -245,3 +245,51 @@ def test_filter_servers_follow_the_registration() -> None:
     )
     route = r.route("T")
     assert route is not None and route.filter_server_table == {}
+
+
+def test_heartbeat_touch_must_name_the_registered_cluster() -> None:
+    r = RouteRegistry(broker_expiry=10)
+    register(r, "a", "10.0.0.1:10911", cluster="c1", now=0)
+    assert not r.touch("10.0.0.1:10911", 8, cluster="c2")
+    assert not r.touch("10.0.0.9:10911", 8, cluster="c1")
+    assert r.touch("10.0.0.1:10911", 8, cluster="c1")
+    assert r.expire(15) == []
+    assert [live.address for live in r.expire(19)] == ["10.0.0.1:10911"]
+
+
+def test_register_topic_needs_registered_broker_names_and_changes_nothing_otherwise() -> None:
+    r = RouteRegistry()
+    register(r, "a", "10.0.0.1:10911", topics=configs(("T", 4)))
+    register(r, "b", "10.0.0.2:10911")
+
+    def qd(name: str, n: int) -> QueueData:
+        return QueueData(broker_name=name, read_queue_nums=n, write_queue_nums=n, perm=6)
+
+    assert r.register_topic("N", [qd("a", 2)])
+    assert r.register_topic("T", [qd("b", 3)])
+    assert queue_nums(r, "N") == {"a": 2} and queue_nums(r, "T") == {"a": 4, "b": 3}
+    # all or nothing: one unknown broker name and no queue data is touched
+    assert not r.register_topic("T", [qd("a", 9), qd("x", 1)])
+    assert not r.register_topic("X", [qd("x", 1)])
+    assert not r.register_topic("X", [])
+    assert queue_nums(r, "T") == {"a": 4, "b": 3} and r.route("X") is None
+
+
+def test_system_topics_and_sys_flag_lists() -> None:
+    r = RouteRegistry()
+    assert r.system_topics() == ([], None)
+    flagged = TopicConfigSerializeWrapper(
+        topic_config_table={
+            name: TopicConfig(topic_name=name, topic_sys_flag=flag)
+            for name, flag in {"P": 0, "U": 1, "S": 2, "US": 3}.items()
+        },
+    )
+    register(r, "b", "10.0.0.21:10911", 1, cluster="c2")
+    register(r, "a", "10.0.0.1:10911", cluster="c1", topics=flagged)
+    register(r, "c1", "10.0.0.3:10911", cluster="c1")  # a broker named like its cluster: listed once
+    assert r.system_topics() == (["c1", "a", "c2", "b"], "10.0.0.1:10911")
+    assert r.topics_with_sys_flag(unit=True) == ["U", "US"]
+    assert r.topics_with_sys_flag(unit_sub=True) == ["S", "US"]
+    assert r.topics_with_sys_flag(unit=False, unit_sub=True) == ["S"]
+    assert r.topics_with_sys_flag() == ["P", "S", "U", "US"]
+    assert r.broker_addrs("b") == {1: "10.0.0.21:10911"} and r.broker_addrs("x") == {}

@@ -15,7 +15,7 @@ import pytest
 from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
 from aiorocketmq.protocol.body import SubscriptionGroupWrapper
 from aiorocketmq.protocol.codes import RequestCode
-from aiorocketmq.protocol.errors import QueryNotFoundError
+from aiorocketmq.protocol.errors import QueryNotFoundError, TopicNotExistError
 from tests.cluster import Cluster
 
 from .conftest import mqadmin, unique, wait_until
@@ -538,3 +538,60 @@ async def test_topic_list_with_clusters_and_groups(cluster: Cluster, admin: Admi
     rows = json.loads(listed.out)["topics"]
     assert {"clusterName": "DefaultCluster", "topic": topic, "consumerGroup": group} in rows
     assert not any(r["topic"].startswith(("%RETRY%", "%DLQ%")) for r in rows)
+
+
+async def test_rocketmq5_batch_updates_and_consume_mode(
+    cluster: Cluster, admin: Admin, tmp_path: Path
+) -> None:
+    """updateTopicList and updateSubGroupList create from a JSON file in one request per
+    master; setConsumeMode stores the group's message request mode, read back from the broker."""
+    ns = cluster.namesrv_addr
+    a, b = addr_of(cluster, "broker-a"), addr_of(cluster, "broker-b")
+    topics, groups = [unique("cli_tl"), unique("cli_tl")], [unique("cli_gl"), unique("cli_gl")]
+    topic_file, group_file = tmp_path / "topics.json", tmp_path / "groups.json"
+    topic_file.write_text(
+        json.dumps([{"topicName": t, "readQueueNums": 3, "writeQueueNums": 3, "perm": 6} for t in topics])
+    )
+    group_file.write_text(json.dumps([{"groupName": g, "retryMaxTimes": 7} for g in groups]))
+
+    made = await mqadmin("updateTopicList", "-n", ns, "-c", "DefaultCluster", "-f", str(topic_file))
+    assert made.code == 0, made.err
+    assert sorted(made.lines) == sorted(
+        f"submit batch of topic config to {addr} success, please check the result later." for addr in (a, b)
+    )
+    for t in topics:
+        await wait_until(lambda t=t: _routed_queues(admin, t, 6), timeout=15)
+
+    grouped = await mqadmin("updateSubGroupList", "-n", ns, "-b", a, "-f", str(group_file))
+    assert grouped.code == 0, grouped.err
+    assert grouped.lines == [f"submit batch of group config to {a} success, please check the result later."]
+    on_a = await subscription_groups(admin, a)
+    assert [on_a[g]["retryMaxTimes"] for g in groups] == [7, 7]
+    assert not set(groups) & set(await subscription_groups(admin, b))
+
+    missing = await mqadmin("updateTopicList", "-n", ns, "-b", a, "-f", str(tmp_path / "nope.json"))
+    assert missing.lines == [f"the file path {tmp_path / 'nope.json'} does not exists"]
+
+    mode = await mqadmin(
+        "setConsumeMode", "-n", ns, "-b", b, "-t", topics[0], "-g", groups[0], "-m", "POP", "-q", "2"
+    )
+    assert mode.code == 0, mode.err
+    assert mode.lines == [
+        f"set consume mode to {b} success.",
+        f"topic[{topics[0]}] group[{groups[0]}] consume mode[POP] popShareQueueNum[2]",
+    ]
+    stored = await admin.message_request_modes(b)
+    assert stored[topics[0]][groups[0]] == {
+        "consumerGroup": groups[0],
+        "mode": "POP",
+        "popShareQueueNum": 2,
+        "topic": topics[0],
+    }
+
+
+async def _routed_queues(admin: Admin, topic: str, total: int) -> bool:
+    try:
+        route = await admin.instance.fetch_route(topic)
+    except TopicNotExistError:
+        return False
+    return sum(q.read_queue_nums for q in route.queue_datas) == total

@@ -17,6 +17,7 @@ from aiorocketmq.broker.handlers.consumer import ConsumerHandlers
 from aiorocketmq.broker.handlers.maintenance import SYSTEM_TOPICS, MaintenanceHandlers
 from aiorocketmq.broker.handlers.reply import ReplyHandlers
 from aiorocketmq.broker.stats_history import StatsHistory
+from aiorocketmq.broker.timers import TimerStore
 from aiorocketmq.protocol.body import ConsumerOffsetTable, TopicConfig, TopicList
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
@@ -122,6 +123,7 @@ async def test_all_consumer_offsets_carry_every_committed_offset(parts: Parts) -
         runtime_info=dict,
         delay_offsets=lambda: b"{}",
         register=_nothing,
+        timers=TimerStore(parts.store, parts.writer, Path(parts.config.store_path_root_dir) / "timercheck"),
     )
     response = await answer(admin.all_consumer_offsets, RecordedConnection(), request(43))
     table = ConsumerOffsetTable.decode(response.body).offset_table
