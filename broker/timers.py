@@ -230,6 +230,8 @@ class TimerStore:
     def _dropped_as_recalled(self, props: dict[str, str], topic: str) -> bool:
         """A marker is never delivered; a recalled message is dropped when it comes due."""
         marker = props.get(TIMER_DEL_UNIQKEY)
+        if marker is None and not self.recalled:
+            return False  # nothing recalled: every due message goes out
         if marker is not None:
             if self.recalled.pop(marker, None) is not None:
                 self._save_recalls()

@@ -606,53 +606,51 @@ def _json_list(path: str, model: type[TopicConfig] | type[SubscriptionGroupConfi
     return [model.model_validate(item) for item in data]
 
 
-@command(
-    "updateTopicList",
-    "create or update topic in batch",
-    arg("-b", "--brokerAddr", dest="broker_addr", help="create topic to which broker"),
-    arg("-c", "--clusterName", dest="cluster", help="create topic to which cluster"),
-    arg("-f", "--filename", dest="filename", required=True, help="path to a JSON list of TopicConfig"),
-    one_of=BROKER_OR_CLUSTER,
-)
-async def update_topic_list(ctx: Context, args: argparse.Namespace) -> Result:
-    configs = _json_list(args.filename, TopicConfig)
+def _batch_options(what: str) -> tuple[tuple[tuple[str, ...], dict[str, Any]], ...]:
+    return (
+        arg("-b", "--brokerAddr", dest="broker_addr", help=f"create {what} to which broker"),
+        arg("-c", "--clusterName", dest="cluster", help=f"create {what} to which cluster"),
+        arg(
+            "-f", "--filename", dest="filename", required=True, help=f"path to a JSON list of {what} configs"
+        ),
+    )
+
+
+async def _batch_update(
+    ctx: Context,
+    args: argparse.Namespace,
+    model: type[TopicConfig] | type[SubscriptionGroupConfig],
+    send: Callable[..., Awaitable[list[str]]],
+    what: str,
+) -> Result:
+    """updateTopicList / updateSubGroupList: one request per master with the file's configs."""
+    configs = _json_list(args.filename, model)
     if configs is None:
         return Result({"error": "no such file"}, [f"the file path {args.filename} does not exists"])
     if not configs:
         return Result({"brokerAddrs": []}, [])
-    addrs = await ctx.admin.create_topics(configs, cluster=args.cluster, broker_addr=args.broker_addr)
-    lines = [
-        f"submit batch of topic config to {addr} success, please check the result later." for addr in addrs
-    ]
-    return Result({"brokerAddrs": addrs, "topics": [c.topic_name for c in configs]}, lines)
+    addrs = await send(configs, cluster=args.cluster, broker_addr=args.broker_addr)
+    lines = [f"submit batch of {what} to {addr} success, please check the result later." for addr in addrs]
+    return Result({"brokerAddrs": addrs, "count": len(configs)}, lines)
+
+
+@command(
+    "updateTopicList", "create or update topic in batch", *_batch_options("topic"), one_of=BROKER_OR_CLUSTER
+)
+async def update_topic_list(ctx: Context, args: argparse.Namespace) -> Result:
+    return await _batch_update(ctx, args, TopicConfig, ctx.admin.create_topics, "topic config")
 
 
 @command(
     "updateSubGroupList",
     "Update or create subscription group in batch",
-    arg("-b", "--brokerAddr", dest="broker_addr", help="create groups to which broker"),
-    arg("-c", "--clusterName", dest="cluster", help="create groups to which cluster"),
-    arg(
-        "-f",
-        "--filename",
-        dest="filename",
-        required=True,
-        help="path to a JSON list of SubscriptionGroupConfig",
-    ),
+    *_batch_options("subscription group"),
     one_of=BROKER_OR_CLUSTER,
 )
 async def update_sub_group_list(ctx: Context, args: argparse.Namespace) -> Result:
-    configs = _json_list(args.filename, SubscriptionGroupConfig)
-    if configs is None:
-        return Result({"error": "no such file"}, [f"the file path {args.filename} does not exists"])
-    if not configs:
-        return Result({"brokerAddrs": []}, [])
-    addrs = await ctx.admin.update_subscription_groups(
-        configs, cluster=args.cluster, broker_addr=args.broker_addr
-    )
+    # Apache words the line per target as here: -b "group config", -c "subscription group config".
     what = "group config" if args.broker_addr else "subscription group config"
-    lines = [f"submit batch of {what} to {addr} success, please check the result later." for addr in addrs]
-    return Result({"brokerAddrs": addrs, "groups": [c.group_name for c in configs]}, lines)
+    return await _batch_update(ctx, args, SubscriptionGroupConfig, ctx.admin.update_subscription_groups, what)
 
 
 @command(

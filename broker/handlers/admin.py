@@ -30,7 +30,6 @@ from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
     ConsumerNotOnlineError,
-    MessageIllegalError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
     TopicNotExistError,
@@ -61,20 +60,13 @@ from ..groups import GroupTable
 from ..offsets import OffsetTable
 from ..timers import TimerStore
 from ..topics import TopicTable
+from . import text_field
 
 RESERVED_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC}
 
 
 #: The read bit of RocketMQ 5's group forbidden table (``PermName.INDEX_PERM_READ``).
 _READ_BIT = 2
-
-
-def _field(cmd: RemotingCommand, name: str) -> str:
-    """A required text field of a request's header, or a refusal naming it."""
-    value = (cmd.ext_fields or {}).get(name)
-    if not isinstance(value, str) or not value:
-        raise MessageIllegalError(f"the request has no {name}")
-    return value
 
 
 class AdminHandlers:
@@ -199,7 +191,7 @@ class AdminHandlers:
 
     def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_CONFIG (RocketMQ 5): one topic's config, as ``mqadmin`` 5 reads it."""
-        topic = _field(cmd, "topic")
+        topic = text_field(cmd.ext_fields, "topic")
         config = self.topics.get(topic)
         if config is None:
             raise TopicNotExistError(f"No topic in this broker. topic: {topic}")
@@ -238,7 +230,7 @@ class AdminHandlers:
         """QUERY_CONSUME_TIME_SPAN (``mqadmin queryConsumeTimeSpan``): per queue, when its
         oldest and newest messages were stored, when the group's last consumed one was, and
         how long the next one has waited."""
-        topic, group = _field(cmd, "topic"), _field(cmd, "group")
+        topic, group = text_field(cmd.ext_fields, "topic"), text_field(cmd.ext_fields, "group")
         config = self.topics.get(topic)
         if config is None:
             raise TopicNotExistError(f"topic[{topic}] not exist")
@@ -304,7 +296,7 @@ class AdminHandlers:
     def group_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_SUBSCRIPTIONGROUP_CONFIG (RocketMQ 5); found as a pull finds it, so created on
         first sight when ``autoCreateSubscriptionGroup`` is on, as Apache does."""
-        group = self.groups.find(_field(cmd, "group"))
+        group = self.groups.find(text_field(cmd.ext_fields, "group"))
         if group is None:
             raise SubscriptionGroupNotExistError("No group in this broker")
         return cmd.response(body=group.encode())
@@ -319,7 +311,7 @@ class AdminHandlers:
     def group_forbidden(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_GET_GROUP_FORBIDDEN (RocketMQ 5): forbid or allow a group to read a
         topic (``readable`` given), and say whether it may."""
-        group, topic = _field(cmd, "group"), _field(cmd, "topic")
+        group, topic = text_field(cmd.ext_fields, "group"), text_field(cmd.ext_fields, "topic")
         readable = (cmd.ext_fields or {}).get("readable")
         if readable is not None:
             self.groups.set_forbidden(group, topic, _READ_BIT, str(readable).lower() != "true")
@@ -329,7 +321,7 @@ class AdminHandlers:
 
     def topics_by_consumer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """QUERY_TOPICS_BY_CONSUMER (RocketMQ 5): the topics a group has offsets for here."""
-        topics = self.offsets.topics_of_group(_field(cmd, "group"))
+        topics = self.offsets.topics_of_group(text_field(cmd.ext_fields, "group"))
         return cmd.response(
             body=TopicList(topic_list=sorted(topics), broker_addr=self.config.broker_addr).encode()
         )
@@ -337,7 +329,7 @@ class AdminHandlers:
     def subscription_by_consumer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """QUERY_SUBSCRIPTION_BY_CONSUMER (RocketMQ 5): a live group's subscription to a topic
         (none when no client of the group subscribes to it now)."""
-        group, topic = _field(cmd, "group"), _field(cmd, "topic")
+        group, topic = text_field(cmd.ext_fields, "group"), text_field(cmd.ext_fields, "topic")
         info = self.clients.consumer_group(group)
         found = info.subscriptions.get(topic) if info is not None else None
         body: dict[str, object] = {"group": group, "topic": topic}

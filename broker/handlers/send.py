@@ -88,12 +88,6 @@ _PERM_WRITE = int(Perm.WRITE)
 _MULTI_TAGS = int(MessageSysFlag.MULTI_TAGS)
 
 
-def _count_properties(raw: str) -> int:
-    """How many properties a producer's property string holds (each pair has one separator
-    between name and value)."""
-    return raw.count(NAME_VALUE_SEPARATOR)
-
-
 def put_failed(result: PutResult) -> BrokerError:
     """The error a send answers when the store did not take its message."""
     code = _STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
@@ -222,6 +216,9 @@ class Sender:
         if retry:
             topic, queue_id = self._retry_or_dlq(cmd, h, topic, queue_id, props)
         wait = props.get(_WAIT) != "false"
+        # The producer set none of the broker's properties (the usual case): they can be
+        # appended to its string as they are.
+        appendable = _REGION not in props and _TRACE_SWITCH not in props and _CLUSTER not in props
         props.update(self.broker_properties)
         transactional = props.get(_TRAN_MSG) == "true"
         encoded: str | None = None
@@ -233,9 +230,9 @@ class Sender:
             props[PropertyKey.REAL_TOPIC] = topic
             props[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
             sys_flag = reset_transaction_type(sys_flag, 0)
-        elif not retry and len(props) == _count_properties(raw) + 3:
-            # The common case only adds the broker's properties (none of them was in the
-            # producer's): append them to the string it sent instead of encoding them all again.
+        elif not retry and appendable:
+            # Append the broker's properties to the string the producer sent instead of
+            # encoding them all again.
             encoded = (
                 f"{raw}{self.broker_suffix}"
                 if raw.endswith(PROPERTY_SEPARATOR) or not raw

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import BrokerError, MessageIllegalError
+from aiorocketmq.protocol.errors import BrokerError
 from aiorocketmq.protocol.pop import (
     NORMAL_TOPIC_TYPE,
     POLLING_TIMEOUT,
@@ -29,6 +29,7 @@ from aiorocketmq.protocol.pop import (
 )
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, error_response
 
+from ..handlers import int_field, text_field
 from .service import InvalidReceiptHandleError, PopService, now_ms
 
 #: The longest a pop may wait for messages on the broker (ms).
@@ -58,10 +59,10 @@ class PopHandlers:
         """PEEK_MESSAGE (200052): what a pop would get next, without popping it."""
         fields = cmd.ext_fields or {}
         rest, records = self.service.peek(
-            group=_text(fields, "consumerGroup"),
-            topic=_text(fields, "topic"),
-            queue_id=_number(fields, "queueId"),
-            max_messages=_number(fields, "maxMsgNums"),
+            group=text_field(fields, "consumerGroup"),
+            topic=text_field(fields, "topic"),
+            queue_id=int_field(fields, "queueId"),
+            max_messages=int_field(fields, "maxMsgNums"),
         )
         header: dict[str, object] = {"popTime": 0, "invisibleTime": 0, "reviveQid": 0, "restNum": rest}
         if not records:
@@ -72,12 +73,12 @@ class PopHandlers:
         """NOTIFICATION (200054): whether a pop would find messages, waiting up to the poll
         time for some to arrive."""
         fields = cmd.ext_fields or {}
-        born = _number(fields, "bornTime") if fields.get("bornTime") not in (None, "0") else now_ms()
-        poll = min(max(0, born + _number(fields, "pollTime") - now_ms()), MAX_POLL_MS)
+        born = int_field(fields, "bornTime") if fields.get("bornTime") not in (None, "0") else now_ms()
+        poll = min(max(0, born + int_field(fields, "pollTime") - now_ms()), MAX_POLL_MS)
         has, full = await self.service.notification(
-            group=_text(fields, "consumerGroup"),
-            topic=_text(fields, "topic"),
-            queue_id=_number(fields, "queueId"),
+            group=text_field(fields, "consumerGroup"),
+            topic=text_field(fields, "topic"),
+            queue_id=int_field(fields, "queueId"),
             poll_ms=poll,
         )
         return cmd.response(
@@ -87,8 +88,8 @@ class PopHandlers:
     def polling_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """POLLING_INFO (200055): how many pops of the group wait on that queue."""
         fields = cmd.ext_fields or {}
-        group, topic = _text(fields, "consumerGroup"), _text(fields, "topic")
-        queue_id = _number(fields, "queueId")
+        group, topic = text_field(fields, "consumerGroup"), text_field(fields, "topic")
+        queue_id = int_field(fields, "queueId")
         self.service.peek(group=group, topic=topic, queue_id=queue_id, max_messages=1)  # the same checks
         return cmd.response(ext_fields={"pollingNum": self.service.polling(group, topic, queue_id)})
 
@@ -251,18 +252,3 @@ def _batch_answer(cmd: RemotingCommand, failures: list[BrokerError], total: int)
         return cmd.response()
     first = failures[0]
     return cmd.response(first.code, f"{len(failures)} of {total} acks refused; the first: {first.remark}")
-
-
-def _text(fields: dict[str, object], name: str) -> str:
-    value = fields.get(name)
-    if not isinstance(value, str) or not value:
-        raise MessageIllegalError(f"the request has no {name}")
-    return value
-
-
-def _number(fields: dict[str, object], name: str) -> int:
-    value = fields.get(name)
-    try:
-        return int(str(value))
-    except ValueError:
-        raise MessageIllegalError(f"the request's {name} is not a number: {value!r}") from None

@@ -463,8 +463,8 @@ async def _all_at(held: Callable[[], Awaitable[dict]], offset: int) -> bool:
 async def test_peek_notification_polling_info_and_pop_rollback(
     two_brokers: Cluster, connect_to: ConnectTo
 ) -> None:
-    """PEEK_MESSAGE shows what a pop would get without popping it; NOTIFICATION waits for an
-    arrival and says so; POLLING_INFO counts the pops waiting on a queue; POP_ROLLBACK (nothing
+    """PEEK_MESSAGE shows what a pop would get without popping it; NOTIFICATION answers hasMsg
+    once a message is there (asked before the send, it may wait for the arrival or find it); POLLING_INFO counts the pops waiting on a queue; POP_ROLLBACK (nothing
     kept outside check-points here) answers SUCCESS as Apache's broker without a RocksDB store."""
     a = await connect_to(two_brokers.brokers["broker-a"].port)
     b = await connect_to(two_brokers.brokers["broker-a"].port)
