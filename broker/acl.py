@@ -91,12 +91,16 @@ def permitted(needed: Perm, owned: Perm) -> bool:
 _DENY, _ANY, _PUB_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB | Perm.SUB)
 
 
-#: Codes only admin accounts may call: RocketMQ's five, plus the ACL requests that change the
-#: rules or show the secrets, which RocketMQ leaves to any signed account (docs/operations.md
-#: says why we differ). Reading the ACL files' versions stays open to any signed account.
+#: Codes only admin accounts may call: RocketMQ's five, their RocketMQ 5 bulk and static-topic
+#: forms, plus the ACL requests that change the rules or show the secrets, which RocketMQ leaves
+#: to any signed account (docs/operations.md says why we differ). Reading the ACL files'
+#: versions stays open to any signed account.
 ADMIN_CODES = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
+        RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,

@@ -58,12 +58,14 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     lock_max_live_time: int = Field(60_000, alias="rebalanceLockMaxLiveTime")
     region_id: str = Field("DefaultRegion", alias="regionId")
     trace_on: bool = Field(True, alias="traceOn")
-    #: RocketMQ 5: LITE_PULL_MESSAGE (361) served; off, lite-pull consumers are refused.
     #: RocketMQ 5: RECALL_MESSAGE served (off by default, as in Apache); and whether a broker
     #: that refuses writes (``brokerPermission``) still takes recalls.
     recall_message_enable: bool = Field(False, alias="recallMessageEnable")
     allow_recall_when_broker_not_writeable: bool = Field(True, alias="allowRecallWhenBrokerNotWriteable")
+    #: RocketMQ 5: LITE_PULL_MESSAGE (361) served; off, lite-pull consumers are refused.
     lite_pull_message_enable: bool = Field(True, alias="litePullMessageEnable")
+    #: RocketMQ 5: whether a topic may be made ``message.type=MIXED``.
+    enable_mixed_message_type: bool = Field(False, alias="enableMixedMessageType")
     #: RocketMQ 5's server-side rebalance (QUERY_ASSIGNMENT): the mode of a topic and group
     #: no one set (PULL or POP), POP's default share, and whether the broker allocates at all
     #: (off, every client gets every queue).

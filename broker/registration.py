@@ -166,8 +166,11 @@ class NameServerRegistration:
         """The registration body and whether it is compressed."""
         table = wrapper.topic_config_table
         body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper)
-        compress = self.config.compressed_register or (
-            len(table) >= COMPRESS_OVER_TOPICS and not any(t.topic_sys_flag for t in table.values())
+        # The compressed form carries static-topic mappings only from RocketMQ 5 brokers (by
+        # version); this broker registers as 4.9.4, so a table with mappings goes as JSON.
+        compress = not wrapper.topic_queue_mapping_info_map and (
+            self.config.compressed_register
+            or (len(table) >= COMPRESS_OVER_TOPICS and not any(t.topic_sys_flag for t in table.values()))
         )
         return (body.encode_compressed(), True) if compress else (body.encode(), False)
 
@@ -225,6 +228,7 @@ class NameServerRegistration:
                             name: table[name] for name in sorted(changed or ()) if name in table
                         },
                         data_version=full.data_version,
+                        topic_queue_mapping_info_map=full.topic_queue_mapping_info_map,
                     )
                 bodies[partial] = self._encode(wrapper)
             return bodies[partial]

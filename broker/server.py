@@ -20,7 +20,7 @@ from aiorocketmq import compiled
 from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.client.routing import subscribe_queues
 from aiorocketmq.protocol import speedups
-from aiorocketmq.protocol.body import MessageQueue
+from aiorocketmq.protocol.body import MessageQueue, TopicConfigSerializeWrapper
 from aiorocketmq.protocol.codes import CURRENT_VERSION, Perm
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.loop import cancel_and_wait
@@ -49,6 +49,7 @@ from .handlers.query import QueryHandlers
 from .handlers.recall import RecallHandlers
 from .handlers.reply import ReplyHandlers
 from .handlers.send import Sender
+from .handlers.static_topic import StaticTopicHandlers
 from .handlers.transaction import TransactionHandlers
 from .locks import QueueLocks
 from .long_polling import LongPolling
@@ -57,6 +58,7 @@ from .offsets import OffsetTable, consumer_progress
 from .pop import PopService
 from .pop.handlers import PopHandlers
 from .registration import NameServerRegistration
+from .static_topics import StaticTopicRouter, StaticTopicTable
 from .stats import BrokerStats, TpsSampler
 from .stats_history import SAMPLE_INTERVAL, StatsHistory
 from .timers import TimerStore
@@ -172,9 +174,11 @@ class Broker:
             groups_changed=lambda: self._group_saver.request(),
             delay_changed=self.delay.save_soon,
         )
+        self.static_topics = StaticTopicTable(config)
         self.registration = NameServerRegistration(
-            config, topics.wrapper, self.ha.registered, topics.take_changed
+            config, self._registered_topics, self.ha.registered, topics.take_changed
         )
+        self.static_router = StaticTopicRouter(self.static_topics, self.registration.route)
         self.pop = PopService(
             config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
         )
@@ -194,6 +198,7 @@ class Broker:
         self._topic_saver = Saver(topics.file, topics.encode)
         self._group_saver = Saver(groups.file, groups.encode)
         self._offset_saver = Saver(offsets.file, offsets.encode)
+        self._static_saver = Saver(self.static_topics.file, self.static_topics.encode)
         families = (
             Sender(
                 config,
@@ -241,6 +246,8 @@ class Broker:
                 register=self.registration.register_changes,
                 timers=self.timers,
                 ha_status=self.ha.ha_status,
+                static_topics=self.static_topics,
+                static_changed=self._static_topics_changed,
             ),
             AclHandlers(config, self.access),
             MaintenanceHandlers(
@@ -256,6 +263,13 @@ class Broker:
             PopHandlers(self.pop),
             AssignmentHandlers(self.assigner, self.request_modes, topics=topics, groups=groups),
             RecallHandlers(config, store=store, topics=topics, timers=self.timers),
+            StaticTopicHandlers(
+                config,
+                topics=topics,
+                table=self.static_topics,
+                changed=self._static_topics_changed,
+                register=self.registration.register_changes,
+            ),
         )
         handlers: dict[int, Handler] = {}
         for family in families:
@@ -290,6 +304,9 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.request_modes.load()
+        self.static_topics.load()
+        if self.static_topics.details:
+            self.static_router.install(self.server.handlers)
         await self.store.start()
         self._store_started = True
         self.server.between_requests = self.store.flush_settler()
@@ -394,6 +411,7 @@ class Broker:
             ("stop delayed delivery", self.delay.stop),
             ("stop transaction checks", self.transactions.stop),
             ("stop POP revive", self.pop.stop),
+            ("close static-topic peer connections", self.static_router.close),
         ]
         if self._store_started:
             # Only a broker that owns its store directory writes to it (a second broker
@@ -404,6 +422,7 @@ class Broker:
                 ("save topics.json", self._topic_saver.flush),
                 ("save subscriptionGroup.json", self._group_saver.flush),
                 ("save consumerOffset.json", self._offset_saver.flush),
+                ("save topicQueueMapping.json", self._static_saver.flush),
                 ("close the store", self.store.shutdown),
             ]
         for what, step in steps:
@@ -454,6 +473,17 @@ class Broker:
                 conn.abort()
 
     # -- events ---------------------------------------------------------------------------
+
+    def _registered_topics(self) -> TopicConfigSerializeWrapper:
+        """What registrations carry: the topic table and the static topics' mappings."""
+        wrapper = self.topics.wrapper()
+        if self.static_topics.details:
+            wrapper.topic_queue_mapping_info_map = self.static_topics.infos()
+        return wrapper
+
+    def _static_topics_changed(self) -> None:
+        self._static_saver.request()
+        self.static_router.install(self.server.handlers)
 
     def _topics_changed(self) -> None:
         self._topic_saver.request()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from aiorocketmq.broker.store import MessageStore, PutResult, StoreMessage
-from aiorocketmq.protocol.message import MessageExt, PropertyKey, encode_properties, pack_host, tags_code
+from aiorocketmq.protocol.message import MessageExt, PropertyKey, pack_host, stored_properties, tags_code
 from aiorocketmq.protocol.names import (
     TIMER_DELAY_MS,
     TIMER_DELAY_SEC,
@@ -105,7 +105,7 @@ class MessageWriter:
             topic,
             queue_id,
             body,
-            encoded if encoded is not None else encode_properties(properties),
+            encoded if encoded is not None else stored_properties(properties),
             flag,
             sys_flag,
             born_timestamp,

@@ -73,6 +73,7 @@ from aiorocketmq.protocol.headers import (
 )
 from aiorocketmq.protocol.message import MessageExt, decode_offset_msg_id, decode_records
 from aiorocketmq.protocol.settings import read_properties
+from aiorocketmq.protocol.topic_attributes import format_modification
 
 from .client_instance import (
     ClientInstance,
@@ -233,13 +234,16 @@ class Admin(InstanceClient):
         perm: int = PERM_READ_WRITE,
         order: bool = False,
         topic_sys_flag: int = 0,
+        attributes: Mapping[str, str] | None = None,
         wait: float = 10.0,
     ) -> TopicConfig:
         """Create (or update) ``topic`` on every master (of ``cluster``, or only
         ``broker_addr``) with ``queue_nums`` read and write queues (``read_queue_nums`` and
         ``write_queue_nums`` set either count alone), permission ``perm`` (:class:`Perm`
         bits), the broker-side ``order`` flag and ``topic_sys_flag`` (:class:`TopicSysFlag`
-        bits); then wait up to ``wait`` seconds until the name servers route these settings
+        bits) and RocketMQ 5's ``attributes`` changes (signed keys, as ``mqadmin updateTopic
+        -a`` takes them: ``{"+message.type": "FIFO"}`` adds or updates, ``{"-key": ""}``
+        deletes); then wait up to ``wait`` seconds until the name servers route these settings
         on every broker written to. Returns the configuration sent.
 
         ``order`` only marks the topic on the brokers; producers keep a topic's messages in
@@ -264,6 +268,7 @@ class Admin(InstanceClient):
             topic_filter_type=config.topic_filter_type,
             topic_sys_flag=config.topic_sys_flag,
             order=config.order,
+            attributes=format_modification(attributes) if attributes else None,
         )
         for addr in addrs:
             await self.instance.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)

@@ -194,6 +194,14 @@ async def pull(
         broker_name = queue.broker_name
         for msg in messages:
             msg.broker_name = broker_name
+        delta = response.ext_fields.get("offsetDelta")
+        if delta is not None:
+            # A static topic (RocketMQ 5): the records carry the physical queue and offset;
+            # the queue is the global one and the offset logical, ``offsetDelta`` further.
+            shift, queue_id = int(delta), queue.queue_id
+            for msg in messages:
+                msg.queue_offset += shift
+                msg.queue_id = queue_id
         result.messages = messages
     return result
 

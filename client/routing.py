@@ -36,6 +36,9 @@ def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue
             for i in range(count)
         ]
         return queues, True
+    static = static_queues(topic, route)
+    if static:
+        return sorted(static, key=lambda q: q.queue_id), False
     masters = {data.broker_name for data in route.broker_datas if MASTER_ID in data.broker_addrs}
     queues = []
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
@@ -47,8 +50,23 @@ def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue
     return queues, False
 
 
+def static_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """A static topic's global queues (RocketMQ 5), each on the broker that leads it now (the
+    newest mapping claiming it); empty for an ordinary topic. The brokers take the global queue
+    ids and logical offsets and serve them on their physical queues."""
+    leaders: dict[int, tuple[int, str]] = {}
+    for name, info in (route.topic_queue_mapping_by_broker or {}).items():
+        for gid in info.curr_id_map:
+            if gid not in leaders or info.epoch >= leaders[gid][0]:
+                leaders[gid] = (info.epoch, info.bname or name)
+    return [MessageQueue(topic=topic, broker_name=bname, queue_id=gid) for gid, (_, bname) in leaders.items()]
+
+
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     """The readable queues of a route."""
+    static = static_queues(topic, route)
+    if static:
+        return set(static)
     return {
         MessageQueue(topic=topic, broker_name=data.broker_name, queue_id=i)
         for data in route.queue_datas

@@ -26,6 +26,7 @@ from aiorocketmq.protocol.body import (
     QueueData,
     TopicConfig,
     TopicConfigSerializeWrapper,
+    TopicQueueMappingInfo,
     TopicRouteData,
 )
 from aiorocketmq.protocol.codes import MASTER_ID, Perm, TopicSysFlag
@@ -66,6 +67,8 @@ class RouteRegistry:
         self._topics: dict[str, dict[str, QueueData]] = {}
         self._live: dict[str, LiveBroker] = {}
         self._filter_servers: dict[str, list[str]] = {}
+        #: Static topics (RocketMQ 5): each broker's mapping summary, by topic and broker name.
+        self._mappings: dict[str, dict[str, TopicQueueMappingInfo]] = {}
 
     # -- registration -------------------------------------------------------------------
 
@@ -107,6 +110,9 @@ class RouteRegistry:
         ):
             for config in topic_configs.topic_config_table.values():
                 self._put_queue_data(broker_name, config)
+            # Keyed by the broker each summary names, as Apache's name server keys them.
+            for topic, info in (topic_configs.topic_queue_mapping_info_map or {}).items():
+                self._mappings.setdefault(topic, {})[info.bname or broker_name] = info
             topics_updated = True
 
         previous = self._live.get(broker_addr)
@@ -246,8 +252,12 @@ class RouteRegistry:
                     filter_table[addr] = list(servers)
         if not broker_datas:
             return None
+        mappings = self._mappings.get(topic)
         return TopicRouteData(
-            queue_datas=queue_datas, broker_datas=broker_datas, filter_server_table=filter_table
+            queue_datas=queue_datas,
+            broker_datas=broker_datas,
+            filter_server_table=filter_table,
+            topic_queue_mapping_by_broker=dict(mappings) if mappings else None,
         )
 
     def cluster_info(self) -> ClusterInfo:
@@ -321,6 +331,7 @@ class RouteRegistry:
             self._remove_queue_data(self._clusters.get(cluster, set()), [topic])
         else:
             del self._topics[topic]
+            self._mappings.pop(topic, None)
         return True
 
     def wipe_write_perm(self, broker_name: str) -> int:

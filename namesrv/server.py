@@ -191,7 +191,9 @@ class NameServer:
         topic_configs: TopicConfigSerializeWrapper | None
         filter_servers: list[str] | None
         if cmd.version >= MQVersion.V3_0_11:
-            body = RegisterBrokerBody.decode_registration(cmd.body, compressed=header.compressed)
+            body = RegisterBrokerBody.decode_registration(
+                cmd.body, compressed=header.compressed, broker_version=cmd.version
+            )
             topic_configs = body.topic_config_serialize_wrapper
             filter_servers = body.filter_server_list
         else:

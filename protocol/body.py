@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from . import fastjson
-from .codes import PERM_READ_WRITE
+from .codes import PERM_READ_WRITE, MQVersion
 from .errors import ProtocolError
 
 
@@ -108,11 +108,104 @@ class TopicConfig(Body):
     topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
     topic_sys_flag: int = Field(0, alias="topicSysFlag")
     order: bool = False
+    #: RocketMQ 5's topic attributes (``message.type``, ``queue.type``, ...), plain keys.
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+_V5_0_0 = int(MQVersion.V5_0_0)
+
+#: The scope every static-topic mapping made by Apache's tools has.
+GLOBAL_SCOPE = "__global__"
+
+
+class LogicQueueMappingItem(Body):
+    """A range of a global queue's logical offsets, held by ``bname``'s queue ``queue_id``
+    from its physical offset ``start_offset`` (to ``end_offset``, -1 while it leads)."""
+
+    gen: int = 0
+    queue_id: int = Field(0, alias="queueId")
+    bname: str = ""
+    #: Where this item starts in the global queue; -1 while a move has not decided it.
+    logic_offset: int = Field(0, alias="logicOffset")
+    start_offset: int = Field(0, alias="startOffset")
+    end_offset: int = Field(-1, alias="endOffset")
+    time_of_start: int = Field(-1, alias="timeOfStart")
+    time_of_end: int = Field(-1, alias="timeOfEnd")
+
+    def to_physical(self, logical: int) -> int:
+        return logical - self.logic_offset + self.start_offset
+
+    def to_logical(self, physical: int) -> int:
+        """Strictly: an offset before the item's start is its first logical offset."""
+        if physical < self.start_offset:
+            return self.logic_offset
+        return self.logic_offset + physical - self.start_offset
+
+    def to_logical_loosely(self, physical: int) -> int:
+        """As :meth:`to_logical`, -1 while the item's start is undecided, and never past its
+        decided end."""
+        if self.logic_offset < 0:
+            return -1
+        if physical < self.start_offset:
+            return self.logic_offset
+        if 0 <= self.start_offset <= self.end_offset < physical:
+            return self.logic_offset + self.end_offset - self.start_offset
+        return self.logic_offset + physical - self.start_offset
+
+    @property
+    def end_decided(self) -> bool:
+        return self.end_offset > self.start_offset
+
+    @property
+    def max_logical(self) -> int:
+        if self.end_offset >= self.start_offset:
+            return self.logic_offset + self.end_offset - self.start_offset
+        return self.logic_offset
+
+
+class TopicQueueMappingInfo(Body):
+    """What a broker registers for a static topic: the global ids it leads, by local id."""
+
+    topic: str = ""
+    scope: str = GLOBAL_SCOPE
+    total_queues: int = Field(0, alias="totalQueues")
+    bname: str = ""
+    epoch: int = 0
+    dirty: bool = False
+    curr_id_map: dict[int, int] = Field(default_factory=dict, alias="currIdMap")
+
+
+class TopicQueueMappingDetail(TopicQueueMappingInfo):
+    """A broker's whole share of a static topic: every global queue whose history touches it."""
+
+    hosted_queues: dict[int, list[LogicQueueMappingItem]] = Field(default_factory=dict, alias="hostedQueues")
+
+    def leader(self, global_id: int) -> LogicQueueMappingItem | None:
+        items = self.hosted_queues.get(global_id)
+        return items[-1] if items else None
+
+    def info(self) -> TopicQueueMappingInfo:
+        """The summary registered with the name servers (Apache leaves the scope default)."""
+        return TopicQueueMappingInfo(
+            topic=self.topic,
+            total_queues=self.total_queues,
+            bname=self.bname,
+            epoch=self.epoch,
+            curr_id_map={
+                gid: items[-1].queue_id
+                for gid, items in sorted(self.hosted_queues.items())
+                if items and items[-1].bname == self.bname
+            },
+        )
 
 
 class TopicConfigSerializeWrapper(Body):
     topic_config_table: dict[str, TopicConfig] = Field(default_factory=dict, alias="topicConfigTable")
     data_version: DataVersion = Field(default_factory=DataVersion, alias="dataVersion")
+    #: RocketMQ 5: the static topics this broker leads queues of (registrations only).
+    topic_queue_mapping_info_map: dict[str, TopicQueueMappingInfo] | None = Field(
+        None, alias="topicQueueMappingInfoMap"
+    )
 
 
 class RegisterBrokerBody(Body):
@@ -129,17 +222,18 @@ class RegisterBrokerBody(Body):
         parts.append(struct.pack(">i", len(version)) + version)
         parts.append(struct.pack(">i", len(wrapper.topic_config_table)))
         for cfg in wrapper.topic_config_table.values():
+            # RocketMQ 5's sixth field, the attributes as JSON (4.x name servers ignore it)
             line = (
                 f"{cfg.topic_name} {cfg.read_queue_nums} {cfg.write_queue_nums} "
-                f"{cfg.perm} {cfg.topic_filter_type}"
-            ).encode()
+                f"{cfg.perm} {cfg.topic_filter_type} "
+            ).encode() + fastjson.dumps(cfg.attributes)
             parts.append(struct.pack(">i", len(line)) + line)
         filters = fastjson.dumps(self.filter_server_list)
         parts.append(struct.pack(">i", len(filters)) + filters)
         return zlib.compress(b"".join(parts))
 
     @classmethod
-    def decode_registration(cls, data: bytes, *, compressed: bool) -> Self:
+    def decode_registration(cls, data: bytes, *, compressed: bool, broker_version: int = 0) -> Self:
         if not compressed:
             if not data:
                 return cls()
@@ -153,8 +247,8 @@ class RegisterBrokerBody(Body):
         table: dict[str, dict[str, Any]] = {}
         for _ in range(reader.int()):
             chunk = reader.chunk()
-            fields = chunk.split(b" ")
-            if len(fields) != 5:
+            fields = chunk.split(b" ", 5)
+            if len(fields) < 5:
                 raise ProtocolError(f"bad compressed topic config line {chunk!r}")
             try:
                 name = fields[0].decode()
@@ -167,17 +261,33 @@ class RegisterBrokerBody(Body):
                 }
             except ValueError:  # UnicodeDecodeError is a ValueError too
                 raise ProtocolError(f"bad compressed topic config line {chunk!r}") from None
+            if len(fields) == 6 and fields[5]:
+                table[name]["attributes"] = _attributes(fields[5])
         filters = fastjson.loads(reader.chunk()) if reader.remaining() else []
+        wrapper: dict[str, Any] = {"topicConfigTable": table, "dataVersion": version}
+        # RocketMQ 5 brokers (their version says so) end with the static topics' mappings.
+        if broker_version >= _V5_0_0 and reader.remaining():
+            mappings = [fastjson.loads(reader.chunk()) for _ in range(reader.int())]
+            wrapper["topicQueueMappingInfoMap"] = {
+                m.get("topic"): m for m in mappings if isinstance(m, dict) and m.get("topic")
+            }
         # One validation of the whole table: 10,000 topics in a few tens of milliseconds.
         try:
-            return cls.model_validate(
-                {
-                    "topicConfigSerializeWrapper": {"topicConfigTable": table, "dataVersion": version},
-                    "filter_server_list": filters,
-                }
-            )
+            return cls.model_validate({"topicConfigSerializeWrapper": wrapper, "filter_server_list": filters})
         except ValidationError as exc:
             raise ProtocolError(f"bad compressed RegisterBrokerBody: {_first_error(exc)}") from None
+
+
+def _attributes(raw: bytes) -> dict[str, str]:
+    """A compressed registration line's attributes; like Apache, ones that do not parse (a
+    space inside a key or value splits them) are dropped rather than failing the line."""
+    try:
+        parsed = fastjson.loads(raw)
+    except ProtocolError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {str(key): str(value) for key, value in parsed.items()}
 
 
 class _Reader:
@@ -267,6 +377,10 @@ class TopicRouteData(Body):
     queue_datas: list[QueueData] = Field(default_factory=list, alias="queueDatas")
     broker_datas: list[BrokerData] = Field(default_factory=list, alias="brokerDatas")
     filter_server_table: dict[str, list[str]] = Field(default_factory=dict, alias="filterServerTable")
+    #: RocketMQ 5 static topics: each broker's mapping summary, by broker name.
+    topic_queue_mapping_by_broker: dict[str, TopicQueueMappingInfo] | None = Field(
+        None, alias="topicQueueMappingByBroker"
+    )
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
@@ -276,6 +390,10 @@ class TopicRouteData(Body):
         if self.order_topic_conf:
             wire["orderTopicConf"] = self.order_topic_conf
         wire["queueDatas"] = [q.to_wire() for q in self.queue_datas]
+        if self.topic_queue_mapping_by_broker:
+            wire["topicQueueMappingByBroker"] = {
+                name: info.to_wire() for name, info in sorted(self.topic_queue_mapping_by_broker.items())
+            }
         return wire
 
     def encode(self, *, standard_json: bool = True) -> bytes:
@@ -455,6 +573,8 @@ class SubscriptionGroupConfig(Body):
     notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
     #: RocketMQ 5: the group consumes in order (5.x clients of the group are FIFO consumers).
     consume_message_orderly: bool = Field(False, alias="consumeMessageOrderly")
+    #: RocketMQ 5 keeps an attribute map per group too (it defines no attribute yet).
+    attributes: dict[str, str] = Field(default_factory=dict)
 
 
 class SubscriptionGroupWrapper(Body):

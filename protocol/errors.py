@@ -206,6 +206,11 @@ class FilterDataNotLatestError(BrokerError):
 
 
 @_register
+class InvalidParameterError(BrokerError):
+    code = ResponseCode.INVALID_PARAMETER
+
+
+@_register
 class TransactionStateGroupWrongError(BrokerError):
     code = ResponseCode.TRANSACTION_STATE_GROUP_WRONG
 

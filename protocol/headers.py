@@ -350,12 +350,16 @@ class PullMessageResponseHeader(Header):
     next_begin_offset: Int64 = Field(alias="nextBeginOffset")
     min_offset: Int64 = Field(alias="minOffset")
     max_offset: Int64 = Field(alias="maxOffset")
+    #: RocketMQ 5 static topics: what turns each record's physical offset into a logical one.
+    offset_delta: Int64 | None = Field(None, alias="offsetDelta")
 
 
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: str = Field(alias="consumerGroup")
     topic: str
     queue_id: Int32 = Field(alias="queueId")
+    #: RocketMQ 5: false asks for QUERY_NOT_FOUND rather than 0 when the group has no offset.
+    set_zero_if_not_found: WireBool | None = Field(None, alias="setZeroIfNotFound")
 
 
 class QueryConsumerOffsetResponseHeader(Header):
@@ -459,6 +463,10 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
     topic_sys_flag: Int32 | None = Field(None, alias="topicSysFlag")
     order: WireBool = False
+    #: RocketMQ 5: ``+key=value,-key`` changes to the topic's attributes.
+    attributes: str | None = None
+    #: RocketMQ 5 static topics: replace the broker's mapping whatever its epoch.
+    force: WireBool | None = None
 
 
 class DeleteTopicRequestHeader(Header):

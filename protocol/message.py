@@ -107,6 +107,16 @@ def encode_properties(properties: Mapping[str, str]) -> str:
     )
 
 
+def stored_properties(properties: Mapping[str, str]) -> str:
+    """The properties as a RocketMQ 5 broker stores them: every pair followed by the separator
+    (4.x brokers drop the last one; every client reads both)."""
+    if not properties:
+        return ""
+    return "".join(
+        [f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}" for name, value in properties.items()]
+    )
+
+
 def decode_properties(text: str) -> dict[str, str]:
     """Parse a properties string: trailing separator optional, empty segments ignored, each
     segment split at its first ``\\x01``; segments without a name or value are dropped."""

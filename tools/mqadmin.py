@@ -47,6 +47,7 @@ from aiorocketmq.protocol.errors import MQError, TopicNotExistError
 from aiorocketmq.protocol.loop import run
 from aiorocketmq.protocol.message import decode_offset_msg_id
 from aiorocketmq.protocol.names import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
+from aiorocketmq.protocol.topic_attributes import AttributeRefused, parse_modification
 
 from .cli import (
     EXIT_FAILED,
@@ -431,11 +432,16 @@ async def topic_status(ctx: Context, args: argparse.Namespace) -> Result:
     arg("-o", "--order", default=False, help="ordered topic (false)", **BOOL),
     arg("-u", "--unit", default=False, help="is unit topic (false)", **BOOL),
     arg("-s", "--hasUnitSub", dest="unit_sub", default=False, help="has unit sub (false)", **BOOL),
+    arg("-a", "--attributes", help="attribute(+a=b,+c=d,-e)"),
     one_of=BROKER_OR_CLUSTER,
 )
 async def update_topic(ctx: Context, args: argparse.Namespace) -> Result:
     admin = ctx.admin
     sys_flag = (TopicSysFlag.UNIT if args.unit else 0) | (TopicSysFlag.UNIT_SUB if args.unit_sub else 0)
+    try:
+        attributes = parse_modification(args.attributes.strip() if args.attributes else None)
+    except AttributeRefused as exc:
+        raise CommandFailed(str(exc)) from None
     addrs = await target_masters(admin, args)
     known = await admin.brokers_by_addr()
     lines: list[str] = []
@@ -449,6 +455,7 @@ async def update_topic(ctx: Context, args: argparse.Namespace) -> Result:
             perm=args.perm,
             order=args.order,
             topic_sys_flag=int(sys_flag),
+            attributes=attributes,
             wait=0,
         )
         lines.append(f"create topic to {addr} success.")
@@ -463,6 +470,7 @@ async def update_topic(ctx: Context, args: argparse.Namespace) -> Result:
         scope = "broker" if args.broker_addr else "cluster"
         lines.append(f"set {scope} orderConf. isOrder={str(args.order).lower()}, orderConf=[{order_conf}]")
         document["orderConf"] = order_conf
+    config.attributes = attributes  # printed as the tool sent them, as Apache's prints them
     lines.append(_topic_config_text(config))
     # A broker this name server does not know cannot be waited for: its route never shows here.
     if broker_names:
@@ -488,8 +496,12 @@ def _topic_config_text(config: TopicConfig) -> str:
         f"TopicConfig [topicName={config.topic_name}, readQueueNums={config.read_queue_nums}, "
         f"writeQueueNums={config.write_queue_nums}, perm={perm_text(config.perm)}, "
         f"topicFilterType={config.topic_filter_type}, topicSysFlag={config.topic_sys_flag}, "
-        f"order={str(config.order).lower()}]"
+        f"order={str(config.order).lower()}, attributes={_java_map(config.attributes)}]"
     )
+
+
+def _java_map(mapping: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{key}={value}" for key, value in mapping.items()) + "}"
 
 
 @command(

@@ -57,6 +57,7 @@ from aiorocketmq.protocol.message import (
     tags_code,
 )
 from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, retry_topic, topic_name_problem
+from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
 from aiorocketmq.protocol.transport import Handler
 
 from . import messaging_pb2 as pb
@@ -74,6 +75,7 @@ from .convert import (
     consistent_hash,
     delivery_time_ms,
     duration,
+    message_type,
     now_ms,
     status,
     status_of_response_code,
@@ -144,6 +146,16 @@ _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_EVERY_TYPE = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+#: The message types a route's queues accept, by the topic's ``message.type`` attribute.
+_ACCEPTED_TYPES = {
+    "NORMAL": [pb.NORMAL],
+    "FIFO": [pb.FIFO],
+    "DELAY": [pb.DELAY],
+    "TRANSACTION": [pb.TRANSACTION],
+    "MIXED": _EVERY_TYPE,
+    "UNSPECIFIED": [pb.MESSAGE_TYPE_UNSPECIFIED],
+}
 
 
 @dataclass(slots=True)
@@ -408,9 +420,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             * both
         )
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self.endpoints)
-        # Topics carry no message type here: every type is accepted (a typed client checks
-        # its messages against this list before it sends).
-        accepted = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+        # A typed client checks its messages against this list before it sends. A topic
+        # without a message.type attribute accepts every type here (Apache's proxy takes it as
+        # NORMAL only); one with the attribute, what Apache's proxy accepts.
+        accepted = _ACCEPTED_TYPES.get(topic.attributes.get(MESSAGE_TYPE), _EVERY_TYPE)
         return [
             pb.MessageQueue(
                 topic=pb.Resource(name=name),
@@ -718,6 +731,15 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"the body is over {MAX_BODY_SIZE} bytes")
         topic = self._topic(name, create=True)
         props = self._properties(message, peer[0])
+        expected = topic.attributes.get(MESSAGE_TYPE)
+        if expected is not None and expected != "MIXED":
+            actual = pb.MessageType.Name(message_type(props))
+            if actual != expected:
+                raise RpcError(
+                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    f"TopicMessageType validate failed, the expected type is {expected}, "
+                    f"but actual type is {actual}",
+                )
         writable = topic.write_queue_nums
         if writable <= 0:
             raise RpcError(Code.FORBIDDEN, f"topic {name} has no writable queue")
@@ -869,7 +891,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                         id=i,
                         permission=pb.READ_WRITE,
                         broker=broker,
-                        accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+                        accept_message_types=_ACCEPTED_TYPES.get(
+                            topic.attributes.get(MESSAGE_TYPE), _EVERY_TYPE
+                        ),
                     )
                 )
                 for i in ids

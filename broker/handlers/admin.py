@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiorocketmq.broker.store import MessageStore, StoreConfig
+from aiorocketmq.protocol import topic_attributes
 from aiorocketmq.protocol.body import (
     ConnectionInfo,
     ConsumerConnection,
@@ -30,6 +31,7 @@ from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
     ConsumerNotOnlineError,
+    InvalidParameterError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
     TopicNotExistError,
@@ -52,15 +54,17 @@ from aiorocketmq.protocol.names import (
     topic_name_problem,
 )
 from aiorocketmq.protocol.settings import read_properties
+from aiorocketmq.protocol.static_topic import TopicConfigAndQueueMapping
 from aiorocketmq.protocol.transport import Connection, Handler
 
 from ..clients import ClientChannel, ClientRegistry
 from ..config import BrokerConfig
 from ..groups import GroupTable
 from ..offsets import OffsetTable
+from ..static_topics import StaticTopicTable
 from ..timers import TimerStore
 from ..topics import TopicTable
-from . import text_field
+from . import text_field, topic_config_of
 
 RESERVED_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC}
 
@@ -85,6 +89,8 @@ class AdminHandlers:
         register: Callable[[], Awaitable[None]],
         timers: TimerStore,
         ha_status: Callable[[], dict[str, object]] | None = None,
+        static_topics: StaticTopicTable | None = None,
+        static_changed: Callable[[], None] | None = None,
     ) -> None:
         """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table,
         ``delay_offsets()`` its ``delayOffset.json`` and ``register()`` registers the broker
@@ -101,6 +107,8 @@ class AdminHandlers:
         self._register = register
         self.timers = timers
         self._ha_status = ha_status
+        self.static_topics = static_topics
+        self._static_changed = static_changed
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -142,16 +150,12 @@ class AdminHandlers:
 
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_fields(cmd.ext_fields)
-        config = TopicConfig(
-            topic_name=h.topic,
-            read_queue_nums=h.read_queue_nums,
-            write_queue_nums=h.write_queue_nums,
-            perm=h.perm,
-            topic_filter_type=h.topic_filter_type,
-            topic_sys_flag=h.topic_sys_flag or 0,
-            order=h.order,
-        )
-        self._check_topic(config)
+        config = topic_config_of(h)
+        try:
+            modification = topic_attributes.parse_modification(h.attributes)
+        except topic_attributes.AttributeRefused as exc:
+            raise ServerSystemError(str(exc)) from None
+        self._check_topic(config, modification)
         self.topics.put(config)
         # Like Apache's broker, answer once the name servers have the new route: a client that
         # looks the topic up right after creating it must find it.
@@ -161,27 +165,43 @@ class AdminHandlers:
     async def create_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC_LIST (RocketMQ 5): every topic checked before any is created."""
         configs = CreateTopicListBody.decode(cmd.body).topic_config_list
-        for config in configs:
-            self._check_topic(config)
+        for config in configs:  # each carries its attribute modification, keys signed
+            self._check_topic(config, config.attributes)
         for config in configs:
             self.topics.put(config)
         await self._register()
         return cmd.response()
 
-    def _check_topic(self, config: TopicConfig) -> None:
+    def _check_topic(self, config: TopicConfig, modification: dict[str, str]) -> None:
+        """Refuse what cannot be created; set ``config.attributes`` to what the topic's
+        attributes become with ``modification`` applied to the current ones."""
+        # RocketMQ 5 answers these INVALID_PARAMETER (4.9 answered SYSTEM_ERROR)
         problem = topic_name_problem(config.topic_name)
         if problem is not None:
-            raise ServerSystemError(problem)
+            raise InvalidParameterError(problem)
         if config.topic_name in RESERVED_TOPICS or config.topic_name == self.config.broker_cluster_name:
-            raise ServerSystemError(f"The topic[{config.topic_name}] is conflict with system reserved words.")
+            raise InvalidParameterError(
+                f"The topic[{config.topic_name}] is conflict with system reserved words."
+            )
         if config.read_queue_nums <= 0 or config.write_queue_nums <= 0:
             raise ServerSystemError("queue numbers must be positive")
+        if topic_attributes.sets_mixed(modification) and not self.config.enable_mixed_message_type:
+            raise InvalidParameterError("MIXED message type is not supported.")
+        current = self.topics.get(config.topic_name)
+        try:
+            config.attributes = topic_attributes.apply(
+                None if current is None else current.attributes, modification
+            )
+        except topic_attributes.AttributeRefused as exc:
+            raise ServerSystemError(str(exc)) from None
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_fields(cmd.ext_fields)
         if h.topic in RESERVED_TOPICS:
             raise ServerSystemError(f"The topic[{h.topic}] is a system topic")
         self.topics.delete(h.topic)
+        if self.static_topics is not None and self.static_topics.delete(h.topic) and self._static_changed:
+            self._static_changed()
         self.store.delete_topic(h.topic)
         self.offsets.delete_topic(h.topic)
         return cmd.response()
@@ -195,6 +215,11 @@ class AdminHandlers:
         config = self.topics.get(topic)
         if config is None:
             raise TopicNotExistError(f"No topic in this broker. topic: {topic}")
+        # A static topic's mapping comes with it when asked for (``lo``), as mqadmin 5 asks.
+        detail = self.static_topics.details.get(topic) if self.static_topics is not None else None
+        if detail is not None and str((cmd.ext_fields or {}).get("lo", "")).lower() == "true":
+            with_mapping = TopicConfigAndQueueMapping(**config.model_dump(), mapping_detail=detail)
+            return cmd.response(body=with_mapping.encode())
         return cmd.response(body=config.encode())
 
     def check_rocksdb(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -280,6 +305,7 @@ class AdminHandlers:
 
     def update_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = SubscriptionGroupConfig.decode(cmd.body)
+        _check_group_attributes(group)
         self.groups.put(group)
         return cmd.response()
 
@@ -304,6 +330,8 @@ class AdminHandlers:
     def update_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (RocketMQ 5): many groups in one request."""
         groups = SubscriptionGroupList.decode(cmd.body).group_config_list
+        for group in groups:
+            _check_group_attributes(group)
         for group in groups:
             self.groups.put(group)
         return cmd.response()
@@ -485,3 +513,9 @@ def _connections(channels: Iterable[ClientChannel]) -> list[ConnectionInfo]:
         )
         for ch in channels
     ]
+
+
+def _check_group_attributes(group: SubscriptionGroupConfig) -> None:
+    """RocketMQ 5 defines no subscription-group attribute: any change names an unknown key."""
+    for signed in group.attributes:
+        raise ServerSystemError(f"unsupported key: {signed.lstrip('+-')}")

@@ -137,6 +137,8 @@ class ConsumerHandlers:
         offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
         if offset >= 0:
             return cmd.response(ext_fields={"offset": offset})
+        if h.set_zero_if_not_found is False:
+            raise QueryNotFoundError("Not found, do not set to zero, maybe this group boot first")
         # A group seen for the first time starts at 0 while the queue still holds its first
         # message, as RocketMQ brokers do for "young" queues.
         if self.store.get_min_offset(h.topic, h.queue_id) <= 0:

@@ -14,6 +14,7 @@ from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
     FilterDataNotExistError,
     FilterDataNotLatestError,
+    InvalidParameterError,
     NoPermissionError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
@@ -121,7 +122,7 @@ class Puller:
         if not topic_config.perm & _PERM_READ:
             raise NoPermissionError(f"the topic[{h.topic}] pulling message is forbidden")
         if h.queue_id < 0 or h.queue_id >= topic_config.read_queue_nums:
-            raise ServerSystemError(
+            raise InvalidParameterError(
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{conn.address}]"
             )

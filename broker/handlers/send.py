@@ -23,6 +23,7 @@ from aiorocketmq.protocol.codes import (
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
     BrokerError,
+    InvalidParameterError,
     MessageIllegalError,
     NoPermissionError,
     ProtocolError,
@@ -34,10 +35,10 @@ from aiorocketmq.protocol.errors import (
 from aiorocketmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendHeader, send_header
 from aiorocketmq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
-    NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     PropertyKey,
     decode_properties,
+    stored_properties,
 )
 from aiorocketmq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -139,9 +140,8 @@ class Sender:
         # the cluster. Java puts the first two into the request's properties before storing,
         # so a producer's own values are replaced.
         self.broker_properties = {_REGION: self.region, _TRACE_SWITCH: self.trace_on, _CLUSTER: self.cluster}
-        self.broker_suffix = PROPERTY_SEPARATOR.join(
-            f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in self.broker_properties.items()
-        )
+        # Ending with the separator, as a RocketMQ 5 broker stores every properties string.
+        self.broker_suffix = stored_properties(self.broker_properties)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -166,7 +166,7 @@ class Sender:
             # Names in the topic table were validated when they were created.
             problem = topic_name_problem(topic)
             if problem is not None:
-                raise ServerSystemError(problem)
+                raise InvalidParameterError(problem)
             if is_retry_topic(topic):
                 topic_config = self.topics.ensure(topic, 1, PERM_READ_WRITE)
             else:
@@ -183,7 +183,7 @@ class Sender:
         queue_id = h.queue_id
         queue_nums = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
         if queue_id >= queue_nums:
-            raise ServerSystemError(
+            raise InvalidParameterError(
                 f"request queueId[{queue_id}] is illegal, topic[{topic}] has {queue_nums} queues; "
                 f"producer: {conn.address}"
             )
@@ -339,7 +339,7 @@ class Sender:
         # properties with the region and trace switch, then the cluster); entries are stored
         # with their own string plus this.
         header_props.update(self.broker_properties)
-        extra = PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in header_props.items())
+        extra = stored_properties(header_props)
         try:
             stored = store_batch(body, topic, queue_id, extra, sys_flag, h.born_timestamp, born_host(conn))
         except ProtocolError as exc:

@@ -26,6 +26,19 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 
 
 @pytest.fixture
+async def two_brokers(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A name server and two brokers (``broker-a``, ``broker-b``)."""
+    cluster = Cluster(tmp_path)
+    await cluster.start_namesrv()
+    try:
+        await cluster.start_broker("broker-a")
+        await cluster.start_broker("broker-b")
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+@pytest.fixture
 async def connect_to() -> AsyncIterator[ConnectTo]:
     opened: list[Connection] = []
 

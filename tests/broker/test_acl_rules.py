@@ -258,6 +258,14 @@ def test_validator_decisions(tmp_path: Path) -> None:
     )
     admin = signed(RequestCode.UPDATE_AND_CREATE_TOPIC, create, b"", ak="rocketmq2")
     validator.check(RequestCode.UPDATE_AND_CREATE_TOPIC, admin, b"", "127.0.0.1:1")
+    # so do their RocketMQ 5 forms: topics and groups in bulk, static topics
+    for code in (
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+        RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
+    ):
+        assert "not an admin account" in denial(validator, code, signed(code, create, b"")), code
+        validator.check(code, signed(code, create, b"", ak="rocketmq2"), b"", "127.0.0.1:1")
     # trace messages pass for any signed account
     trace = signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "RMQ_SYS_TRACE_TOPIC"}, BODY)
     validator.check(RequestCode.SEND_MESSAGE_V2, trace, BODY, "127.0.0.1:1")

@@ -202,13 +202,13 @@ async def test_send_refusals_have_clear_remarks(
     assert unknown.code == ResponseCode.TOPIC_NOT_EXIST and "NoSuchTopic" in (unknown.remark or "")
     await create_topic(conn, "Small", 2)
     bad_queue = await send(conn, "Small", b"x", queue_id=7)
-    assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[7]" in (bad_queue.remark or "")
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER and "queueId[7]" in (bad_queue.remark or "")
     too_big = await send(conn, "Small", b"x" * 2000)
     assert too_big.code == ResponseCode.MESSAGE_ILLEGAL and "1024" in (too_big.remark or "")
     system = await send(conn, "SCHEDULE_TOPIC_XXXX", b"x")
     assert system.code == ResponseCode.NO_PERMISSION
     bad_name = await send(conn, "bad topic!", b"x")
-    assert bad_name.code == ResponseCode.SYSTEM_ERROR and "bad topic!" in (bad_name.remark or "")
+    assert bad_name.code == ResponseCode.INVALID_PARAMETER and "bad topic!" in (bad_name.remark or "")
     wrong_type = await call(
         conn, RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "Small", "e": "zero", "g": "1"}, b"x"
     )
@@ -264,7 +264,7 @@ async def test_pull_statuses_and_offsets(broker_conn: Connection) -> None:
     limited = await pull(broker_conn, "Statuses", 0, 0, max_nums=2)
     assert len(decode_records(limited.body)) == 2 and limited.ext_fields["nextBeginOffset"] == "2"
     bad_queue = await pull(broker_conn, "Statuses", 3, 0)
-    assert bad_queue.code == ResponseCode.SYSTEM_ERROR
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER
     no_topic = await pull(broker_conn, "NeverCreated", 0, 0)
     assert no_topic.code == ResponseCode.TOPIC_NOT_EXIST
 
@@ -666,7 +666,7 @@ async def test_admin_topics_groups_and_consume_stats(broker_conn: Connection) ->
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         {"topic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
     )
-    assert reserved.code == ResponseCode.SYSTEM_ERROR
+    assert reserved.code == ResponseCode.INVALID_PARAMETER
     config = await call(broker_conn, RequestCode.GET_BROKER_CONFIG)
     assert b"brokerName=broker-a" in config.body and b"flushDiskType=" in config.body
 

@@ -9,10 +9,8 @@ import asyncio
 import json
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-
-import pytest
 
 from aiorocketmq.client import ConsumeFrom, ConsumeResult, Producer, PushConsumer
 from aiorocketmq.protocol import fastjson
@@ -47,18 +45,6 @@ async def create_topic(conn: Connection, topic: str, queues: int) -> None:
         {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6},
     )
     assert response.code == ResponseCode.SUCCESS, response
-
-
-@pytest.fixture
-async def two_brokers(tmp_path: Path) -> AsyncIterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    await cluster.start_namesrv()
-    try:
-        await cluster.start_broker("broker-a")
-        await cluster.start_broker("broker-b")
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def query(conn: Connection, client_id: str, *, topic: str = TOPIC, strategy: str = "AVG") -> dict:
@@ -188,7 +174,8 @@ async def test_every_stored_message_carries_the_region_and_trace_switch(
     two_brokers: Cluster, connect_to: ConnectTo
 ) -> None:
     """As RocketMQ 5 stores them (a 5.x consumer's trace needs MSG_REGION): single and batch
-    sends, with a producer's own values replaced by the broker's."""
+    sends, with a producer's own values replaced by the broker's, each properties string
+    ending with the separator as 5.3.3's do."""
     a = await connect_to(two_brokers.brokers["broker-a"].port)
     await create_topic(a, TOPIC, 1)
     await send_ok(a, TOPIC, b"one", properties={"MSG_REGION": "elsewhere"})
@@ -198,15 +185,36 @@ async def test_every_stored_message_carries_the_region_and_trace_switch(
     batch = encode_batch([Message(TOPIC, b"two"), Message(TOPIC, b"three", properties={"TRACE_ON": "false"})])
     response = await call(a, RequestCode.SEND_BATCH_MESSAGE, header.to_fields(), batch)
     assert response.code == ResponseCode.SUCCESS, response
+    await send_ok(a, TOPIC, b"four", properties={"KEYS": "k"})  # the broker's appended to the producer's
     pulled = await call(a, RequestCode.PULL_MESSAGE, pull_request(TOPIC, 0).ext_fields)
     messages = decode_records(pulled.body)
-    assert [m.body for m in messages] == [b"one", b"two", b"three"]
+    assert [m.body for m in messages] == [b"one", b"two", b"three", b"four"]
     for m in messages:
         assert (m.properties["MSG_REGION"], m.properties["TRACE_ON"], m.properties["CLUSTER"]) == (
             "DefaultRegion",
             "true",
             "DefaultCluster",
         ), m.properties
+    raw = stored_property_strings(pulled.body)
+    assert len(raw) == 4 and all(text.endswith(b"\x02") and not text.endswith(b"\x02\x02") for text in raw), (
+        raw
+    )
+
+
+def stored_property_strings(records: bytes) -> list[bytes]:
+    """Each record's properties exactly as stored (IPv4 hosts): after the fixed fields, the
+    body, and the topic."""
+    strings, pos = [], 0
+    while pos < len(records):
+        (size,) = struct.unpack_from(">i", records, pos)
+        record = records[pos : pos + size]
+        (body_len,) = struct.unpack_from(">i", record, 84)
+        at = 88 + body_len
+        at += 1 + record[at]  # the topic
+        (props_len,) = struct.unpack_from(">h", record, at)
+        strings.append(record[at + 2 : at + 2 + props_len])
+        pos += size
+    return strings
 
 
 async def test_an_unserved_request_code_is_logged_once_with_its_peer(
@@ -318,7 +326,7 @@ async def test_topics_in_bulk_rocksdb_requests_and_resuming_a_half_message(
         topic_config_list=[TopicConfig(topic_name="BulkC"), TopicConfig(topic_name="bad topic!")]
     )
     answer = await call(a, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=refused.encode())
-    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert answer.code == ResponseCode.INVALID_PARAMETER, answer
     missing = await call(a, RequestCode.GET_TOPIC_CONFIG, {"topic": "BulkC"})
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST, "a refused list created some of its topics"
 
@@ -363,7 +371,6 @@ APACHE_BROKER_CODES = frozenset(
 #: The codes of that list we answer REQUEST_CODE_NOT_SUPPORTED, each with the reason (the same
 #: list is in docs/interop.md). A code served since must leave this list.
 NOT_SERVED = {
-    513: "static topics (logic queues over several brokers) are not built",
     **{code: "controller mode is issue 41's" for code in (905, 906, 1007, 1008)},
     **{code: "cold-data flow control is not built" for code in (2001, 2002, 2003, 2004)},
     **{code: "ACL 2.0 is issue 42's" for code in range(3001, 3011)},
@@ -582,5 +589,79 @@ async def test_a_recalled_timer_message_is_never_delivered_even_across_a_kill(
         await wait_until(kept_arrived, timeout=30)
         # Due 300 ms before the one delivered, the recalled message would be there first.
         assert await delivered() == [b"kept"]
+    finally:
+        await cluster.stop()
+
+
+async def test_topic_attributes_are_kept_checked_and_survive_a_restart(
+    tmp_path: Path, connect_to: ConnectTo
+) -> None:
+    """UPDATE_AND_CREATE_TOPIC's ``attributes`` (+add, -delete) change the topic's attribute map
+    the way Apache 5.3.3's broker does; what it refuses is refused with its code and reason and
+    changes nothing; the map is in GET_TOPIC_CONFIG, GET_ALL_TOPIC_CONFIG and topics.json."""
+    cluster = Cluster(tmp_path)
+    await cluster.start_namesrv()
+    try:
+        broker = await cluster.start_broker("broker-a")
+        conn = await connect_to(broker.port)
+
+        async def update(topic: str, attributes: str | None) -> RemotingCommand:
+            fields = {"topic": topic, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+            if attributes is not None:
+                fields["attributes"] = attributes
+            return await call(conn, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+
+        async def attributes(topic: str) -> dict[str, str]:
+            answer = await call(conn, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+            assert answer.code == ResponseCode.SUCCESS, answer
+            return json.loads(answer.body)["attributes"]
+
+        assert (await update("Typed", "+message.type=FIFO,+queue.type=SimpleCQ")).code == ResponseCode.SUCCESS
+        assert await attributes("Typed") == {"message.type": "FIFO", "queue.type": "SimpleCQ"}
+        # an update without attributes keeps them; +/- change the changeable ones
+        assert (await update("Typed", None)).code == ResponseCode.SUCCESS
+        assert (await update("Typed", "+message.type=DELAY")).code == ResponseCode.SUCCESS
+        assert await attributes("Typed") == {"message.type": "DELAY", "queue.type": "SimpleCQ"}
+        refusals = [
+            (
+                "Typed",
+                "+queue.type=BatchCQ",
+                ResponseCode.SYSTEM_ERROR,
+                "unchangeable attribute. key: queue.type",
+            ),
+            ("Typed", "-reserve.time", ResponseCode.SYSTEM_ERROR, "attempt to delete a nonexistent key"),
+            (
+                "Typed",
+                "+message.type=MIXED",
+                ResponseCode.INVALID_PARAMETER,
+                "MIXED message type is not supported.",
+            ),
+            ("Typed", "message.type", ResponseCode.SYSTEM_ERROR, "delete attribute format is wrong"),
+            ("Fresh", "-message.type", ResponseCode.SYSTEM_ERROR, "only add attribute is supported"),
+            ("Fresh", "+colour=red", ResponseCode.SYSTEM_ERROR, "unsupported key: colour"),
+            ("Fresh", "+cleanup.policy=COMPACTION", ResponseCode.SYSTEM_ERROR, "no compaction store"),
+        ]
+        for topic, change, code, reason in refusals:
+            answer = await update(topic, change)
+            assert (answer.code, reason in (answer.remark or "")) == (code, True), (change, answer)
+        assert await attributes("Typed") == {"message.type": "DELAY", "queue.type": "SimpleCQ"}
+        fresh = await call(conn, RequestCode.GET_TOPIC_CONFIG, {"topic": "Fresh"})
+        assert fresh.code == ResponseCode.TOPIC_NOT_EXIST, "a refused creation created the topic"
+
+        # the list form carries each topic's modification with its keys signed
+        batch = CreateTopicListBody(
+            topic_config_list=[TopicConfig(topic_name="Listed", attributes={"+message.type": "TRANSACTION"})]
+        )
+        assert (await call(conn, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=batch.encode())).code == 0
+        assert await attributes("Listed") == {"message.type": "TRANSACTION"}
+        assert (await update("Typed", "-message.type")).code == ResponseCode.SUCCESS
+
+        await cluster.stop_broker("broker-a")
+        broker = await cluster.start_broker("broker-a")
+        conn = await connect_to(broker.port)
+        table = json.loads((await call(conn, RequestCode.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
+        assert table["Typed"]["attributes"] == {"queue.type": "SimpleCQ"}
+        assert table["Listed"]["attributes"] == {"message.type": "TRANSACTION"}
+        assert table[TRANS_HALF_TOPIC]["attributes"] == {}
     finally:
         await cluster.stop()

@@ -69,6 +69,35 @@ async def test_route_points_at_the_grpc_port_with_queues_of_every_permission(
     assert bad.status.code == pb.ILLEGAL_TOPIC
 
 
+async def test_a_typed_topic_routes_and_accepts_its_message_type_only(
+    grpc5: Grpc5, stub: pb_grpc.MessagingServiceStub
+) -> None:
+    """A topic made ``message.type=FIFO`` (RocketMQ 5's attribute) is routed with FIFO as its
+    only accepted type, and a message of another type is refused in band as Apache's proxy
+    refuses it; an untyped topic keeps accepting every type."""
+    typed, plain = unique("Typed"), unique("Untyped")
+    async with Admin(grpc5.cluster.namesrv_addr) as admin:
+        await admin.create_topic(typed, 2, attributes={"+message.type": "FIFO"})
+        await admin.create_topic(plain, 2)
+    route = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=typed)))
+    assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.FIFO,)}
+    route = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=plain)))
+    assert {frozenset(q.accept_message_types) for q in route.message_queues} == {
+        frozenset({pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION})
+    }
+
+    async def send(msg: pb.Message) -> pb.SendMessageResponse:
+        reply: pb.SendMessageResponse = await stub.SendMessage(pb.SendMessageRequest(messages=[msg]))
+        return reply
+
+    refused = await send(message(typed, b"normal"))
+    assert refused.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert "the expected type is FIFO, but actual type is NORMAL" in refused.status.message
+    assert (await send(message(typed, b"fifo", message_group="g1"))).status.code == pb.OK
+    assert (await send(message(plain, b"fifo", message_group="g1"))).status.code == pb.OK
+    assert (await send(message(plain, b"normal"))).status.code == pb.OK
+
+
 async def test_refused_sends_answer_in_band_and_the_server_keeps_serving(
     stub: pb_grpc.MessagingServiceStub,
 ) -> None:

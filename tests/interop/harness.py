@@ -110,20 +110,36 @@ def _maven(args: Sequence[str], pom: Path) -> None:
         raise RuntimeError(f"maven failed for {pom}:\n{online.stdout}\n{online.stderr}")
 
 
-def _build_java_tree(root: Path, label: str) -> tuple[str, str, str]:
+def _build_java_tree(
+    root: Path, label: str, carried: Sequence[Path] = (), renames: dict[str, str] | None = None
+) -> tuple[str, str, str]:
     """Compile ``root``'s scenario programs (``root/pom.xml``) and resolve its classpath and that of
-    ``root/reference/pom.xml`` (Apache's servers), cached under ``CACHE/<label>-<digest>``."""
+    ``root/reference/pom.xml`` (Apache's servers), cached under ``CACHE/<label>-<digest>``.
+
+    ``carried`` sources of another tree are compiled along, with ``renames`` applied to their
+    text (the 4.9.8 scenario program built on the 5.3.2 client)."""
     java = require("java", "Apache RocketMQ's servers, client and mqadmin are Java")
-    sources = [*root.rglob("*.java"), *root.rglob("pom.xml")]
+    sources = [*root.rglob("*.java"), *root.rglob("pom.xml"), *carried]
     out = CACHE / f"{label}-{_digest(sources)}"
     client_cp = out / "client.classpath"
     server_cp = out / "server.classpath"
     classes = out / "build" / "classes"
     if not (client_cp.exists() and server_cp.exists() and classes.exists()):
         out.mkdir(parents=True, exist_ok=True)
+        src = out / "src"
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.copytree(root / "src" / "main" / "java", src)
+        for path in carried:
+            text = path.read_text()
+            for old, new in (renames or {}).items():
+                text = text.replace(old, new)
+            target = src / path.relative_to(path.parents[1])  # keeps the package directory
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
         _maven(
             [
                 f"-Dinterop.build.dir={out / 'build'}",
+                f"-Dinterop.src={src}",
                 "compile",
                 "dependency:build-classpath",
                 f"-Dmdep.outputFile={client_cp}.tmp",
@@ -578,11 +594,24 @@ APACHE5_BROKER: dict[str, Any] = {
 }
 
 
+#: The 4.9.8 scenario program (java/, interop.Scenarios) is built on the 5.3.2 client too, so
+#: the same scenarios run on both: RocketMQ 5 moved the protocol classes to its remoting module,
+#: and java53/'s shim stands in for rocketmq-tools' DefaultMQAdminExt (no 5.3.2 release).
+LEGACY_SOURCES = [
+    JAVA_DIR / "src" / "main" / "java" / "interop" / name for name in ("Scenarios.java", "Json.java")
+]
+LEGACY_RENAMES = {
+    "org.apache.rocketmq.common.protocol.": "org.apache.rocketmq.remoting.protocol.",
+    "org.apache.rocketmq.tools.admin.DefaultMQAdminExt": "interop53.shim.DefaultMQAdminExt",
+}
+
+
 def build_java53() -> tuple[str, str, str]:
     """``(java, client classpath, server classpath)``: the suite's 5.3 scenario program (java53/,
-    Scenarios53.java) on rocketmq-client and rocketmq-acl 5.3.2, and Apache's 5.3.3 name server,
-    broker and tools (java53/reference), built and cached like :func:`build_java`."""
-    return _build_java_tree(JAVA53_DIR, "java53")
+    Scenarios53.java) and the 4.9.8 one (LEGACY_SOURCES) on rocketmq-client and rocketmq-acl
+    5.3.2, and Apache's 5.3.3 name server, broker and tools (java53/reference), built and cached
+    like :func:`build_java`."""
+    return _build_java_tree(JAVA53_DIR, "java53", LEGACY_SOURCES, LEGACY_RENAMES)
 
 
 def build_java53_only() -> Toolchain:

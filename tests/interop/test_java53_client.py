@@ -59,6 +59,7 @@ SCENARIOS = {
     "recall": 2,
     "compression": 12,
     "request-reply": 10,
+    "static-topic": 24,
 }
 TARGETS = ["apache53", "ours"]
 #: Our broker as for the other interop modules, with the trace topic created at start and
@@ -387,6 +388,24 @@ def test_compression(runs: dict[str, ProgramRun]) -> None:
         # compression type in the sysFlag the consumer inflated it by.
         assert r["compression"] == r["codec"], r
         assert r["store_size"] < r["body_len"] // 4, r
+
+
+def test_static_topic(runs: dict[str, ProgramRun]) -> None:
+    """Four global queues: sends land on them (named by global id, the real broker in the
+    result); everything is read back once under the logical broker name, each at the offset its
+    send was answered with; the group's commits stand at each global queue's end."""
+    name = "static-topic"
+    run, end = scenario(runs, name)
+    received = assert_content(run, name)
+    sent = {s["i"]: s for s in run.of(name, "sent")}
+    assert {s["queue"] for s in sent.values()} == {0, 1, 2, 3}, run.describe()
+    assert (end["received"], end["duplicates"]) == (SCENARIOS[name], 0), end
+    assert {r["broker"] for r in received} == {"__syslo__global__"}
+    assert {(r["queue"], r["offset"]) for r in received} == {(s["queue"], s["offset"]) for s in sent.values()}
+    per_queue = {q: sum(1 for s in sent.values() if s["queue"] == q) for q in range(4)}
+    offsets = run.of(name, "broker_offset")
+    assert {(o["queue"], o["offset"]) for o in offsets} == set(per_queue.items()), offsets
+    assert all(o["offset"] == o["max"] for o in offsets), offsets
 
 
 def test_request_reply(runs: dict[str, ProgramRun]) -> None:

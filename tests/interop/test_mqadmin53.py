@@ -95,6 +95,8 @@ class Side:
     outputs: dict[str, str] = field(default_factory=dict)
     export: dict[str, Any] = field(default_factory=dict)
     request_modes: dict[str, Any] = field(default_factory=dict)
+    #: The static topic's route: each broker's mapping summary, epoch left out.
+    static_mapping: dict[str, Any] = field(default_factory=dict)
 
 
 class MqAdmin:
@@ -389,6 +391,12 @@ async def build_state_and_inspect(
                     namesrv, broker_addr, results[1].offset_msg_id, results[1].msg_id, home
                 ):
                     side.outputs[label] = await mqadmin.run(args)
+        async with Admin(namesrv) as admin:
+            route = await admin.instance.fetch_route(STATIC_TOPIC)
+            side.static_mapping = {
+                name: info.model_dump(exclude={"epoch"})
+                for name, info in (route.topic_queue_mapping_by_broker or {}).items()
+            }
     with contextlib.suppress(OSError, ValueError):
         side.export = json.loads((home / "export" / "metadata.json").read_text())
     (home / "outputs.txt").write_text("".join(f"===== {k}\n{v}\n" for k, v in side.outputs.items()))
@@ -452,6 +460,11 @@ LABEL_NORMALIZE: dict[str, list[tuple[re.Pattern[str], str]]] = {
     ],
     "sendMsgStatus": [(re.compile(r"rt=\d+ms"), "rt=<RT>ms")],
     "haStatus": [(re.compile(r"(#MasterCommitLogMaxOffset\t)\d+"), r"\1<N>")],
+    # The tool writes the mapping before and after to files named by its epoch, in its home.
+    "updateStaticTopic": [(re.compile(r"file \S+/(\S+?)-\d+\.(before|after)"), r"file <TMP>/\1-<EPOCH>.\2")],
+    "remappingStaticTopic": [
+        (re.compile(r"file \S+/(\S+?)-\d+\.(before|after)"), r"file <TMP>/\1-<EPOCH>.\2")
+    ],
 }
 
 #: Apache 5.3.3's ConsumerManager.registerConsumer adds each subscribed topic, not the group, to
@@ -538,14 +551,6 @@ KNOWN_GAPS = {
         "UPDATE_CONSUMER_OFFSET for a group without a subscription group config is accepted (as by "
         "Apache 4.9.7); Apache 5.3.3 answers SUBSCRIPTION_GROUP_NOT_EXIST (26, 'Group ... not exist!')"
     ),
-    "test_stored_message_size": (
-        "stored properties end without the separator after the broker's own CLUSTER property (as "
-        "Apache 4.9.7 stores them); Apache 5.3.3 ends them with \\u0002: one byte more per message"
-    ),
-    "test_topic_attributes_kept": (
-        "topic attributes (updateTopic -a +message.type=FIFO) are not kept: ours returns attributes {} "
-        "where Apache 5.3.3 keeps {message.type: FIFO}"
-    ),
 }
 
 
@@ -564,8 +569,6 @@ EXPECTED_DIFFERENCES = {
         "CHECK_ROCKSDB_CQ_WRITE_PROGRESS 354: ours keeps no RocksDB consume queue and says so "
         "(docs/interop.md); Apache's file-store broker starts a check with nothing to compare"
     ),
-    "updateStaticTopic": "static topics (UPDATE_AND_CREATE_STATIC_TOPIC 513) are not built (docs/interop.md)",
-    "remappingStaticTopic": "follows from updateStaticTopic: there is no static topic to remap",
     # Ours answers these, and what differs is explained by the test comparing them.
     "clusterList": "version, rates, hours and disk ratio (test_cluster_list_columns)",
     "clusterList more": "ours counts system-topic messages as 4.9.7 did (test_cluster_list_more_stats)",
@@ -587,8 +590,6 @@ EXPECTED_REFUSALS = {
     "updateColdDataFlowCtrGroupConfig": r"request type 2001 not supported",
     "removeColdDataFlowCtrGroupConfig": r"request type 2002 not supported",
     "checkRocksdbCqWriteProgress": r"CODE: 1  DESC: this broker keeps no RocksDB consume queue",
-    "updateStaticTopic": r"request type 513 not supported",
-    "remappingStaticTopic": r"No topic route to do the remapping",
 }
 
 #: Commands Apache's reference run fails too, and why.
@@ -659,6 +660,8 @@ SAME_OUTPUT = [
     "resetMasterFlushOffset",
     "exportPopRecord",
     "rocksDBConfigToJson",
+    "updateStaticTopic",
+    "remappingStaticTopic",
     "sendMessage",
     "consumeMessage",
     "checkMsgSendRT",
@@ -964,12 +967,11 @@ def store_sizes(output: str) -> list[str]:
 
 
 def test_stored_message_size(sides: dict[str, Side]) -> None:
-    """The same message from the same producer: ours is one byte shorter (KNOWN_GAPS)."""
+    """The same message from the same producer takes the same bytes (properties stored as
+    5.3.3 stores them, the broker's own and the closing separator included)."""
     ours, theirs = (store_sizes(sides[side].outputs["printMsg"]) for side in ("ours", "apache"))
     assert len(ours) == len(theirs) == 3
-    assert sorted(int(n) + 1 for n in ours) == sorted(int(n) for n in theirs), KNOWN_GAPS[
-        "test_stored_message_size"
-    ]
+    assert sorted(ours) == sorted(theirs)
 
 
 def our_metadata(side: Side) -> dict[str, dict[str, Any]]:
@@ -980,29 +982,35 @@ def our_metadata(side: Side) -> dict[str, dict[str, Any]]:
 
 
 def test_exported_metadata(sides: dict[str, Side]) -> None:
-    """exportMetadata's file: the same topics and groups, configured the same (attributes aside:
-    test_topic_attributes_kept), the batch-created ones included."""
-
-    def without_attributes(side: str) -> dict[str, dict[str, Any]]:
-        return {
-            table: {
-                name: {k: v for k, v in config.items() if k != "attributes"}
-                for name, config in configs.items()
-            }
-            for table, configs in our_metadata(sides[side]).items()
-        }
-
-    ours = without_attributes("ours")
-    assert ours == without_attributes("apache")
+    """exportMetadata's file: the same topics and groups, configured the same (topic attributes
+    included), the batch-created ones included."""
+    ours = our_metadata(sides["ours"])
+    assert ours == our_metadata(sides["apache"])
     assert set(ours["topicConfigTable"]) == {TOPIC, FIFO_TOPIC, *LIST_TOPICS}
     assert set(ours["subscriptionGroupTable"]) == {GROUP, POP_GROUP, CLONE_GROUP, *LIST_GROUPS}
 
 
 def test_topic_attributes_kept(sides: dict[str, Side]) -> None:
-    """Apache keeps the attribute; ours does not yet (KNOWN_GAPS)."""
-    ours, theirs = (our_metadata(sides[side])["topicConfigTable"][FIFO_TOPIC] for side in ("ours", "apache"))
-    assert theirs["attributes"] == {"message.type": "FIFO"}
-    assert ours.get("attributes", {}) == {}, KNOWN_GAPS["test_topic_attributes_kept"]
+    """updateTopic -a +message.type=FIFO: both keep the attribute, as plain keys."""
+    for side in ("ours", "apache"):
+        config = our_metadata(sides[side])["topicConfigTable"][FIFO_TOPIC]
+        assert config["attributes"] == {"message.type": "FIFO"}, side
+
+
+def test_static_topic_mapping(sides: dict[str, Side]) -> None:
+    """updateStaticTopic then remappingStaticTopic (one broker: nothing moves): the name server
+    routes the same mapping, the broker leading both global queues on its own queues."""
+    for side in ("ours", "apache"):
+        assert sides[side].static_mapping == {
+            "broker-a": {
+                "topic": STATIC_TOPIC,
+                "scope": "__global__",
+                "total_queues": 2,
+                "bname": "broker-a",
+                "dirty": False,
+                "curr_id_map": {0: 0, 1: 1},
+            }
+        }, side
 
 
 def test_consume_mode_set(sides: dict[str, Side]) -> None:

@@ -287,7 +287,8 @@ async def test_broker_heartbeat_keeps_a_registration_alive(
         # as 5.x brokers send it: oneway, every brokerHeartbeatInterval
         while True:
             beating.conn.send_oneway(heartbeat(beating))
-            misnamed.conn.send_oneway(heartbeat(misnamed, cluster="c1"))
+            if not misnamed.conn.closed:  # the name server closes an expired broker's channel
+                misnamed.conn.send_oneway(heartbeat(misnamed, cluster="c1"))
             await asyncio.sleep(0.2)
 
     async def only(names: set[str]) -> bool:
@@ -300,6 +301,10 @@ async def test_broker_heartbeat_keeps_a_registration_alive(
         await eventually(lambda: only({"broker-a"}), timeout=expiry + 3)
         assert await broker_names(client, "T") == {"broker-a"}
         assert task.done() is False
+        # as Apache does, the expired brokers' channels are closed; the beating one's is not
+        await asyncio.wait_for(misnamed.conn.wait_closed(), timeout=3)
+        await asyncio.wait_for(silent.conn.wait_closed(), timeout=3)
+        assert not beating.conn.closed
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

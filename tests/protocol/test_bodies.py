@@ -222,15 +222,41 @@ def test_register_broker_body_plain_round_trip() -> None:
     assert data.startswith(
         b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,'
     )
-    assert b'"TopicTest":{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",' in data
+    assert (
+        b'"TopicTest":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",'
+        in data
+    )
     assert RegisterBrokerBody.decode_registration(data, compressed=False) == body
     assert RegisterBrokerBody.decode_registration(b"", compressed=False) == RegisterBrokerBody()
 
 
 def test_register_broker_body_compressed_round_trip() -> None:
     body = registration()
+    body.topic_config_serialize_wrapper.topic_config_table["TopicTest"].attributes = {"message.type": "FIFO"}
     data = body.encode_compressed()
+    assert b"TopicTest 4 4 6 SINGLE_TAG {" in zlib.decompress(data)
     assert RegisterBrokerBody.decode_registration(data, compressed=True) == body
+
+
+def test_a_5x_compressed_line_carries_attributes_and_bad_ones_are_dropped() -> None:
+    """RocketMQ 5 brokers append the attributes as JSON; like Apache's name server, attributes
+    that do not parse are dropped and the topic kept."""
+
+    def chunk(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+
+    lines = (
+        b'Typed 2 2 6 SINGLE_TAG {"message.type":"FIFO"}',
+        b"Plain 1 1 6 SINGLE_TAG {}",
+        b"Odd 1 1 6 SINGLE_TAG {x",
+    )
+    raw = chunk(b"{}") + struct.pack(">i", len(lines)) + b"".join(chunk(line) for line in lines)
+    table = RegisterBrokerBody.decode_registration(
+        zlib.compress(raw), compressed=True
+    ).topic_config_serialize_wrapper.topic_config_table
+    assert table["Typed"].attributes == {"message.type": "FIFO"}
+    assert table["Typed"].read_queue_nums == 2
+    assert table["Plain"].attributes == table["Odd"].attributes == {}
 
 
 def test_register_broker_body_compressed_from_the_spec_layout() -> None:

@@ -94,7 +94,7 @@ async def test_topic_lifecycle(cluster: Cluster) -> None:
         f"create topic to {addr_of(cluster, 'broker-a')} success.",
         f"create topic to {addr_of(cluster, 'broker-b')} success.",
         f"TopicConfig [topicName={topic}, readQueueNums=3, writeQueueNums=3, perm=RW-, "
-        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]",
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]",
     ]
 
     listed, listed_json, route, route_list, status = await asyncio.gather(
@@ -587,6 +587,22 @@ async def test_rocketmq5_batch_updates_and_consume_mode(
         "popShareQueueNum": 2,
         "topic": topics[0],
     }
+
+
+async def test_update_topic_attributes(cluster: Cluster, admin: Admin) -> None:
+    """updateTopic -a (RocketMQ 5): the broker keeps the attribute, the tool prints the config
+    with it as Apache 5.3.3's does, and a change the broker refuses fails with its reason."""
+    ns, a = cluster.namesrv_addr, addr_of(cluster, "broker-a")
+    topic = unique("cli_attr")
+    made = await mqadmin("updateTopic", "-n", ns, "-b", a, "-t", topic, "-a", "+message.type=FIFO")
+    assert made.code == 0, made.err
+    assert made.lines[-1].endswith(", order=false, attributes={+message.type=FIFO}]"), made.lines
+    answer = await admin.instance.call(a, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+    assert json.loads(answer.body)["attributes"] == {"message.type": "FIFO"}
+    refused = await mqadmin("updateTopic", "-n", ns, "-b", a, "-t", topic, "-a", "+queue.type=BatchCQ")
+    assert refused.code != 0 and "attempt to update an unchangeable attribute" in refused.err, refused
+    malformed = await mqadmin("updateTopic", "-n", ns, "-b", a, "-t", topic, "-a", "message.type=FIFO")
+    assert malformed.code != 0 and "add/alter attribute format is wrong" in malformed.err, malformed
 
 
 async def _routed_queues(admin: Admin, topic: str, total: int) -> bool:

@@ -134,7 +134,7 @@ async def test_pull_checks_answer_with_their_codes(tmp_path: Path, conn: Recorde
                 ResponseCode.NO_PERMISSION,
                 "the topic[WriteOnly] pulling message is forbidden",
             ),
-            (pull_request(TOPIC, 0, queue_id=2), ResponseCode.SYSTEM_ERROR, "queueId[2] is illegal"),
+            (pull_request(TOPIC, 0, queue_id=2), ResponseCode.INVALID_PARAMETER, "queueId[2] is illegal"),
             (
                 pull_request(TOPIC, 0, expression_type="SQL92"),
                 ResponseCode.SYSTEM_ERROR,

@@ -66,8 +66,8 @@ async def test_send_checks_answer_with_their_codes(tmp_path: Path, conn: Recorde
                 ResponseCode.NO_PERMISSION,
                 "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
             ),
-            (send_request("bad topic!"), ResponseCode.SYSTEM_ERROR, "contains characters other than"),
-            (send_request("x" * 128), ResponseCode.SYSTEM_ERROR, "longer than 127"),
+            (send_request("bad topic!"), ResponseCode.INVALID_PARAMETER, "contains characters other than"),
+            (send_request("x" * 128), ResponseCode.INVALID_PARAMETER, "longer than 127"),
             (
                 send_request("NoSuchTopic"),
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -78,7 +78,11 @@ async def test_send_checks_answer_with_their_codes(tmp_path: Path, conn: Recorde
                 ResponseCode.NO_PERMISSION,
                 "the topic[ReadOnly] sending message is forbidden",
             ),
-            (send_request(TOPIC, queue_id=4), ResponseCode.SYSTEM_ERROR, "request queueId[4] is illegal"),
+            (
+                send_request(TOPIC, queue_id=4),
+                ResponseCode.INVALID_PARAMETER,
+                "request queueId[4] is illegal",
+            ),
             (
                 send_request(TOPIC, b"x" * 1025),
                 ResponseCode.MESSAGE_ILLEGAL,

@@ -57,6 +57,8 @@ import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.remoting.protocol.statictopic.LogicQueueMappingItem;
+import org.apache.rocketmq.remoting.protocol.statictopic.TopicQueueMappingDetail;
 
 /**
  * Scenarios of Apache RocketMQ's remoting client 5.3.2 against the name server given:
@@ -155,6 +157,7 @@ public final class Scenarios53 {
             case "recall": recall(); break;
             case "compression": compression(); break;
             case "request-reply": requestReply(); break;
+            case "static-topic": staticTopic(); break;
             case "acl": acl(); break;
             default: throw new IllegalArgumentException("unknown scenario " + scenario);
         }
@@ -266,11 +269,19 @@ public final class Scenarios53 {
             adminApi().createTopic(master, TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC,
                 new TopicConfig(name, queues, queues, 6), RPC_TIMEOUT);
         }
+        awaitRoute(name, until, route -> route.getQueueDatas().size() >= masters.size());
+        record("topic").put("topic", name).put("queues", queues).put("masters", masters).emit();
+        return masters;
+    }
+
+    /** Waits until the name server's route of {@code name} is {@code ready}, or the deadline. */
+    private void awaitRoute(String name, long until, java.util.function.Predicate<TopicRouteData> ready)
+            throws Exception {
         while (true) {
             try {
                 TopicRouteData route = adminApi().getTopicRouteInfoFromNameServer(name, RPC_TIMEOUT);
-                if (route != null && route.getQueueDatas().size() >= masters.size()) {
-                    break;
+                if (route != null && ready.test(route)) {
+                    return;
                 }
             } catch (Exception e) {
                 if (System.currentTimeMillis() > until) {
@@ -278,12 +289,58 @@ public final class Scenarios53 {
                 }
             }
             if (System.currentTimeMillis() > until) {
-                throw new IllegalStateException("no route for " + name);
+                throw new IllegalStateException("no route as awaited for " + name);
             }
             Thread.sleep(100);
         }
-        record("topic").put("topic", name).put("queues", queues).put("masters", masters).emit();
-        return masters;
+    }
+
+    /**
+     * Creates a static topic of {@code totalQueues} global queues dealt round-robin over the
+     * masters (one mapping item each, as {@code mqadmin updateStaticTopic} makes them) with
+     * UPDATE_AND_CREATE_STATIC_TOPIC, and waits until the route carries every broker's mapping.
+     */
+    private void createStaticTopic(String name, int totalQueues) throws Exception {
+        long until = deadline();
+        Map<String, String> masters = new TreeMap<>();
+        while (masters.isEmpty()) {
+            for (BrokerData broker : adminApi().getBrokerClusterInfo(RPC_TIMEOUT).getBrokerAddrTable().values()) {
+                String master = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
+                if (master != null) {
+                    masters.put(broker.getBrokerName(), master);
+                }
+            }
+            if (masters.isEmpty()) {
+                if (System.currentTimeMillis() > until) {
+                    throw new IllegalStateException("no master broker registered with " + namesrv);
+                }
+                Thread.sleep(200);
+            }
+        }
+        List<String> brokers = new ArrayList<>(masters.keySet());
+        long epoch = System.currentTimeMillis();
+        Map<String, TopicQueueMappingDetail> details = new TreeMap<>();
+        Map<String, Integer> localQueues = new TreeMap<>();
+        for (String broker : brokers) {
+            details.put(broker, new TopicQueueMappingDetail(name, totalQueues, broker, epoch));
+            localQueues.put(broker, 0);
+        }
+        for (int gid = 0; gid < totalQueues; gid++) {
+            String broker = brokers.get(gid % brokers.size());
+            int queue = localQueues.get(broker);
+            localQueues.put(broker, queue + 1);
+            List<LogicQueueMappingItem> items = new ArrayList<>();
+            items.add(new LogicQueueMappingItem(0, queue, broker, 0, 0, -1, -1, -1));
+            details.get(broker).getHostedQueues().put(gid, items);
+        }
+        for (String broker : brokers) {
+            int queues = localQueues.get(broker);
+            adminApi().createStaticTopic(masters.get(broker), TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                new TopicConfig(name, queues, queues, 6), details.get(broker), false, RPC_TIMEOUT);
+        }
+        awaitRoute(name, until, route -> route.getTopicQueueMappingByBroker() != null
+            && route.getTopicQueueMappingByBroker().size() == brokers.size());
+        record("topic").put("topic", name).put("queues", totalQueues).put("masters", brokers).emit();
     }
 
     /** Message {@code i}: tag TagA, key "key-i", user properties idx and size, body {@link #body}. */
@@ -387,7 +444,8 @@ public final class Scenarios53 {
         header.setConsumerGroup(consumerGroup);
         header.setTopic(mq.getTopic());
         header.setQueueId(mq.getQueueId());
-        String addr = adminClient().findBrokerAddressInPublish(mq.getBrokerName());
+        // A static topic's queues name a logical broker; the route says which broker leads each.
+        String addr = adminClient().findBrokerAddressInPublish(adminClient().getBrokerNameFromMessageQueue(mq));
         try {
             return adminApi().queryConsumerOffset(addr, header, RPC_TIMEOUT);
         } catch (org.apache.rocketmq.client.exception.MQBrokerException e) {
@@ -455,6 +513,40 @@ public final class Scenarios53 {
         }
         record("end").put("received", got.size()).put("duplicates", duplicates(got))
             .put("second_assigned", assigned).put("second_received", again.size()).emit();
+    }
+
+    /**
+     * A static topic (RocketMQ 5's logic queues): the producer sends to global queues, a lite-pull
+     * consumer reads every message back and commits, and the broker holds the commit per global
+     * queue at the queue's end.
+     */
+    private void staticTopic() throws Exception {
+        createStaticTopic(topic, 4);
+        produce();
+        DefaultLitePullConsumer consumer = litePull(group, group + "_c1");
+        consumer.subscribe(topic, "*");
+        consumer.start();
+        List<MessageExt> got;
+        List<MessageQueue> queues;
+        try {
+            got = pollUntil(consumer, "c1", count, 500);
+            consumer.commitSync();
+            queues = sorted(consumer.fetchMessageQueues(topic));
+        } finally {
+            consumer.shutdown();
+        }
+        long until = System.currentTimeMillis() + 10_000;
+        for (MessageQueue mq : queues) {
+            long want = maxOffset(mq);
+            long offset = brokerOffset(group, mq);
+            while (offset != want && System.currentTimeMillis() < until) {
+                Thread.sleep(100);
+                offset = brokerOffset(group, mq);
+            }
+            record("broker_offset").put("queue", mq.getQueueId()).put("broker", mq.getBrokerName())
+                .put("offset", offset).put("max", want).emit();
+        }
+        record("end").put("received", got.size()).put("duplicates", duplicates(got)).emit();
     }
 
     /**
