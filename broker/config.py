@@ -64,6 +64,10 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     allow_recall_when_broker_not_writeable: bool = Field(True, alias="allowRecallWhenBrokerNotWriteable")
     #: RocketMQ 5: LITE_PULL_MESSAGE (361) served; off, lite-pull consumers are refused.
     lite_pull_message_enable: bool = Field(True, alias="litePullMessageEnable")
+    #: RocketMQ 5's cold-data flow control (broker/cold_data.py): the cold bytes a group may
+    #: read between two resets (5 s) before it is slowed down, and all groups together.
+    cg_cold_read_threshold: int = Field(3 * 1024 * 1024, alias="cgColdReadThreshold", ge=0)
+    global_cold_read_threshold: int = Field(100 * 1024 * 1024, alias="globalColdReadThreshold", ge=0)
     #: RocketMQ 5: whether a topic may be made ``message.type=MIXED``.
     enable_mixed_message_type: bool = Field(False, alias="enableMixedMessageType")
     #: RocketMQ 5's server-side rebalance (QUERY_ASSIGNMENT): the mode of a topic and group

@@ -32,6 +32,7 @@ from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, S
 from .acl import AccessValidator, AclConfigError, acl_files
 from .assignment import Assigner, RequestMode, RequestModeTable
 from .clients import ClientRegistry, ConsumerGroup
+from .cold_data import SWEEP_INTERVAL, ColdDataFlowControl, advise_read_ahead
 from .config import BrokerConfig
 from .config_files import Saver
 from .delay import DelayService
@@ -42,6 +43,7 @@ from .ha import HighAvailability
 from .handlers.acl import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.assignment import AssignmentHandlers
+from .handlers.cold_data import ColdDataHandlers
 from .handlers.consumer import ConsumerHandlers
 from .handlers.maintenance import MaintenanceHandlers
 from .handlers.pull import Puller
@@ -174,6 +176,7 @@ class Broker:
             groups_changed=lambda: self._group_saver.request(),
             delay_changed=self.delay.save_soon,
         )
+        self.cold_data = ColdDataFlowControl(config, store_config, lambda: store.commit_log_max_offset)
         self.static_topics = StaticTopicTable(config)
         self.registration = NameServerRegistration(
             config, self._registered_topics, self.ha.registered, topics.take_changed
@@ -221,6 +224,7 @@ class Broker:
                 writer=writer,
                 stats=stats,
                 filters=self.filters,
+                cold=self.cold_data,
             ),
             ConsumerHandlers(
                 store=store,
@@ -263,6 +267,7 @@ class Broker:
             PopHandlers(self.pop),
             AssignmentHandlers(self.assigner, self.request_modes, topics=topics, groups=groups),
             RecallHandlers(config, store=store, topics=topics, timers=self.timers),
+            ColdDataHandlers(self.cold_data, self._set_read_ahead),
             StaticTopicHandlers(
                 config,
                 topics=topics,
@@ -345,6 +350,7 @@ class Broker:
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
         self._spawn(self._persist_offsets_periodically())
+        self._spawn(self._sweep_cold_data_periodically())
         self._spawn(self._expire_clients_periodically())
         self._spawn(self.long_polling.recheck_periodically())
         await self.registration.start()
@@ -480,6 +486,18 @@ class Broker:
         if self.static_topics.details:
             wrapper.topic_queue_mapping_info_map = self.static_topics.infos()
         return wrapper
+
+    def _set_read_ahead(self, read_ahead: bool) -> None:
+        """SET_COMMITLOG_READ_MODE: the kernel's read-ahead on the commit log's files."""
+        self.store_config.data_read_ahead_enable = read_ahead
+        count = advise_read_ahead((f.mm for f in self.store.commit_log.queue.files), read_ahead)
+        log.info("commit-log read-ahead %s on %d file(s)", "on" if read_ahead else "off", count)
+
+    async def _sweep_cold_data_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            if self.cold_data.enabled:
+                self.cold_data.sweep()
 
     def _static_topics_changed(self) -> None:
         self._static_saver.request()

@@ -129,6 +129,11 @@ class RequestCode(IntEnum):
     GET_ALL_MESSAGE_REQUEST_MODE = 402
     #: RocketMQ 5: a static topic's mapping for one broker.
     UPDATE_AND_CREATE_STATIC_TOPIC = 513
+    #: RocketMQ 5's cold-data flow control and the commit log's read-ahead.
+    UPDATE_COLD_DATA_FLOW_CTR_CONFIG = 2001
+    REMOVE_COLD_DATA_FLOW_CTR_CONFIG = 2002
+    GET_COLD_DATA_FLOW_CTR_INFO = 2003
+    SET_COMMITLOG_READ_MODE = 2004
     GET_BROKER_HA_STATUS = 907
     RESET_MASTER_FLUSH_OFFSET = 908
     GET_BROKER_MEMBER_GROUP = 901

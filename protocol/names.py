@@ -70,6 +70,18 @@ SYSTEM_GROUPS = (
     TRANSACTION_GROUP,
 )
 
+#: Groups whose pulls are the broker's or its tools' own (never flow-controlled).
+_SYSTEM_PULL_GROUPS = frozenset({*SYSTEM_GROUPS, "DEFAULT_CONSUMER", "SCHEDULE_CONSUMER"}) - {
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+}
+
+
+def is_system_group(group: str) -> bool:
+    """Whether ``group`` pulls for the broker or its tools (RocketMQ's system consumer groups)."""
+    return group in _SYSTEM_PULL_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
+
+
 # -- retry and dead-letter topics ----------------------------------------------------------
 
 RETRY_PREFIX = "%RETRY%"

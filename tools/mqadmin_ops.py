@@ -1336,3 +1336,104 @@ def _first_float(value: str | None) -> float:
         return float((value or "0").split()[0])
     except (ValueError, IndexError):
         return 0.0
+
+
+# -- cold-data flow control (RocketMQ 5) -----------------------------------------------------
+
+
+async def _cold_data(
+    ctx: Context, args: argparse.Namespace, code: RequestCode, body: bytes, done: str
+) -> Result:
+    addrs = await target_masters(ctx.admin, args)
+    for addr in addrs:
+        await ctx.admin.instance.call(addr, code, None, body)
+    return Result({"brokerAddrs": addrs}, [f"{done}, {addr}" for addr in addrs])
+
+
+@command(
+    "updateColdDataFlowCtrGroupConfig",
+    "Add or update the cold read threshold of a consumer group",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="update which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="update which cluster"),
+    arg("-g", "--consumerGroup", dest="group", required=True, help="specific consumerGroup"),
+    arg("-v", "--threshold", type=non_negative_int, required=True, help="cold read threshold value (bytes)"),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def update_cold_data_group(ctx: Context, args: argparse.Namespace) -> Result:
+    body = f"{args.group}={args.threshold}\n".encode()
+    return await _cold_data(
+        ctx,
+        args,
+        RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+        body,
+        "updateColdDataFlowCtrGroupConfig success",
+    )
+
+
+@command(
+    "removeColdDataFlowCtrGroupConfig",
+    "Remove the cold read threshold of a consumer group",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="update which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="update which cluster"),
+    arg("-g", "--consumerGroup", dest="group", required=True, help="the consumer group to remove"),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def remove_cold_data_group(ctx: Context, args: argparse.Namespace) -> Result:
+    return await _cold_data(
+        ctx,
+        args,
+        RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+        args.group.encode(),
+        "remove broker cold read threshold success",
+    )
+
+
+@command(
+    "getColdDataFlowCtrInfo",
+    "Get the cold-data flow control table of brokers",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="get from which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="get from which cluster"),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def cold_data_info(ctx: Context, args: argparse.Namespace) -> Result:
+    addrs = await target_masters(ctx.admin, args)
+    tables: dict[str, Any] = {}
+    lines: list[str] = []
+    for addr in addrs:
+        answer = await ctx.admin.instance.call(addr, RequestCode.GET_COLD_DATA_FLOW_CTR_INFO)
+        table = json.loads(answer.body)
+        for account in table.get("runtimeTable", {}).values():
+            for stamp in ("lastColdReadTimeMills", "createTimeMills"):
+                if stamp in account:
+                    account[stamp.replace("Mills", "Format")] = date_time(account.pop(stamp))
+        tables[addr] = table
+        lines += [f"============{addr}============", *json.dumps(table, indent=2).splitlines()]
+    return Result(tables, lines)
+
+
+@command(
+    "setCommitLogReadAheadMode",
+    "set read ahead mode for all commitlog files",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="set which broker"),
+    arg("-c", "--clusterName", dest="cluster", help="set which cluster"),
+    arg(
+        "-m",
+        "--commitLogReadAheadMode",
+        dest="mode",
+        type=int,
+        choices=(0, 1),
+        required=True,
+        help="the CommitLog read ahead mode; 0 is default, 1 random read",
+    ),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def set_read_ahead_mode(ctx: Context, args: argparse.Namespace) -> Result:
+    addrs = await target_masters(ctx.admin, args)
+    for addr in addrs:
+        await ctx.admin.instance.call(
+            addr, RequestCode.SET_COMMITLOG_READ_MODE, {"READ_AHEAD_MODE": str(args.mode)}
+        )
+    return Result(
+        {"brokerAddrs": addrs, "mode": args.mode},
+        [f"set the read ahead mode of {addr}: {args.mode}" for addr in addrs],
+    )

@@ -6,9 +6,12 @@ The response body is the stored records themselves, concatenated.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+
 from aiorocketmq.broker.store import GetResult, GetStatus, MessageStore
 from aiorocketmq.protocol import fastjson
-from aiorocketmq.protocol.body import MessageModel
+from aiorocketmq.protocol.body import ConsumeType, MessageModel
 from aiorocketmq.protocol.codes import Perm, PullSysFlag, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import (
@@ -21,15 +24,17 @@ from aiorocketmq.protocol.errors import (
     SubscriptionNotExistError,
     SubscriptionNotLatestError,
     SubscriptionParseFailedError,
+    SystemBusyError,
     TopicNotExistError,
 )
 from aiorocketmq.protocol.headers import PullMessageRequestHeader
 from aiorocketmq.protocol.message import PropertyKey
 from aiorocketmq.protocol.names import OFFSET_MOVED_EVENT, tag_codes
 from aiorocketmq.protocol.sql92 import Sql92Error
-from aiorocketmq.protocol.transport import Connection, Handler
+from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult
 
 from ..clients import ClientRegistry
+from ..cold_data import HOLD_SECONDS, ColdDataFlowControl
 from ..config import BrokerConfig
 from ..filters import ConsumerFilters, RecordFilter, compile_expression, is_tag_type, record_filter
 from ..groups import GroupTable
@@ -38,6 +43,9 @@ from ..offsets import OffsetTable
 from ..stats import BrokerStats
 from ..topics import TopicTable
 from ..writer import MessageWriter
+
+#: Apache's mark on a pull it held for reading cold data (it is not held again).
+_NO_SUSPEND = "_noSuspend_"
 
 _COMMIT = PullSysFlag.COMMIT_OFFSET.value
 _SUSPEND = PullSysFlag.SUSPEND.value
@@ -73,6 +81,7 @@ class Puller:
         writer: MessageWriter,
         stats: BrokerStats,
         filters: ConsumerFilters | None = None,
+        cold: ColdDataFlowControl | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -84,22 +93,58 @@ class Puller:
         self.writer = writer
         self.stats = stats
         self.filters = filters if filters is not None else ConsumerFilters(config.enable_property_filter)
+        self.cold = cold
 
     def handlers(self) -> dict[int, Handler]:
         # A 5.x lite-pull consumer pulls with its own code; the broker answers it as a pull
         # (what differs is in the request's flags), unless lite pulls are switched off.
         return {RequestCode.PULL_MESSAGE: self.pull, RequestCode.LITE_PULL_MESSAGE: self.lite_pull}
 
-    def lite_pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+    def lite_pull(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         if not self.config.lite_pull_message_enable:
             raise NoPermissionError(
                 f"the broker[{self.config.broker_ip1}] for lite pull consumer is forbidden"
             )
         return self.pull(conn, cmd)
 
-    def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """A pull as it arrives: it may be held (``None``) when it finds nothing."""
-        return self._pull(conn, cmd, PullMessageRequestHeader.from_fields(cmd.ext_fields), True)
+    def pull(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        """A pull as it arrives: it may be held (``None``) when it finds nothing, or (a group
+        reading cold data too fast) answered later."""
+        h = PullMessageRequestHeader.from_fields(cmd.ext_fields)
+        cold = self.cold
+        if cold is not None and cold.enabled and cold.controlled(h.consumer_group):
+            held = self._cold_gate(conn, cmd, h, cold)
+            if held is not None:
+                return held
+        return self._pull(conn, cmd, h, True)
+
+    def _cold_gate(
+        self, conn: Connection, cmd: RemotingCommand, h: PullMessageRequestHeader, cold: ColdDataFlowControl
+    ) -> Awaitable[RemotingCommand | None] | None:
+        """A controlled group's pull of cold data: refused for a push consumer, held and then
+        answered with one message for one that pulls actively (broker/cold_data.py)."""
+        cq = self.store.consume_queue(h.topic, h.queue_id)
+        entry = cq.entry(h.queue_offset) if cq is not None else None
+        if entry is None or not cold.is_cold(entry[0]):
+            return None
+        info = self.clients.consumer_group(h.consumer_group)
+        if info is None or info.consume_type != ConsumeType.CONSUME_ACTIVELY:
+            raise SystemBusyError("This consumer group is reading cold data. It has been flow control")
+        fields = cmd.ext_fields
+        if fields is not None and _NO_SUSPEND in fields:  # held once already: one message now
+            h.max_msg_nums = 1
+            return None
+
+        async def later() -> RemotingCommand | None:
+            await asyncio.sleep(HOLD_SECONDS)
+            if cmd.ext_fields is not None:
+                cmd.ext_fields[_NO_SUSPEND] = "1"
+            result = self.pull(conn, cmd)
+            if result is None or isinstance(result, RemotingCommand):
+                return result
+            return await result
+
+        return later()
 
     def repull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """A held pull woken up: answered whatever it finds, and commits no offset again."""
@@ -227,6 +272,9 @@ class Puller:
         }
         if code == ResponseCode.SUCCESS:
             self.stats.on_get(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
+            cold = self.cold
+            if cold is not None and cold.enabled:
+                cold.account(h.consumer_group, result.buffers)
             return cmd.response(code, status.name, fields, b"".join(result.buffers))
         if code == ResponseCode.PULL_OFFSET_MOVED:
             self._offset_moved_event(h, result)

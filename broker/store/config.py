@@ -110,6 +110,12 @@ class StoreConfig(Settings):
     #: the rule deterministic for tests and for containers whose limit is below the host's RAM.
     total_physical_memory: int = Field(0, alias="totalPhysicalMemory", ge=0)
     offset_check_in_slave: bool = Field(False, alias="offsetCheckInSlave")
+    #: RocketMQ 5's cold-data flow control (broker/cold_data.py): on, groups reading further
+    #: behind than ``accessMessageInMemoryHotRatio`` percent of RAM are slowed down.
+    cold_data_flow_control_enable: bool = Field(False, alias="coldDataFlowControlEnable")
+    access_message_in_memory_hot_ratio: int = Field(26, alias="accessMessageInMemoryHotRatio", ge=0, le=100)
+    #: Whether the kernel reads ahead in the commit log (SET_COMMITLOG_READ_MODE turns it off).
+    data_read_ahead_enable: bool = Field(True, alias="dataReadAheadEnable")
     #: Delay levels; recovery rebuilds ``SCHEDULE_TOPIC_XXXX`` entries (delivery time) with them.
     message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
     # -- master/slave replication (docs/operations.md "High availability") --------------------
@@ -194,6 +200,13 @@ class StoreConfig(Settings):
     @property
     def delay_levels(self) -> list[int]:
         return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def cold_area_bytes(self) -> int:
+        """How far behind the commit-log end a message may be before cold-data flow control
+        counts reading it as cold."""
+        memory = self.total_physical_memory or _total_physical_memory()
+        return memory * self.access_message_in_memory_hot_ratio // 100
 
     @property
     def hot_data_bytes(self) -> int:

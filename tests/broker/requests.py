@@ -8,6 +8,7 @@ from typing import Any
 
 from aiorocketmq.protocol.body import (
     ConsumerData,
+    ConsumeType,
     HeartbeatData,
     MessageModel,
     ProducerData,
@@ -181,12 +182,14 @@ async def heartbeat(
     *,
     model: MessageModel = MessageModel.CLUSTERING,
     producer_groups: tuple[str, ...] = (),
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY,
 ) -> RemotingCommand:
     data = HeartbeatData(
         client_id=client_id,
         consumer_data_set=[
             ConsumerData(
                 group_name=group,
+                consume_type=consume_type,
                 message_model=model,
                 subscription_data_set=[
                     SubscriptionData(topic=t, sub_string=expr, sub_version=int(time.time() * 1000))

@@ -15,6 +15,7 @@ from pathlib import Path
 from aiorocketmq.client import ConsumeFrom, ConsumeResult, Producer, PushConsumer
 from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
+    ConsumeType,
     CreateTopicListBody,
     MessageQueue,
     SubscriptionGroupConfig,
@@ -372,7 +373,6 @@ APACHE_BROKER_CODES = frozenset(
 #: list is in docs/interop.md). A code served since must leave this list.
 NOT_SERVED = {
     **{code: "controller mode is issue 41's" for code in (905, 906, 1007, 1008)},
-    **{code: "cold-data flow control is not built" for code in (2001, 2002, 2003, 2004)},
     **{code: "ACL 2.0 is issue 42's" for code in range(3001, 3011)},
 }
 
@@ -663,5 +663,72 @@ async def test_topic_attributes_are_kept_checked_and_survive_a_restart(
         assert table["Typed"]["attributes"] == {"queue.type": "SimpleCQ"}
         assert table["Listed"]["attributes"] == {"message.type": "TRANSACTION"}
         assert table[TRANS_HALF_TOPIC]["attributes"] == {}
+    finally:
+        await cluster.stop()
+
+
+async def test_cold_data_flow_control_slows_a_group_reading_far_behind(
+    tmp_path: Path, connect_to: ConnectTo
+) -> None:
+    """With coldDataFlowControlEnable (and a broker that takes 1,024 bytes of RAM, so nearly
+    everything is cold), a group that has read its threshold of cold bytes is slowed: a push
+    consumer's next cold pull is refused with SYSTEM_BUSY, an active puller's is held and then
+    answered with one message; the table says so, and a threshold set for the group lifts it."""
+    cluster = Cluster(tmp_path)
+    await cluster.start_namesrv()
+    try:
+        broker = await cluster.start_broker(
+            "broker-a",
+            coldDataFlowControlEnable="true",
+            totalPhysicalMemory="1024",
+            cgColdReadThreshold="1000",
+        )
+        conn = await connect_to(broker.port)
+        await create_topic(conn, TOPIC, 1)
+        for i in range(40):
+            await send_ok(conn, TOPIC, b"%03d" % i + b"x" * 97)
+        await heartbeat(conn, "pusher@1", "cold-push", {TOPIC: "*"})
+        await heartbeat(
+            conn, "puller@1", "cold-pull", {TOPIC: "*"}, consume_type=ConsumeType.CONSUME_ACTIVELY
+        )
+
+        async def pull_at(group: str, offset: int) -> RemotingCommand:
+            request = pull_request(TOPIC, offset, group=group, subscription=None)
+            return await call(conn, RequestCode.PULL_MESSAGE, request.ext_fields, timeout=15)
+
+        for group in ("cold-push", "cold-pull"):
+            first = await pull_at(group, 0)
+            # all "in disk": maxTransferCountOnMessageInDisk (8) of them, 2.5 KB cold: over 1,000
+            assert len(decode_records(first.body)) == 8, first
+        refused = await pull_at("cold-push", 8)
+        assert refused.code == ResponseCode.SYSTEM_BUSY, refused
+        assert refused.remark == "This consumer group is reading cold data. It has been flow control"
+        began = time.monotonic()
+        held = await pull_at("cold-pull", 8)
+        assert time.monotonic() - began >= 2.9, "an active puller's cold pull is held"
+        assert [m.body[:3] for m in decode_records(held.body)] == [b"008"], "then answered with one"
+
+        table = json.loads((await call(conn, RequestCode.GET_COLD_DATA_FLOW_CTR_INFO)).body)
+        assert set(table["runtimeTable"]) == {"cold-push", "cold-pull"}
+        assert table["runtimeTable"]["cold-push"]["coldAcc"] > 1000
+        assert (table["cgColdReadThreshold"], table["configTable"]) == (1000, {})
+
+        lifted = await call(conn, RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG, body=b"cold-push=100000000\n")
+        assert lifted.code == ResponseCode.SUCCESS
+        assert len(decode_records((await pull_at("cold-push", 8)).body)) == 8
+        removed = await call(conn, RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG, body=b"cold-push")
+        assert removed.code == ResponseCode.SUCCESS
+        table = json.loads((await call(conn, RequestCode.GET_COLD_DATA_FLOW_CTR_INFO)).body)
+        assert table["configTable"] == {}
+
+        mode = await call(conn, RequestCode.SET_COMMITLOG_READ_MODE, {"READ_AHEAD_MODE": "1"})
+        assert mode.code == ResponseCode.SUCCESS
+        bad = await call(conn, RequestCode.SET_COMMITLOG_READ_MODE, {"READ_AHEAD_MODE": "7"})
+        assert (bad.code, bad.remark) == (
+            ResponseCode.INVALID_PARAMETER,
+            "set commitlog readahead mode param value error",
+        )
+        assert broker.process is not None
+        await broker.process.wait_for_line(r"commit-log read-ahead off on 1 file\(s\)")
     finally:
         await cluster.stop()

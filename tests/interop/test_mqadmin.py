@@ -399,6 +399,12 @@ OUR_OWN_BROKER_KEYS = {
     "allowRecallWhenBrokerNotWriteable",
     # RocketMQ 5's topic attributes (message.type=MIXED allowed or not)
     "enableMixedMessageType",
+    # RocketMQ 5's cold-data flow control and commit-log read-ahead (docs/broker.md)
+    "coldDataFlowControlEnable",
+    "accessMessageInMemoryHotRatio",
+    "dataReadAheadEnable",
+    "cgColdReadThreshold",
+    "globalColdReadThreshold",
 }
 
 

@@ -299,11 +299,12 @@ def inspect_commands(
         ("haStatus", ["haStatus", *n, *b]),
         ("resetMasterFlushOffset", ["resetMasterFlushOffset", *n, *b, "-o", "0"]),
         ("setCommitLogReadAheadMode", ["setCommitLogReadAheadMode", *n, *b, "-m", "0"]),
-        ("getColdDataFlowCtrInfo", ["getColdDataFlowCtrInfo", *n, *b]),
+        # a group's threshold set, read back in the table, then removed
         (
             "updateColdDataFlowCtrGroupConfig",
             ["updateColdDataFlowCtrGroupConfig", *n, *b, "-g", GROUP, "-v", "1048576"],
         ),
+        ("getColdDataFlowCtrInfo", ["getColdDataFlowCtrInfo", *n, *b]),
         ("removeColdDataFlowCtrGroupConfig", ["removeColdDataFlowCtrGroupConfig", *n, *b, "-g", GROUP]),
         ("exportPopRecord", ["exportPopRecord", *n, *b]),
         ("rocksDBConfigToJson", ["rocksDBConfigToJson", *n, "-c", "DefaultCluster"]),
@@ -559,12 +560,8 @@ KNOWN_GAPS = {
 EXPECTED_DIFFERENCES = {
     # Ours answers these with a refusal.
     "setCommitLogReadAheadMode": (
-        "SET_COMMITLOG_READ_MODE 2004 is not served (docs/interop.md: 2001-2004); Apache's broker "
-        "fails it too here (APACHE_FAILS)"
+        "ours applies it (madvise on the commit log's files); Apache's broker fails it here (APACHE_FAILS)"
     ),
-    "getColdDataFlowCtrInfo": "cold-data flow control (2001-2004) is not built (docs/interop.md)",
-    "updateColdDataFlowCtrGroupConfig": "cold-data flow control (2001-2004) is not built (docs/interop.md)",
-    "removeColdDataFlowCtrGroupConfig": "cold-data flow control (2001-2004) is not built (docs/interop.md)",
     "checkRocksdbCqWriteProgress": (
         "CHECK_ROCKSDB_CQ_WRITE_PROGRESS 354: ours keeps no RocksDB consume queue and says so "
         "(docs/interop.md); Apache's file-store broker starts a check with nothing to compare"
@@ -585,10 +582,6 @@ EXPECTED_DIFFERENCES = {
 
 #: What ours prints for the commands it refuses on purpose.
 EXPECTED_REFUSALS = {
-    "setCommitLogReadAheadMode": r"request type 2004 not supported",
-    "getColdDataFlowCtrInfo": r"request type 2003 not supported",
-    "updateColdDataFlowCtrGroupConfig": r"request type 2001 not supported",
-    "removeColdDataFlowCtrGroupConfig": r"request type 2002 not supported",
     "checkRocksdbCqWriteProgress": r"CODE: 1  DESC: this broker keeps no RocksDB consume queue",
 }
 
@@ -660,6 +653,9 @@ SAME_OUTPUT = [
     "resetMasterFlushOffset",
     "exportPopRecord",
     "rocksDBConfigToJson",
+    "updateColdDataFlowCtrGroupConfig",
+    "getColdDataFlowCtrInfo",
+    "removeColdDataFlowCtrGroupConfig",
     "updateStaticTopic",
     "remappingStaticTopic",
     "sendMessage",

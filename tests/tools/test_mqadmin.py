@@ -605,6 +605,25 @@ async def test_update_topic_attributes(cluster: Cluster, admin: Admin) -> None:
     assert malformed.code != 0 and "add/alter attribute format is wrong" in malformed.err, malformed
 
 
+async def test_cold_data_commands(cluster: Cluster) -> None:
+    """updateColdDataFlowCtrGroupConfig / getColdDataFlowCtrInfo / removeColdDataFlowCtrGroupConfig
+    and setCommitLogReadAheadMode (RocketMQ 5) against the broker's tables."""
+    ns, a = cluster.namesrv_addr, addr_of(cluster, "broker-a")
+    group = unique("cli_cold")
+    updated = await mqadmin("updateColdDataFlowCtrGroupConfig", "-n", ns, "-b", a, "-g", group, "-v", "4096")
+    assert updated.lines == [f"updateColdDataFlowCtrGroupConfig success, {a}"], updated
+    info = await mqadmin("getColdDataFlowCtrInfo", "-n", ns, "-b", a, "--json")
+    assert info.code == 0, info.err
+    assert json.loads(info.out)[a]["configTable"] == {group: 4096}
+    removed = await mqadmin("removeColdDataFlowCtrGroupConfig", "-n", ns, "-b", a, "-g", group)
+    assert removed.lines == [f"remove broker cold read threshold success, {a}"], removed
+    info = await mqadmin("getColdDataFlowCtrInfo", "-n", ns, "-b", a, "--json")
+    assert group not in json.loads(info.out)[a]["configTable"]
+    random_read = await mqadmin("setCommitLogReadAheadMode", "-n", ns, "-b", a, "-m", "1")
+    assert random_read.code == 0, random_read.err
+    assert (await mqadmin("setCommitLogReadAheadMode", "-n", ns, "-b", a, "-m", "0")).code == 0
+
+
 async def _routed_queues(admin: Admin, topic: str, total: int) -> bool:
     try:
         route = await admin.instance.fetch_route(topic)
