@@ -92,7 +92,7 @@ _DENY, _ANY, _PUB_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB | Perm.SUB)
 
 
 #: Codes only admin accounts may call: RocketMQ's five, their RocketMQ 5 bulk and static-topic
-#: forms, plus the ACL requests that change the rules or show the secrets, which RocketMQ leaves
+#: forms and the 5.x broker settings (cold-data thresholds, commit-log read-ahead), plus the ACL requests that change the rules or show the secrets, which RocketMQ leaves
 #: to any signed account (docs/operations.md says why we differ). Reading the ACL files'
 #: versions stays open to any signed account.
 ADMIN_CODES = frozenset(
@@ -101,6 +101,9 @@ ADMIN_CODES = frozenset(
         RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
         RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+        RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+        RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+        RequestCode.SET_COMMITLOG_READ_MODE,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,

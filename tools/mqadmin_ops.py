@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,12 +40,13 @@ from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     BrokerData,
+    ClusterInfo,
     ConsumeType,
     ProducerConnection,
     SubscriptionGroupConfig,
 )
 from aiorocketmq.protocol.codes import MASTER_ID, RequestCode, ResponseCode
-from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.errors import MQError, TopicNotExistError
 from aiorocketmq.protocol.headers import GetProducerConnectionListRequestHeader
 from aiorocketmq.protocol.names import (
     AUTO_CREATE_TOPIC,
@@ -64,6 +66,13 @@ from aiorocketmq.protocol.operations import (
     BrokerStatsData,
     ConsumerRunningInfo,
     ProcessQueueInfo,
+)
+from aiorocketmq.protocol.static_topic import (
+    TopicConfigAndQueueMapping,
+    TopicQueueMappingDetail,
+    allocate,
+    block_round_up,
+    remap,
 )
 
 from .cli import CommandFailed, date_time, message_text, non_negative_int, positive_int
@@ -1437,3 +1446,241 @@ async def set_read_ahead_mode(ctx: Context, args: argparse.Namespace) -> Result:
         {"brokerAddrs": addrs, "mode": args.mode},
         [f"set the read ahead mode of {addr}: {args.mode}" for addr in addrs],
     )
+
+
+# -- replication (RocketMQ 5) ----------------------------------------------------------------
+
+
+@command(
+    "haStatus",
+    "Fetch ha runtime status data",
+    arg("-b", "--brokerAddr", dest="broker_addr", help="which broker to fetch"),
+    arg("-c", "--clusterName", dest="cluster", help="which cluster"),
+    one_of=BROKER_OR_CLUSTER,
+)
+async def ha_status(ctx: Context, args: argparse.Namespace) -> Result:
+    """GET_BROKER_HA_STATUS of each master, printed as Apache 5's tool prints it."""
+    addrs = await target_masters(ctx.admin, args)
+    statuses: dict[str, Any] = {}
+    lines: list[str] = []
+    for addr in addrs:
+        status = json.loads((await ctx.admin.instance.call(addr, RequestCode.GET_BROKER_HA_STATUS)).body)
+        statuses[addr] = status
+        lines.append("")
+        if status.get("master"):
+            links = status.get("haConnectionInfo", [])
+            lines += [
+                f"#MasterAddr\t{addr}",
+                f"#MasterCommitLogMaxOffset\t{status.get('masterCommitLogMaxOffset', 0)}",
+                f"#SlaveNum\t{len(links)}",
+                f"#InSyncSlaveNum\t{status.get('inSyncSlaveNums', 0)}",
+                f"{'#SlaveAddr':<32}  {'#SlaveAckOffset':<16} {'#Diff':>16} {'#TransferSpeed(KB/s)':>16} "
+                f"{'#Status':>16} {'#TransferFromWhere':>16}",
+            ]
+            lines += [
+                f"{link['addr']:<32}  {link['slaveAckOffset']:<16} {link['diff']:>16} "
+                f"{link['transferredByteInSecond'] / 1024:>16.2f} {'OK' if link['inSync'] else 'Fall Behind':>16} "
+                f"{link['transferFromWhere']:>16}"
+                for link in links
+            ]
+        else:
+            client = status.get("haClientRuntimeInfo", {})
+            lines += [
+                f"#MasterAddr\t{client.get('masterAddr')}",
+                f"#CommitLogMaxOffset\t{client.get('maxOffset', 0)}",
+                f"#TransferSpeed(KB/s)\t{client.get('transferredByteInSecond', 0) / 1024:.2f}",
+                f"#LastReadTime\t{date_time(client.get('lastReadTimestamp', 0))}",
+                f"#LastWriteTime\t{date_time(client.get('lastWriteTimestamp', 0))}",
+                f"#MasterFlushOffset\t{client.get('masterFlushOffset', 0)}",
+            ]
+    return Result(statuses, lines)
+
+
+@command(
+    "resetMasterFlushOffset",
+    "Reset master flush offset in slave",
+    arg("-b", "--brokerAddr", dest="broker_addr", required=True, help="which broker to reset"),
+    arg("-o", "--offset", type=non_negative_int, required=True, help="the offset to reset at"),
+)
+async def reset_master_flush_offset(ctx: Context, args: argparse.Namespace) -> Result:
+    """RESET_MASTER_FLUSH_OFFSET: our slaves recover from their own log, so the broker has
+    nothing to reset and says so by succeeding, as Apache's master does."""
+    await ctx.admin.instance.call(
+        args.broker_addr, RequestCode.RESET_MASTER_FLUSH_OFFSET, {"masterFlushOffset": str(args.offset)}
+    )
+    return Result(
+        {"brokerAddr": args.broker_addr, "offset": args.offset},
+        [f"reset master flush offset to {args.offset} success"],
+    )
+
+
+# -- static topics (RocketMQ 5) --------------------------------------------------------------
+
+
+async def _static_mappings(
+    ctx: Context, topic: str, brokers: str | None, clusters: str | None
+) -> tuple[ClusterInfo, dict[str, str | None], set[str], dict[str, TopicConfigAndQueueMapping]]:
+    """The cluster, each broker's master, the target brokers (``-b`` names or the ``-c``
+    clusters' brokers) and the topic's mapping on every broker that has it (GET_TOPIC_CONFIG
+    with ``lo``)."""
+    info = await ctx.admin.cluster_info()
+    masters = {name: data.broker_addrs.get(MASTER_ID) for name, data in info.broker_addr_table.items()}
+    if brokers:
+        targets = {name.strip() for name in brokers.split(",") if name.strip()}
+    else:
+        wanted = {name.strip() for name in (clusters or "").split(",")}
+        targets = {name for c in wanted for name in info.cluster_addr_table.get(c, [])}
+    if not targets:
+        raise CommandFailed("Find none brokers, do nothing")
+    existing: dict[str, TopicConfigAndQueueMapping] = {}
+    for name, addr in sorted(masters.items()):
+        if addr is None:
+            continue
+        try:
+            answer = await ctx.admin.instance.call(
+                addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic, "lo": "true"}
+            )
+        except TopicNotExistError:
+            continue
+        existing[name] = TopicConfigAndQueueMapping.decode(answer.body)
+    return info, masters, targets, existing
+
+
+def _complete_clusters(info: ClusterInfo, mapping: dict[str, TopicConfigAndQueueMapping], topic: str) -> None:
+    """The brokers of a mapped broker's cluster that host none of the queues get the topic with
+    no queue, so that the route lists them (Apache's ``completeNoTargetBrokers``)."""
+    detail = next(iter(mapping.values())).mapping_detail
+    assert detail is not None
+    for broker_names in info.cluster_addr_table.values():
+        if mapping.keys() & set(broker_names):
+            for name in broker_names:
+                mapping.setdefault(
+                    name,
+                    TopicConfigAndQueueMapping(
+                        topic_name=topic,
+                        read_queue_nums=0,
+                        write_queue_nums=0,
+                        mapping_detail=TopicQueueMappingDetail(
+                            topic=topic, total_queues=detail.total_queues, bname=name, epoch=detail.epoch
+                        ),
+                    ),
+                )
+
+
+def _write_mapping(
+    topic: str, stamp: int, suffix: str, configs: dict[str, TopicConfigAndQueueMapping]
+) -> Path:
+    path = Path(tempfile.gettempdir()) / f"{topic}-{stamp}.{suffix}"
+    path.write_text(json.dumps({name: c.to_wire() for name, c in configs.items()}, indent=2))
+    return path
+
+
+async def _send_static(
+    ctx: Context,
+    masters: dict[str, str | None],
+    mapping: dict[str, TopicConfigAndQueueMapping],
+    names: list[str],
+) -> None:
+    """UPDATE_AND_CREATE_STATIC_TOPIC to each named broker's master, with its mapping."""
+    for name in names:
+        addr = masters.get(name)
+        if addr is None:
+            raise CommandFailed(f"Can't find addr for broker {name}")
+        config = mapping[name]
+        assert config.mapping_detail is not None
+        header = {
+            "topic": config.topic_name,
+            "defaultTopic": AUTO_CREATE_TOPIC,
+            "readQueueNums": config.read_queue_nums,
+            "writeQueueNums": config.write_queue_nums,
+            "perm": config.perm,
+            "topicFilterType": config.topic_filter_type,
+            "topicSysFlag": config.topic_sys_flag,
+            "order": "false",
+            "force": "false",
+        }
+        body = config.mapping_detail.encode()
+        await ctx.admin.instance.call(addr, RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, header, body)
+
+
+_STATIC_TARGETS = (
+    arg("-b", "--brokers", dest="brokers", help="the static topic's brokers, comma separated"),
+    arg("-c", "--clusters", dest="clusters", help="the static topic's clusters, comma separated"),
+)
+
+
+@command(
+    "updateStaticTopic",
+    "Update or create static topic, which has fixed number of queues",
+    TOPIC,
+    arg("-qn", "--totalQueueNum", dest="total", type=positive_int, required=True, help="total queue num"),
+    *_STATIC_TARGETS,
+    one_of=(("brokers", "clusters"),),
+)
+async def update_static_topic(ctx: Context, args: argparse.Namespace) -> Result:
+    """Deal the topic's global queues over the brokers (protocol/static_topic.allocate: the
+    queues mapped already stay, new ones go to the least-loaded brokers) and send each broker
+    its mapping; the mappings before and after are written to files, as Apache's tool writes
+    them."""
+    info, masters, targets, existing = await _static_mappings(ctx, args.topic, args.brokers, args.clusters)
+    now = int(time.time() * 1000)
+    try:
+        mapping = allocate(args.topic, args.total, sorted(targets | existing.keys()), existing, now)
+    except ValueError as exc:
+        raise CommandFailed(str(exc)) from None
+    _complete_clusters(info, mapping, args.topic)
+    epoch = next(iter(mapping.values())).mapping_detail.epoch  # type: ignore[union-attr]
+    lines = [
+        f"The old mapping data is written to file {_write_mapping(args.topic, now, 'before', existing)}",
+        f"The new mapping data is written to file {_write_mapping(args.topic, epoch, 'after', mapping)}",
+    ]
+    await _send_static(ctx, masters, mapping, sorted(mapping))
+    return Result({"epoch": epoch, "brokers": {n: c.to_wire() for n, c in mapping.items()}}, lines)
+
+
+@command(
+    "remappingStaticTopic",
+    "Remapping static topic.",
+    TOPIC,
+    *_STATIC_TARGETS,
+    one_of=(("brokers", "clusters"),),
+)
+async def remapping_static_topic(ctx: Context, args: argparse.Namespace) -> Result:
+    """Spread the topic's global queues evenly over the brokers (protocol/static_topic.remap).
+    As Apache's tool does: the brokers taking queues get their mapping first (they lead them
+    from then on), then those giving them up; once each moved queue's old end is read
+    (GET_MAX_OFFSET of the old physical queue), its new item starts at the next block past it
+    and every broker gets the final mapping."""
+    info, masters, targets, existing = await _static_mappings(ctx, args.topic, args.brokers, args.clusters)
+    now = int(time.time() * 1000)
+    try:
+        mapping, moves = remap(args.topic, sorted(targets), existing, now)
+    except ValueError as exc:
+        raise CommandFailed(str(exc)) from None
+    _complete_clusters(info, mapping, args.topic)
+    epoch = next(iter(mapping.values())).mapping_detail.epoch  # type: ignore[union-attr]
+    # Apache's tool says "old" of both files.
+    lines = [
+        f"The old mapping data is written to file {_write_mapping(args.topic, now, 'before', existing)}",
+        f"The old mapping data is written to file {_write_mapping(args.topic, epoch, 'after', mapping)}",
+    ]
+    mapped_in = sorted({new for _, new in moves.values()})
+    mapped_out = sorted({old for old, _ in moves.values()})
+    await _send_static(ctx, masters, mapping, mapped_in)
+    await _send_static(ctx, masters, mapping, mapped_out)
+    for gid, (old, new) in sorted(moves.items()):
+        old_detail, new_detail = mapping[old].mapping_detail, mapping[new].mapping_detail
+        assert old_detail is not None and new_detail is not None
+        previous = old_detail.hosted_queues[gid][-2]
+        end = await ctx.admin.instance.call(
+            masters[old] or "",
+            RequestCode.GET_MAX_OFFSET,
+            {"topic": args.topic, "queueId": previous.queue_id, "lo": "false"},
+        )
+        start = block_round_up(previous.to_logical(int(end.ext_fields["offset"])))
+        for detail in (old_detail, new_detail):
+            detail.hosted_queues[gid][-1].logic_offset = start
+    await _send_static(ctx, masters, mapping, mapped_in)
+    await _send_static(ctx, masters, mapping, sorted(set(mapping) - set(mapped_in)))
+    moved = {str(gid): {"from": old, "to": new} for gid, (old, new) in moves.items()}
+    return Result({"epoch": epoch, "moves": moved}, lines)

@@ -263,6 +263,9 @@ def test_validator_decisions(tmp_path: Path) -> None:
         RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
         RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
+        RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+        RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+        RequestCode.SET_COMMITLOG_READ_MODE,
     ):
         assert "not an admin account" in denial(validator, code, signed(code, create, b"")), code
         validator.check(code, signed(code, create, b"", ak="rocketmq2"), b"", "127.0.0.1:1")

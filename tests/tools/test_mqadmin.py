@@ -7,12 +7,22 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
+from aiorocketmq.client import (
+    Admin,
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 from aiorocketmq.protocol.body import SubscriptionGroupWrapper
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import QueryNotFoundError, TopicNotExistError
@@ -622,6 +632,125 @@ async def test_cold_data_commands(cluster: Cluster) -> None:
     random_read = await mqadmin("setCommitLogReadAheadMode", "-n", ns, "-b", a, "-m", "1")
     assert random_read.code == 0, random_read.err
     assert (await mqadmin("setCommitLogReadAheadMode", "-n", ns, "-b", a, "-m", "0")).code == 0
+
+
+async def test_ha_status_and_reset_master_flush_offset(cluster: Cluster) -> None:
+    """haStatus prints a master's replication block as Apache 5's tool does (no slave here);
+    resetMasterFlushOffset answers as Apache's does on a master."""
+    ns, a = cluster.namesrv_addr, addr_of(cluster, "broker-a")
+    status = await mqadmin("haStatus", "-n", ns, "-b", a)
+    assert status.code == 0, status.err
+    assert status.lines[:5] == [
+        "",
+        f"#MasterAddr\t{a}",
+        status.lines[2],
+        "#SlaveNum\t0",
+        "#InSyncSlaveNum\t0",
+    ]
+    assert re.fullmatch(r"#MasterCommitLogMaxOffset\t\d+", status.lines[2]), status.lines
+    assert status.lines[5].split() == [
+        "#SlaveAddr", "#SlaveAckOffset", "#Diff", "#TransferSpeed(KB/s)", "#Status", "#TransferFromWhere"
+    ]  # fmt: skip
+    reset = await mqadmin("resetMasterFlushOffset", "-n", ns, "-b", a, "-o", "0")
+    assert reset.lines == ["reset master flush offset to 0 success"], reset
+
+
+async def test_update_static_topic(cluster: Cluster, admin: Admin) -> None:
+    """updateStaticTopic deals global queues over the cluster's brokers, grows them keeping the
+    ones dealt, and refuses to shrink or to change nothing; the route carries every mapping."""
+    ns = cluster.namesrv_addr
+    topic = unique("cli_static")
+    made = await mqadmin("updateStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-qn", "4")
+    assert made.code == 0, made.err
+    assert [line.split(" file ")[0] for line in made.lines] == [
+        "The old mapping data is written to",
+        "The new mapping data is written to",
+    ]
+    files = [Path(line.split(" file ")[1]) for line in made.lines]
+    assert all(await asyncio.gather(*(asyncio.to_thread(f.exists) for f in files)))
+
+    async def leaders() -> dict[int, str]:
+        route = await admin.instance.fetch_route(topic)
+        return {
+            gid: name
+            for name, info in (route.topic_queue_mapping_by_broker or {}).items()
+            for gid in info.curr_id_map
+        }
+
+    await wait_until(lambda: _has_queues(leaders, 4), timeout=15)
+    first = await leaders()
+    assert sorted(first) == [0, 1, 2, 3] and set(first.values()) == {"broker-a", "broker-b"}
+    grown = await mqadmin("updateStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-qn", "6")
+    assert grown.code == 0, grown.err
+    await wait_until(lambda: _has_queues(leaders, 6), timeout=15)
+    assert {gid: name for gid, name in (await leaders()).items() if gid < 4} == first, "dealt queues stay"
+    same = await mqadmin("updateStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-qn", "6")
+    assert same.code != 0 and "equal the existed queue num" in same.err, same
+    fewer = await mqadmin("updateStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-qn", "2")
+    assert fewer.code != 0 and "Cannot decrease the queue num for static topic 2 < 6" in fewer.err, fewer
+
+
+async def test_remapping_a_static_topic_loses_nothing(cluster: Cluster, admin: Admin) -> None:
+    """A static topic of four global queues on broker-a, remapped over both brokers: two queues
+    move to broker-b, new sends land there at logical offsets past a block boundary, and a
+    consumer reads every message once, the old ones of the moved queues asked of broker-a."""
+    ns = cluster.namesrv_addr
+    topic = unique("cli_remap")
+    made = await mqadmin("updateStaticTopic", "-n", ns, "-b", "broker-a", "-t", topic, "-qn", "4")
+    assert made.code == 0, made.err
+
+    async def leaders() -> dict[int, str]:
+        route = await admin.instance.fetch_route(topic)
+        found: dict[int, tuple[int, str]] = {}
+        for name, info in (route.topic_queue_mapping_by_broker or {}).items():
+            for gid in info.curr_id_map:
+                if gid not in found or info.epoch > found[gid][0]:
+                    found[gid] = (info.epoch, name)
+        return {gid: name for gid, (_, name) in found.items()}
+
+    await wait_until(lambda: _has_queues(leaders, 4), timeout=15)
+    sent: dict[str, tuple[int, int]] = {}
+    async with Producer(unique("remap_p"), namesrv=ns) as producer:
+        for i in range(8):
+            result = await producer.send(Message(topic, b"before %d" % i))
+            sent[result.msg_id] = (result.queue.queue_id, result.queue_offset)
+    remapped = await mqadmin("remappingStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic)
+    assert remapped.code == 0, remapped.err
+
+    async def spread() -> bool:
+        return sorted((await leaders()).values()) == ["broker-a", "broker-a", "broker-b", "broker-b"]
+
+    await wait_until(spread, timeout=15)
+    moved = {gid for gid, name in (await leaders()).items() if name == "broker-b"}
+    # a producer started now routes by the new mappings (a running one learns them on its
+    # next route refresh)
+    async with Producer(unique("remap_p2"), namesrv=ns) as producer:
+        for i in range(8):
+            result = await producer.send(Message(topic, b"after %d" % i))
+            sent[result.msg_id] = (result.queue.queue_id, result.queue_offset)
+    after = [offset for gid, offset in sent.values() if gid in moved and offset >= 10_000]
+    assert after, f"no send landed on a moved queue past its old end: {sent}"
+
+    received: dict[str, tuple[int, int]] = {}
+    done = asyncio.Event()
+    consumer = PushConsumer(unique("remap_c"), namesrv=ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe(topic, "*")
+
+    @consumer.listener
+    async def handle(messages: list[MessageExt]) -> ConsumeResult:
+        for msg in messages:
+            received[msg.msg_id] = (msg.queue_id, msg.queue_offset)
+        if len(received) >= len(sent):
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    async with consumer:
+        await asyncio.wait_for(done.wait(), 60)
+    assert received == sent
+
+
+async def _has_queues(leaders: Callable[[], Awaitable[dict[int, str]]], count: int) -> bool:
+    return len(await leaders()) == count
 
 
 async def _routed_queues(admin: Admin, topic: str, total: int) -> bool:

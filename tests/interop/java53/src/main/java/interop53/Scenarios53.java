@@ -453,6 +453,21 @@ public final class Scenarios53 {
         }
     }
 
+    /** Each queue's offset of the group on the broker, once it reached the queue's end (10 s at most). */
+    private void recordBrokerOffsets(List<MessageQueue> queues) throws Exception {
+        long until = System.currentTimeMillis() + 10_000;
+        for (MessageQueue mq : queues) {
+            long want = maxOffset(mq);
+            long offset = brokerOffset(group, mq);
+            while (offset != want && System.currentTimeMillis() < until) {
+                Thread.sleep(100);
+                offset = brokerOffset(group, mq);
+            }
+            record("broker_offset").put("queue", mq.getQueueId()).put("broker", mq.getBrokerName())
+                .put("offset", offset).put("max", want).emit();
+        }
+    }
+
     // ---- scenarios ----------------------------------------------------------------------
 
     /**
@@ -480,16 +495,7 @@ public final class Scenarios53 {
             first.shutdown();
         }
         // The broker has them once the oneway update landed.
-        long until = System.currentTimeMillis() + 10_000;
-        for (MessageQueue mq : queues) {
-            long want = maxOffset(mq);
-            long offset = brokerOffset(group, mq);
-            while (offset != want && System.currentTimeMillis() < until) {
-                Thread.sleep(100);
-                offset = brokerOffset(group, mq);
-            }
-            record("broker_offset").put("queue", mq.getQueueId()).put("offset", offset).put("max", want).emit();
-        }
+        recordBrokerOffsets(queues);
 
         DefaultLitePullConsumer second = litePull(group, group + "_c2");
         second.subscribe(topic, "*");
@@ -535,17 +541,7 @@ public final class Scenarios53 {
         } finally {
             consumer.shutdown();
         }
-        long until = System.currentTimeMillis() + 10_000;
-        for (MessageQueue mq : queues) {
-            long want = maxOffset(mq);
-            long offset = brokerOffset(group, mq);
-            while (offset != want && System.currentTimeMillis() < until) {
-                Thread.sleep(100);
-                offset = brokerOffset(group, mq);
-            }
-            record("broker_offset").put("queue", mq.getQueueId()).put("broker", mq.getBrokerName())
-                .put("offset", offset).put("max", want).emit();
-        }
+        recordBrokerOffsets(queues);
         record("end").put("received", got.size()).put("duplicates", duplicates(got)).emit();
     }
 
