@@ -35,7 +35,7 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import MASTER_ID, PullSysFlag, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import BrokerError, MQError, ServerSystemError
+from aiorocketmq.protocol.errors import BrokerError, MQError, NotLeaderForQueueError, ServerSystemError
 from aiorocketmq.protocol.static_topic import check_items, find_item
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, connect, error_response
 
@@ -49,10 +49,6 @@ FORWARD_TIMEOUT = 3.0
 _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 _PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 _SUCCESS = int(ResponseCode.SUCCESS)
-
-
-class NotLeaderError(BrokerError):
-    code = ResponseCode.NOT_LEADER_FOR_QUEUE
 
 
 class StaticTopicTable:
@@ -193,14 +189,14 @@ class StaticTopicRouter:
         found = self._items(cmd.ext_fields) if cmd.ext_fields else None
         if found is not None and not found[2]:
             detail, gid, _ = found
-            raise NotLeaderError(f"{detail.topic}-{gid} is not hosted by broker {detail.bname}")
+            raise NotLeaderForQueueError(f"{detail.topic}-{gid} is not hosted by broker {detail.bname}")
         return found
 
     def _leader(
         self, detail: TopicQueueMappingDetail, gid: int, items: list[LogicQueueMappingItem]
     ) -> LogicQueueMappingItem:
         if not items or items[-1].bname != detail.bname:
-            raise NotLeaderError(
+            raise NotLeaderForQueueError(
                 f"{detail.topic}-{gid} does not exit in request process of current broker {detail.bname}"
             )
         return items[-1]
@@ -337,7 +333,7 @@ class StaticTopicRouter:
             detail, gid, items = found
             item = choose(items)
             if item is None:  # every item's start still undecided
-                raise NotLeaderError(
+                raise NotLeaderForQueueError(
                     f"{detail.topic}-{gid} has no decided mapping item on broker {detail.bname}"
                 )
             fields = dict(cmd.ext_fields or {}, queueId=str(item.queue_id), lo="false")

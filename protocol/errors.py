@@ -211,6 +211,15 @@ class InvalidParameterError(BrokerError):
 
 
 @_register
+class NotLeaderForQueueError(BrokerError):
+    """RocketMQ 5 static topics: the broker does not lead that global queue (it was remapped
+    since the route was read); another queue serves, and a fresh route names the new leader."""
+
+    code = ResponseCode.NOT_LEADER_FOR_QUEUE
+    retriable = True
+
+
+@_register
 class TransactionStateGroupWrongError(BrokerError):
     code = ResponseCode.TRANSACTION_STATE_GROUP_WRONG
 

@@ -714,16 +714,19 @@ async def test_remapping_a_static_topic_loses_nothing(cluster: Cluster, admin: A
         for i in range(8):
             result = await producer.send(Message(topic, b"before %d" % i))
             sent[result.msg_id] = (result.queue.queue_id, result.queue_offset)
-    remapped = await mqadmin("remappingStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic)
-    assert remapped.code == 0, remapped.err
+        remapped = await mqadmin("remappingStaticTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic)
+        assert remapped.code == 0, remapped.err
 
-    async def spread() -> bool:
-        return sorted((await leaders()).values()) == ["broker-a", "broker-a", "broker-b", "broker-b"]
+        async def spread() -> bool:
+            return sorted((await leaders()).values()) == ["broker-a", "broker-a", "broker-b", "broker-b"]
 
-    await wait_until(spread, timeout=15)
-    moved = {gid for gid, name in (await leaders()).items() if name == "broker-b"}
-    # a producer started now routes by the new mappings (a running one learns them on its
-    # next route refresh)
+        await wait_until(spread, timeout=15)
+        moved = {gid for gid, name in (await leaders()).items() if name == "broker-b"}
+        # this producer's route is stale: a send to a moved queue is refused (NOT_LEADER_FOR_QUEUE)
+        # and tried again elsewhere, and the route is read again
+        for i in range(8):
+            result = await producer.send(Message(topic, b"stale %d" % i))
+            sent[result.msg_id] = (result.queue.queue_id, result.queue_offset)
     async with Producer(unique("remap_p2"), namesrv=ns) as producer:
         for i in range(8):
             result = await producer.send(Message(topic, b"after %d" % i))
