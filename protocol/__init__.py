@@ -1,4 +1,5 @@
-"""The RocketMQ 4.x remoting protocol: codes, frames, headers, bodies, messages, transport.
+"""The RocketMQ remoting protocol (4.x, and what RocketMQ 5 added to it: topic attributes,
+static-topic mappings): codes, frames, headers, bodies, messages, transport.
 
 Pure codecs plus one asyncio transport; nothing here imports the broker, the name server or
 the client. See ``shared/protocol/REMOTING.md`` for the contract this package implements.
