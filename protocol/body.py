@@ -222,11 +222,12 @@ class RegisterBrokerBody(Body):
         parts.append(struct.pack(">i", len(version)) + version)
         parts.append(struct.pack(">i", len(wrapper.topic_config_table)))
         for cfg in wrapper.topic_config_table.values():
-            # RocketMQ 5's sixth field, the attributes as JSON (4.x name servers ignore it)
+            # Five fields: a 4.9 name server drops a line with RocketMQ 5's sixth (the
+            # attributes, which no route carries anyway); a 5.x one reads either.
             line = (
                 f"{cfg.topic_name} {cfg.read_queue_nums} {cfg.write_queue_nums} "
-                f"{cfg.perm} {cfg.topic_filter_type} "
-            ).encode() + fastjson.dumps(cfg.attributes)
+                f"{cfg.perm} {cfg.topic_filter_type}"
+            ).encode()
             parts.append(struct.pack(">i", len(line)) + line)
         filters = fastjson.dumps(self.filter_server_list)
         parts.append(struct.pack(">i", len(filters)) + filters)

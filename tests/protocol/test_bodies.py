@@ -232,10 +232,12 @@ def test_register_broker_body_plain_round_trip() -> None:
 
 def test_register_broker_body_compressed_round_trip() -> None:
     body = registration()
-    body.topic_config_serialize_wrapper.topic_config_table["TopicTest"].attributes = {"message.type": "FIFO"}
     data = body.encode_compressed()
-    assert b"TopicTest 4 4 6 SINGLE_TAG {" in zlib.decompress(data)
     assert RegisterBrokerBody.decode_registration(data, compressed=True) == body
+    # A 4.9 name server takes only five-field lines: attributes stay out of this form.
+    body.topic_config_serialize_wrapper.topic_config_table["TopicTest"].attributes = {"message.type": "FIFO"}
+    raw = zlib.decompress(body.encode_compressed())
+    assert b"TopicTest 4 4 6 SINGLE_TAG" in raw and b"message.type" not in raw
 
 
 def test_a_5x_compressed_line_carries_attributes_and_bad_ones_are_dropped() -> None:
