@@ -55,7 +55,6 @@ class StaticTopicTable:
     """This broker's static-topic mappings, persisted to ``config/topicQueueMapping.json``."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        self.broker_name = config.broker_name
         self.file = ConfigFile(config.config_dir / "topicQueueMapping.json")
         self.details: dict[str, TopicQueueMappingDetail] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)

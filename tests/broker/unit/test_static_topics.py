@@ -80,21 +80,43 @@ def table(tmp_path: Path) -> StaticTopicTable:
     return StaticTopicTable(config)
 
 
+def refusal(table: StaticTopicTable, mapping: TopicQueueMappingDetail) -> str:
+    with pytest.raises(ServerSystemError) as refused:
+        table.update(mapping, force=False)
+    return refused.value.remark
+
+
 def test_a_mapping_is_taken_by_epoch_and_persisted(table: StaticTopicTable) -> None:
+    assert table.file.path.name == "topicQueueMapping.json", "Apache's file name"
+    before = table.data_version.counter
     table.update(detail({0: [item("a", 0)], 2: [item("a", 1)]}), force=False)
+    assert table.data_version.counter == before + 1 and table.data_version.timestamp > 0
     assert table.infos()["T"].curr_id_map == {0: 0, 2: 1}
-    with pytest.raises(ServerSystemError, match="small epoch 999 < 1000"):
-        table.update(detail({0: [item("a", 0)]}, epoch=999), force=False)
-    with pytest.raises(ServerSystemError, match="equal epoch with null data"):
-        table.update(detail({0: [item("a", 0)]}), force=False)
-    with pytest.raises(ServerSystemError, match="leader is different but epoch equal"):
-        table.update(detail({0: [item("a", 3)], 2: [item("a", 1)]}), force=False)
+    assert (
+        refusal(table, detail({0: [item("a", 0)]}, epoch=999))
+        == "Can't accept data with small epoch 999 < 1000"
+    )
+    assert refusal(table, detail({0: [item("a", 0)]})) == "Cannot accept equal epoch with null data"
+    changed = detail({0: [item("a", 3)], 2: [item("a", 1)]})
+    assert refusal(table, changed) == "The new leader is different but epoch equal"
+    other_scope = detail({0: [item("a", 0)], 2: [item("a", 1)]}, epoch=1500)
+    other_scope.scope = "elsewhere"
+    assert refusal(table, other_scope) == "Can't accept data with unmatched scope elsewhere != __global__"
+    bad_history = detail({0: [item("a", 0, gen=1), item("b", 0, gen=1, logic=5)]}, epoch=1600)
+    assert (
+        refusal(table, bad_history)
+        == "global queue 0: the mapping items' generations do not increase: 1 then 1"
+    )
+    assert sorted(table.details["T"].hosted_queues) == [0, 2], "a refused mapping changed nothing"
     # a newer epoch that no longer names global 2 keeps it: this broker still holds its data
     table.update(detail({0: [item("a", 0)]}, epoch=2000), force=False)
     assert sorted(table.details["T"].hosted_queues) == [0, 2]
     # moved away: the summary lists only what this broker still leads
     table.update(detail({0: [item("a", 0), item("b", 0, gen=1, logic=-1)]}, epoch=3000), force=False)
     assert table.infos()["T"].curr_id_map == {2: 1}
+    # forced, an older epoch is taken
+    table.update(detail({0: [item("a", 0)]}, epoch=10), force=True)
+    assert table.details["T"].epoch == 10
 
 
 async def test_the_table_survives_a_reload(table: StaticTopicTable, tmp_path: Path) -> None:
@@ -178,3 +200,22 @@ def test_an_old_item_whose_successor_is_undecided_is_not_found() -> None:
     old, undecided = item("b", 1), item("a", 2, gen=1, logic=-1)
     answer = _pulled(pull_answer(ResponseCode.PULL_NOT_FOUND, 6, 0, 6), 6, old, undecided, [old, undecided])
     assert answer.code == ResponseCode.PULL_NOT_FOUND
+
+
+def test_the_edges_of_an_item() -> None:
+    # a successor starting at logical 0 still follows (an emptied queue moved)
+    old, empty_move = item("b", 1), item("a", 2, gen=1, logic=0)
+    answer = _pulled(pull_answer(ResponseCode.PULL_NOT_FOUND, 0, 0, 0), 0, old, empty_move, [old, empty_move])
+    assert (answer.code, answer.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, None)
+    # exactly at the leader's end the broker's own answer stands
+    only = item("a", 0)
+    at_end = _pulled(pull_answer(ResponseCode.PULL_OFFSET_MOVED, 7, 0, 10), 10, only, only, [only])
+    assert at_end.ext_fields["nextBeginOffset"] == "7"
+    # a decided end caps where to go next, at the end itself
+    ended, after = item("b", 1, start=2, end=6), item("a", 0, gen=1, logic=10_000)
+    capped = _pulled(pull_answer(ResponseCode.SUCCESS, 7, 2, 9), 3, ended, after, [ended, after])
+    assert capped.ext_fields["nextBeginOffset"] == "4", "physical 6 is the item's end: logical 0 + 6 - 2"
+    # the delta is logical start minus physical start
+    shifted = item("a", 0, logic=100, start=40)
+    found = _pulled(pull_answer(ResponseCode.SUCCESS, 45, 40, 50), 101, shifted, shifted, [shifted])
+    assert found.ext_fields["offsetDelta"] == "60"
