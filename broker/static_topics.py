@@ -428,6 +428,11 @@ class StaticTopicRouter:
         return response
 
     async def _peer(self, topic: str, bname: str) -> Connection:
+        """The connection to ``bname``'s master, kept open; the name servers are asked where it
+        is only when there is none (a first forward, or the last connection closed)."""
+        conn = self._peers.get(bname)
+        if conn is not None and not conn.closed:
+            return conn
         route = await self._route(topic)
         addr = None
         for broker in route.broker_datas if route is not None else []:
@@ -435,14 +440,12 @@ class StaticTopicRouter:
                 addr = broker.broker_addrs.get(MASTER_ID)
         if addr is None:
             raise ServerSystemError(f"cannot find addr for broker {bname}")
-        conn = self._peers.get(addr)
-        if conn is None or conn.closed:
-            host, _, port = addr.rpartition(":")
-            try:
-                conn = await connect(host, int(port), name=f"static topic peer {bname}")
-            except (OSError, MQError) as exc:
-                raise ServerSystemError(f"cannot reach broker {bname} at {addr}: {exc}") from None
-            self._peers[addr] = conn
+        host, _, port = addr.rpartition(":")
+        try:
+            conn = await connect(host, int(port), name=f"static topic peer {bname}")
+        except (OSError, MQError) as exc:
+            raise ServerSystemError(f"cannot reach broker {bname} at {addr}: {exc}") from None
+        self._peers[bname] = conn
         return conn
 
 

@@ -180,10 +180,6 @@ class TopicQueueMappingDetail(TopicQueueMappingInfo):
 
     hosted_queues: dict[int, list[LogicQueueMappingItem]] = Field(default_factory=dict, alias="hostedQueues")
 
-    def leader(self, global_id: int) -> LogicQueueMappingItem | None:
-        items = self.hosted_queues.get(global_id)
-        return items[-1] if items else None
-
     def info(self) -> TopicQueueMappingInfo:
         """The summary registered with the name servers (Apache leaves the scope default)."""
         return TopicQueueMappingInfo(

@@ -28,22 +28,16 @@ from .body import (
 
 __all__ = [
     "GLOBAL_SCOPE",
-    "MOCK_BROKER_PREFIX",
     "LogicQueueMappingItem",
     "TopicConfigAndQueueMapping",
     "TopicQueueMappingDetail",
     "TopicQueueMappingInfo",
+    "allocate",
+    "block_round_up",
     "check_items",
     "find_item",
-    "mock_broker_name",
+    "remap",
 ]
-
-#: The broker name 5.x clients put on a static topic's queues (``__syslo__`` + scope).
-MOCK_BROKER_PREFIX = "__syslo__"
-
-
-def mock_broker_name(scope: str = GLOBAL_SCOPE) -> str:
-    return MOCK_BROKER_PREFIX + (scope[2:] if scope.startswith("__") else scope)
 
 
 class TopicConfigAndQueueMapping(TopicConfig):

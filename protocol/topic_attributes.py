@@ -25,7 +25,7 @@ CLEANUP_POLICY = "cleanup.policy"
 MESSAGE_TYPE = "message.type"
 RESERVE_TIME = "reserve.time"
 
-#: The values of ``message.type``; a topic without the attribute is NORMAL.
+#: The values of ``message.type``.
 MESSAGE_TYPES = frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"})
 
 
@@ -131,8 +131,3 @@ def _check(key: str, value: str | None, *, create: bool) -> None:
     reason = attribute.unsupported.get(value)
     if reason is not None:
         raise AttributeRefused(reason)
-
-
-def message_type(attributes: Mapping[str, str]) -> str:
-    """The topic's message type (NORMAL when the attribute is not set)."""
-    return attributes.get(MESSAGE_TYPE, "NORMAL")

@@ -34,7 +34,7 @@ from aiorocketmq.broker.pop import InvalidReceiptHandleError, PopService, Receip
 from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
-from aiorocketmq.protocol.body import ConsumerData, ConsumeType, SubscriptionData
+from aiorocketmq.protocol.body import ConsumerData, ConsumeType, SubscriptionData, TopicConfig
 from aiorocketmq.protocol.codes import (
     CURRENT_VERSION,
     TRANSACTION_COMMIT_TYPE,
@@ -156,6 +156,11 @@ _ACCEPTED_TYPES = {
     "MIXED": _EVERY_TYPE,
     "UNSPECIFIED": [pb.MESSAGE_TYPE_UNSPECIFIED],
 }
+
+
+def _accepted_types(topic: TopicConfig) -> list[pb.MessageType]:
+    """The message types a route's queues of ``topic`` accept, by its ``message.type``."""
+    return _ACCEPTED_TYPES.get(topic.attributes.get(MESSAGE_TYPE, ""), _EVERY_TYPE)
 
 
 @dataclass(slots=True)
@@ -423,7 +428,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         # A typed client checks its messages against this list before it sends. A topic
         # without a message.type attribute accepts every type here (Apache's proxy takes it as
         # NORMAL only); one with the attribute, what Apache's proxy accepts.
-        accepted = _ACCEPTED_TYPES.get(topic.attributes.get(MESSAGE_TYPE), _EVERY_TYPE)
+        accepted = _accepted_types(topic)
         return [
             pb.MessageQueue(
                 topic=pb.Resource(name=name),
@@ -891,9 +896,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                         id=i,
                         permission=pb.READ_WRITE,
                         broker=broker,
-                        accept_message_types=_ACCEPTED_TYPES.get(
-                            topic.attributes.get(MESSAGE_TYPE), _EVERY_TYPE
-                        ),
+                        accept_message_types=_accepted_types(topic),
                     )
                 )
                 for i in ids

@@ -34,6 +34,9 @@ from tests.support import die_with_parent
 
 HERE = Path(__file__).resolve().parent
 JAVA_DIR = HERE / "java"
+#: The one JSON-lines writer the Java scenario programs print with (interop.Json), compiled into
+#: each module that uses it.
+JSON_WRITER = JAVA_DIR / "src" / "main" / "java" / "interop" / "Json.java"
 GO_DIR = HERE / "go"
 CACHE = Path(os.environ.get("AIOROCKETMQ_INTEROP_CACHE", Path.home() / ".cache" / "aiorocketmq-interop"))
 
@@ -110,6 +113,24 @@ def _maven(args: Sequence[str], pom: Path) -> None:
         raise RuntimeError(f"maven failed for {pom}:\n{online.stdout}\n{online.stderr}")
 
 
+def _source_tree(
+    out: Path, root: Path, carried: Sequence[Path] = (), renames: dict[str, str] | None = None
+) -> Path:
+    """``root``'s Java sources with ``carried`` ones of another tree added (``renames`` applied
+    to their text), under ``out/src``: what a module's pom compiles as ``interop.src``."""
+    src = out / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(root / "src" / "main" / "java", src)
+    for path in carried:
+        text = path.read_text()
+        for old, new in (renames or {}).items():
+            text = text.replace(old, new)
+        target = src / path.relative_to(path.parents[1])  # keeps the package directory
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return src
+
+
 def _build_java_tree(
     root: Path, label: str, carried: Sequence[Path] = (), renames: dict[str, str] | None = None
 ) -> tuple[str, str, str]:
@@ -126,16 +147,7 @@ def _build_java_tree(
     classes = out / "build" / "classes"
     if not (client_cp.exists() and server_cp.exists() and classes.exists()):
         out.mkdir(parents=True, exist_ok=True)
-        src = out / "src"
-        shutil.rmtree(src, ignore_errors=True)
-        shutil.copytree(root / "src" / "main" / "java", src)
-        for path in carried:
-            text = path.read_text()
-            for old, new in (renames or {}).items():
-                text = text.replace(old, new)
-            target = src / path.relative_to(path.parents[1])  # keeps the package directory
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+        src = _source_tree(out, root, carried, renames)
         _maven(
             [
                 f"-Dinterop.build.dir={out / 'build'}",
@@ -554,19 +566,24 @@ def sha256(data: bytes) -> str:
 JAVA5_DIR = HERE / "java5"
 
 
-def _build_module(root: Path, label: str, tool_reason: str, sources: Sequence[Path]) -> tuple[str, str]:
+def _build_module(
+    root: Path, label: str, tool_reason: str, sources: Sequence[Path], carried: Sequence[Path] = ()
+) -> tuple[str, str]:
     """``(java, classpath)`` of one Maven module of the suite (its classes and their
-    dependencies), compiled and resolved once into ``CACHE/<label>-<digest of sources>``."""
+    dependencies, ``carried`` sources of another tree compiled along), compiled and resolved
+    once into ``CACHE/<label>-<digest of sources>``."""
     java = require("java", tool_reason)
     with _cache_lock():
-        out = CACHE / f"{label}-{_digest(sources)}"
+        out = CACHE / f"{label}-{_digest([*sources, *carried])}"
         deps = out / "client.classpath"
         classes = out / "build" / "classes"
         if not (deps.exists() and classes.exists()):
             out.mkdir(parents=True, exist_ok=True)
+            src = _source_tree(out, root, carried)
             _maven(
                 [
                     f"-Dinterop.build.dir={out / 'build'}",
+                    f"-Dinterop.src={src}",
                     "compile",
                     "dependency:build-classpath",
                     f"-Dmdep.outputFile={deps}.tmp",
@@ -644,7 +661,11 @@ def build_spring() -> tuple[str, str]:
         path for path in (*SPRING_DIR.joinpath("src").rglob("*"), SPRING_DIR / "pom.xml") if path.is_file()
     ]
     return _build_module(
-        SPRING_DIR, "spring", "the Spring Boot application on rocketmq-spring-boot-starter is Java", sources
+        SPRING_DIR,
+        "spring",
+        "the Spring Boot application on rocketmq-spring-boot-starter is Java",
+        sources,
+        carried=[JSON_WRITER],
     )
 
 

@@ -11,7 +11,6 @@ from aiorocketmq.protocol.topic_attributes import (
     AttributeRefused,
     apply,
     format_modification,
-    message_type,
     parse_modification,
     sets_mixed,
 )
@@ -102,9 +101,7 @@ def test_values_this_broker_cannot_honour_are_refused_not_ignored(
         apply(None, modification)
 
 
-def test_mixed_and_the_default_message_type() -> None:
+def test_mixed_is_told_apart() -> None:
     assert sets_mixed({"+message.type": "MIXED"})
     assert not sets_mixed({"+message.type": "FIFO"}) and not sets_mixed({})
     assert apply(None, {"+message.type": "MIXED"}) == {"message.type": "MIXED"}
-    assert message_type({}) == "NORMAL"
-    assert message_type({"message.type": "FIFO"}) == "FIFO"

@@ -4,21 +4,21 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /** One JSON object per line on stdout: the record format the pytest side parses. */
-final class Json {
+public final class Json {
     private final Map<String, Object> fields = new LinkedHashMap<>();
 
-    static Json of(String event) {
+    public static Json of(String event) {
         Json json = new Json();
         json.fields.put("event", event);
         return json;
     }
 
-    Json put(String key, Object value) {
+    public Json put(String key, Object value) {
         fields.put(key, value);
         return this;
     }
 
-    void emit() {
+    public void emit() {
         String line = render(fields);
         synchronized (System.out) {
             System.out.println(line);

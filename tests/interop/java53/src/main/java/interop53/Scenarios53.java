@@ -1,5 +1,6 @@
 package interop53;
 
+import interop.Json;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.util.ArrayList;

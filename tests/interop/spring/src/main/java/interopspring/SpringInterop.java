@@ -1,5 +1,6 @@
 package interopspring;
 
+import interop.Json;
 import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
