@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from aiorocketmq.broker.store import PUT_LATENCY_BUCKETS_MS, MessageStore
-from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.names import SYSTEM_GROUP_PREFIX, dlq_topic, is_dlq_topic, is_retry_topic
 
 from .clients import ClientRegistry
@@ -73,29 +72,31 @@ class MetricsExporter:
         self.offsets = offsets
         self.clients = clients
         self._server: asyncio.Server | None = None
-        self._ticker: asyncio.Task[None] | None = None
-        self._snapshots: deque[_Snapshot] = deque(maxlen=int(RATE_WINDOW) + 2)
+        self._snapshots: deque[_Snapshot] = deque([_Snapshot(stats)], maxlen=int(RATE_WINDOW) + 2)
         self.port: int | None = None
 
-    async def start(self, host: str | None, port: int) -> int:
+    def sample(self) -> None:
+        """Snapshot the counters; the broker calls this every second, served or not, because
+        GET_CONSUME_STATS reports :meth:`consumer_tps` too."""
         self._snapshots.append(_Snapshot(self.stats))
+
+    def consumer_tps(self, group: str, topic: str) -> float:
+        """``rocketmq_consumer_tps`` of ``group`` on ``topic``: messages pulled per second over
+        the window, the figure ``mqadmin consumerProgress`` and the dashboard show as well."""
+        elapsed, base, now = self._window()
+        key = (group, topic)
+        return (now.got.get(key, 0) - base.got.get(key, 0)) / elapsed
+
+    async def start(self, host: str | None, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self._ticker = asyncio.ensure_future(self._tick())
         log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", self.port)
         return self.port
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._ticker)
-        self._ticker = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            self._snapshots.append(_Snapshot(self.stats))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -252,6 +252,7 @@ class Broker:
                 ha_status=self.ha.ha_status,
                 static_topics=self.static_topics,
                 static_changed=self._static_topics_changed,
+                consumer_tps=self.metrics.consumer_tps,
             ),
             AclHandlers(config, self.access),
             MaintenanceHandlers(
@@ -365,7 +366,13 @@ class Broker:
             "on" if self.access is not None else "off",
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
-        log.info("broker %s %s; %s", self.config.broker_name, speedups.describe(), compiled.describe())
+        log.log(  # a warning while a compiled build is installed but not running (compiled.py)
+            compiled.startup_level(),
+            "broker %s %s; %s",
+            self.config.broker_name,
+            speedups.describe(),
+            compiled.describe(),
+        )
 
     def _grpc_endpoint(self, handlers: dict[int, Handler]) -> GrpcEndpoint:
         # grpcio is imported only by brokers that serve 5.x clients.
@@ -454,6 +461,7 @@ class Broker:
         while True:
             await asyncio.sleep(1.0)
             self.tps.sample()
+            self.metrics.sample()
 
     async def _sample_history_periodically(self) -> None:
         while True:

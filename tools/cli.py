@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
+from aiorocketmq.client.credentials import ACCESS_KEY_VARS, SECRET_KEY_VARS, env_credentials
+from aiorocketmq.protocol.acl import Credentials
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.message import MessageExt
 
@@ -217,26 +217,32 @@ def quiet_logging(verbose: bool) -> None:
 
 # -- credentials and TLS ------------------------------------------------------------------------
 
-#: Environment variables the tools read ACL credentials from (the SDK itself takes them as
-#: arguments only).
-ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
-SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
 #: RocketMQ's tools read ``accessKey``/``secretKey`` from ``$ROCKETMQ_HOME/conf/tools.yml``.
 TOOLS_YML = "conf/tools.yml"
 
 
-def tool_credentials(
-    access_key: str | None = None, secret_key: str | None = None
-) -> tuple[str | None, str | None]:
-    """The credentials a tool signs with: those given, else ``$ROCKETMQ_ACCESS_KEY`` /
-    ``$ROCKETMQ_SECRET_KEY``, else ``$ROCKETMQ_HOME/conf/tools.yml`` as RocketMQ's tools read
-    it; ``(None, None)`` when none are set. Raises :class:`CommandFailed` for half a pair."""
-    ak = access_key or os.environ.get(ACCESS_KEY_ENV) or None
-    sk = secret_key or os.environ.get(SECRET_KEY_ENV) or None
+def tool_credentials(access_key: str | None = None, secret_key: str | None = None) -> Credentials | None:
+    """The credentials a tool signs with: each key as given, else as the environment gives it
+    (:func:`~aiorocketmq.client.credentials.env_credentials`: ``$ROCKETMQ_ACCESS_KEY``,
+    ``$ROCKETMQ_SECRET_KEY``, ``$ROCKETMQ_SECURITY_TOKEN`` or their aliases), else
+    ``$ROCKETMQ_HOME/conf/tools.yml`` as RocketMQ's tools read it; None when none is set.
+    Raises :class:`CommandFailed` for half a pair."""
+    try:
+        env = env_credentials()
+    except ValueError as exc:
+        if not (access_key and secret_key):
+            raise CommandFailed(str(exc)) from None
+        env = None
+    ak = access_key or (env.access_key if env else None)
+    sk = secret_key or (env.secret_key if env else None)
+    # A token belongs to the environment's access key, not to one given on the command line.
+    token = env.security_token if env and not access_key else None
     home = os.environ.get("ROCKETMQ_HOME")
     if ak is None and sk is None and home:
         path = Path(home) / TOOLS_YML
         if path.is_file():
+            import yaml  # the server extra: the SDK's tools need it only here
+
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
             except (OSError, yaml.YAMLError) as exc:
@@ -244,11 +250,13 @@ def tool_credentials(
             if isinstance(data, dict):
                 ak = str(data.get("accessKey") or "") or None
                 sk = str(data.get("secretKey") or "") or None
-    if (ak is None) != (sk is None):
+    if ak is None and sk is None:
+        return None
+    if ak is None or sk is None:
         raise CommandFailed(
-            f"ACL credentials need both an access key and a secret key (${ACCESS_KEY_ENV}, ${SECRET_KEY_ENV})"
+            f"ACL credentials need both an access key and a secret key (${ACCESS_KEY_VARS[0]}, ${SECRET_KEY_VARS[0]})"
         )
-    return ak, sk
+    return Credentials(ak, sk, token)
 
 
 def add_tls_options(parser: argparse.ArgumentParser) -> None:

@@ -574,9 +574,11 @@ async def run_consumer(args: argparse.Namespace) -> int:
 
 def client_options(args: argparse.Namespace) -> ClientOptions:
     """Credentials (``-a -ak -sk``) and TLS (``--tls``) as the command line says."""
+    credentials = args.credentials
     return ClientOptions(
-        access_key=args.accessKey,
-        secret_key=args.secretKey,
+        access_key=credentials.access_key if credentials else None,
+        secret_key=credentials.secret_key if credentials else None,
+        security_token=credentials.security_token if credentials else None,
         tls=args.tls,
         tls_ca_file=args.tls_ca_file,
         tls_verify=not args.tls_no_verify,
@@ -693,13 +695,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         sub.error("message trace (-m) is not supported")
     if args.aclEnable:
         try:
-            args.accessKey, args.secretKey = tool_credentials(args.accessKey, args.secretKey)
+            args.credentials = tool_credentials(args.accessKey, args.secretKey)
         except CommandFailed as exc:
             sub.error(str(exc))
-        if args.accessKey is None:
+        if args.credentials is None:
             sub.error("ACL (-a) needs -ak and -sk (or $ROCKETMQ_ACCESS_KEY and $ROCKETMQ_SECRET_KEY)")
     else:
-        args.accessKey = args.secretKey = None
+        args.credentials = None
     if args.tool == "consumer":
         if args.filterType == "SQL92":
             sub.error("SQL92 filtering is not supported by the broker; use -f TAG")

@@ -91,10 +91,12 @@ class AdminHandlers:
         ha_status: Callable[[], dict[str, object]] | None = None,
         static_topics: StaticTopicTable | None = None,
         static_changed: Callable[[], None] | None = None,
+        consumer_tps: Callable[[str, str], float] | None = None,
     ) -> None:
         """``runtime_info()`` is the broker's GET_BROKER_RUNTIME_INFO table,
         ``delay_offsets()`` its ``delayOffset.json`` and ``register()`` registers the broker
-        with every name server now."""
+        with every name server now; ``consumer_tps(group, topic)`` is the rate the metrics
+        endpoint reports as ``rocketmq_consumer_tps``."""
         self.config = config
         self.store_config = store_config
         self.store = store
@@ -109,6 +111,7 @@ class AdminHandlers:
         self._ha_status = ha_status
         self.static_topics = static_topics
         self._static_changed = static_changed
+        self._consumer_tps = consumer_tps or (lambda group, topic: 0.0)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -383,10 +386,13 @@ class AdminHandlers:
             topics &= {h.topic}
         table = {}
         store = self.store
+        consume_tps = 0.0
         for topic in sorted(topics):
             config = self.topics.get(topic)
             if config is None:
                 continue
+            # As RocketMQ's broker: the group's pull rate summed over the topics reported.
+            consume_tps += self._consumer_tps(group, topic)
             for queue_id in range(config.read_queue_nums):
                 consumer_offset = max(0, self.offsets.query(group, topic, queue_id))
                 last = (
@@ -403,7 +409,7 @@ class AdminHandlers:
                 )
         if not table and info is None:
             raise ConsumerNotOnlineError(f"the consumer group[{group}] has no offsets on this broker")
-        return cmd.response(body=ConsumeStats(offset_table=table).encode())
+        return cmd.response(body=ConsumeStats(offset_table=table, consume_tps=consume_tps).encode())
 
     def all_consumer_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=self.offsets.encode_snapshot())

@@ -514,7 +514,6 @@ async def test_failures_give_one_line_and_exit_1(cluster: Cluster, dead_address:
 
 async def test_bad_arguments_print_usage_and_exit_2() -> None:
     outcomes = await asyncio.gather(
-        mqadmin(),
         mqadmin("noSuchCommand"),
         mqadmin("topicRoute", "-n", "127.0.0.1:9876"),
         mqadmin("updateTopic", "-n", "127.0.0.1:9876", "-t", "T"),
@@ -529,12 +528,45 @@ async def test_bad_arguments_print_usage_and_exit_2() -> None:
         assert outcome.code == 2, outcome
         assert outcome.out == ""
         assert "usage: mqadmin" in outcome.err
-    assert "-t" in outcomes[2].err and "required" in outcomes[2].err
-    assert "exactly one of -b or -c" in outcomes[3].err and "exactly one of -b or -c" in outcomes[4].err
-    helped = await mqadmin("help", "consumerProgress")
-    assert (
-        helped.code == 0 and "usage: mqadmin consumerProgress" in helped.out and "--groupName" in helped.out
+    assert "the sub command noSuchCommand does not exist" in outcomes[0].err
+    assert "-t" in outcomes[1].err and "required" in outcomes[1].err
+    assert "exactly one of -b or -c" in outcomes[2].err and "exactly one of -b or -c" in outcomes[3].err
+
+
+async def test_no_arguments_or_help_list_the_commands_as_apache_does() -> None:
+    bare, helped, usage, unknown, misspelt = await asyncio.gather(
+        mqadmin(),
+        mqadmin("help"),
+        mqadmin("help", "consumerProgress"),
+        mqadmin("help", "noSuchCommand"),
+        mqadmin("topicRout", "-n", "127.0.0.1:9876"),
     )
+    assert bare.code == 0 and bare.err == ""
+    assert helped.out == bare.out and helped.code == 0
+    # Apache's printHelp: a header, "   %-35s %s" per command, a blank line, a pointer to help.
+    header, *rows, blank, footer = bare.lines
+    assert header == "The most commonly used mqadmin commands are:"
+    assert blank == ""
+    assert footer == "See 'mqadmin help <command>' for more information on a specific command."
+    listed = {}
+    for row in rows:
+        match = re.fullmatch(r"   (\S+) +(\S.*)", row)
+        assert match, row
+        assert row.index(match[2]) == 3 + max(35, len(match[1])) + 1, row
+        listed[match[1]] = match[2]
+    assert len(listed) == len(rows)
+    assert listed["updateTopic"] == "Update or create topic."
+    assert listed["consumerProgress"] == "Query consumers's progress, speed."
+    assert listed["queryMsgTraceById"] and listed["exportMetrics"] and listed["getAclConfig"]
+    # Every listed command is one the tool runs: its usage names it.
+    assert usage.code == 0
+    assert usage.out.startswith("usage: mqadmin consumerProgress") and "--groupName" in usage.out
+    assert "Query consumers's progress, speed." in usage.out
+    assert unknown.code == 2 and unknown.out == ""
+    assert unknown.err.strip() == (
+        "mqadmin: the sub command noSuchCommand does not exist; 'mqadmin help' lists the commands"
+    )
+    assert misspelt.code == 2 and "did you mean topicRoute" in misspelt.err
 
 
 async def test_topic_list_with_clusters_and_groups(cluster: Cluster, admin: Admin) -> None:

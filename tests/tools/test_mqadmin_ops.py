@@ -1,4 +1,4 @@
-"""The rest of Apache's ``mqadmin`` commands (``tools/mqadmin_ops.py``) against one real name
+"""Apache 4.9's maintenance, statistics and diagnosis ``mqadmin`` commands against one real name
 server and two brokers, shared by the module: a topic on both brokers, a live producer and a
 live push consumer that has consumed what was sent. Commands run in process (the parsing and
 execution ``mqadmin`` itself uses) to keep the module quick; one subprocess run shows they are
@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from aiorocketmq.client import Admin, ConsumeResult, Message, MessageExt, MessageQueue, Producer, PushConsumer
-from aiorocketmq.client.operations import correction_offsets, namesrv_config
+from aiorocketmq.client.cluster_admin import correction_offsets, namesrv_config
 from aiorocketmq.protocol.body import ORDER_TOPIC_CONFIG
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.errors import MQError

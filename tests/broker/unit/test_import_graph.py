@@ -1,4 +1,5 @@
-"""The broker package's modules import each other without a cycle.
+"""The broker package's modules import each other without a cycle; so do the tools' (``mqadmin``'s
+command modules are listed by a registry, never imported back).
 
 Every ``import`` counts, wherever it stands: module level, inside a function, or under
 ``TYPE_CHECKING`` (a type-only import back into a module that imports you is still a loop in
@@ -11,20 +12,21 @@ import ast
 from pathlib import Path
 
 import aiorocketmq.broker
+import aiorocketmq.tools
 
 PACKAGE = "aiorocketmq.broker"
 ROOT = Path(aiorocketmq.broker.__file__).resolve().parent
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, package: str = PACKAGE, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join([PACKAGE, *parts])
+    return ".".join([package, *parts])
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+def _modules(package: str = PACKAGE, root: Path = ROOT) -> dict[str, Path]:
+    return {_module_name(path, package, root): path for path in sorted(root.rglob("*.py"))}
 
 
 def _imported(module: str, path: Path, known: set[str]) -> set[str]:
@@ -57,8 +59,8 @@ def _imported(module: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = _modules()
+def import_graph(package: str = PACKAGE, root: Path = ROOT) -> dict[str, set[str]]:
+    modules = _modules(package, root)
     known = set(modules)
     return {name: _imported(name, path, known) for name, path in modules.items()}
 
@@ -141,4 +143,16 @@ def test_broker_package_has_no_import_cycle() -> None:
     assert not loops, "import cycles in the broker package:\n" + "\n".join(
         f"{', '.join(map(_short, loop))} (e.g. {' -> '.join(map(_short, a_cycle(graph, set(loop))))})"
         for loop in loops
+    )
+
+
+def test_tools_package_has_no_import_cycle() -> None:
+    package = "aiorocketmq.tools"
+    graph = import_graph(package, Path(aiorocketmq.tools.__file__).resolve().parent)
+    # The registry reaches every command module; the command modules reach back to none of it.
+    assert f"{package}.mqadmin.topic" in graph[f"{package}.mqadmin.registry"]
+    assert f"{package}.mqadmin.command" in graph[f"{package}.mqadmin.topic"]
+    loops = import_loops(graph)
+    assert not loops, "import cycles in the tools package:\n" + "\n".join(
+        " -> ".join(a_cycle(graph, set(loop))) for loop in loops
     )

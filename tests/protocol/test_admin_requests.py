@@ -4,14 +4,14 @@ ours writes reads back the same (queue-keyed maps with object keys, fastjson sty
 from __future__ import annotations
 
 from aiorocketmq.protocol import fastjson
-from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper
-from aiorocketmq.protocol.operations import (
+from aiorocketmq.protocol.admin_requests import (
     ConsumeQueueData,
     ConsumerRunningInfo,
     ConsumeStatsList,
     ProcessQueueInfo,
     QueryConsumeQueueResponseBody,
 )
+from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper
 
 #: A Java 4.9 client's GET_CONSUMER_RUNNING_INFO answer (fastjson: object keys, enum and long
 #: property values).

@@ -1,7 +1,7 @@
 """Headers and bodies of the operator requests behind ``mqadmin``'s maintenance, statistics and
 diagnosis commands: group-offset cloning, broker statistics, consume-queue inspection, the
 consumers' running info relayed by a broker, producer tables and broker write permission on the
-name servers. Wire names are RocketMQ 4.9's (REMOTING.md §3 and §5 conventions).
+name servers. Wire names are RocketMQ 4.9's (docs/protocol.md §3 and §5 conventions).
 """
 
 from __future__ import annotations

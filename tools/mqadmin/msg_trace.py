@@ -11,7 +11,7 @@ from typing import Any
 from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.trace import TraceType, decode_trace_data
 
-from .cli import date_time
+from ..cli import date_time
 
 _ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
 
