@@ -37,6 +37,7 @@ from .producer import Producer, TransactionProducer
 from .pull import PullClient
 from .push_consumer import PushConsumer
 from .request_reply import ReplyTimeoutError, RequestFailedError, create_reply_message
+from .signals import SignalStop, stop_on_signals
 from .simple_consumer import ReceivedMessage, SimpleConsumer
 from .types import (
     BrokerIdentity,
@@ -81,6 +82,7 @@ __all__ = [
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "SignalStop",
     "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
@@ -89,4 +91,5 @@ __all__ = [
     "allocate_averagely_by_circle",
     "consistent_hash",
     "create_reply_message",
+    "stop_on_signals",
 ]

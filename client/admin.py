@@ -100,8 +100,8 @@ class Admin(InstanceClient):
             lag = await admin.consumer_lag("billing", "Orders")
     """
 
-    describes = "the admin client"
-    started_by = "async with Admin(...)"
+    _describes = "the admin client"
+    _started_by = "async with Admin(...)"
 
     def __init__(
         self,
@@ -113,7 +113,14 @@ class Admin(InstanceClient):
         self.namesrv = namesrv
         self.instance_name = instance_name or f"admin-{default_instance_name()}"
         self.options = options or ClientOptions()
-        self._instance: ClientInstance | None = None
+        self._acquired: ClientInstance | None = None
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The started client's connections (:class:`ClientInstance`), for the raw requests no
+        method here covers: ``await admin.instance.call(broker_addr, RequestCode..., header)``,
+        ``call_namesrv``, ``fetch_route``. Raises :class:`ClientStateError` before ``start()``."""
+        return self._instance
 
     # -- cluster and routes ---------------------------------------------------------------
 

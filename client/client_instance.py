@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aiorocketmq.protocol.acl import Credentials, sign
+from aiorocketmq.protocol.admin_requests import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from aiorocketmq.protocol.body import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
@@ -60,10 +64,6 @@ from aiorocketmq.protocol.message import (
     decode_record,
     local_ipv4,
     split_address,
-)
-from aiorocketmq.protocol.operations import (
-    ConsumeMessageDirectlyResultRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
 )
 from aiorocketmq.protocol.tls import client_context
 from aiorocketmq.protocol.transport import Connection, Handler, Signer, connect_with
@@ -167,11 +167,11 @@ class ProducerMember(Protocol):
 
     group: str
 
-    def published_topics(self) -> Iterable[str]: ...
+    def _published_topics(self) -> Iterable[str]: ...
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None: ...
 
-    def check_transaction(
+    def _check_transaction(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
     ) -> None: ...
 
@@ -181,22 +181,22 @@ class ConsumerMember(Protocol):
 
     group: str
 
-    def consumer_data(self) -> ConsumerData: ...
+    def _consumer_data(self) -> ConsumerData: ...
 
-    def subscribed_topics(self) -> Iterable[str]: ...
+    def _subscribed_topics(self) -> Iterable[str]: ...
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None: ...
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None: ...
 
-    async def do_rebalance(self) -> bool:
+    async def _do_rebalance(self) -> bool:
         """Rebalance every subscribed topic; True asks for another round soon."""
         ...
 
-    async def persist_offsets(self) -> None: ...
+    async def _persist_offsets(self) -> None: ...
 
-    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+    def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
     @property
-    def offset_store(self) -> OffsetStore: ...
+    def _offset_store(self) -> OffsetStore: ...
 
 
 async def open_connection(
@@ -523,16 +523,16 @@ class ClientInstance:
             self.brokers[name] = addrs
         if old != route:
             for producer in list(self.producers.values()):
-                producer.route_changed(topic, route)
+                producer._route_changed(topic, route)
             for consumer in list(self.consumers.values()):
-                consumer.route_changed(topic, route)
+                consumer._route_changed(topic, route)
 
     def topics_in_use(self) -> set[str]:
         topics: set[str] = set()
         for producer in self.producers.values():
-            topics.update(producer.published_topics())
+            topics.update(producer._published_topics())
         for consumer in self.consumers.values():
-            topics.update(consumer.subscribed_topics())
+            topics.update(consumer._subscribed_topics())
         return topics
 
     async def refresh_routes(self) -> None:
@@ -600,7 +600,7 @@ class ClientInstance:
         data = HeartbeatData(
             client_id=self.client_id,
             producer_data_set=[ProducerData(group_name=group) for group in self.producers],
-            consumer_data_set=[consumer.consumer_data() for consumer in self.consumers.values()],
+            consumer_data_set=[consumer._consumer_data() for consumer in self.consumers.values()],
         )
         return data.encode()
 
@@ -657,7 +657,7 @@ class ClientInstance:
             again = False
             for consumer in list(self.consumers.values()):
                 try:
-                    again |= await consumer.do_rebalance()
+                    again |= await consumer._do_rebalance()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -667,7 +667,7 @@ class ClientInstance:
 
     async def _persist_offsets(self) -> None:
         for consumer in list(self.consumers.values()):
-            await consumer.persist_offsets()
+            await consumer._persist_offsets()
 
     # -- requests from brokers ------------------------------------------------------------
 
@@ -689,14 +689,14 @@ class ClientInstance:
         if producer is None:
             log.warning("transaction check for unknown producer group %r", group)
             return None
-        producer.check_transaction(conn.address, header, message)
+        producer._check_transaction(conn.address, header, message)
         return None
 
     def _on_reset_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         header = ResetOffsetRequestHeader.from_fields(cmd.ext_fields)
         consumer = self.consumers.get(header.group)
         if consumer is not None and cmd.body:
-            consumer.reset_offsets(header.topic, ResetOffsetBody.decode(cmd.body).offset_table)
+            consumer._reset_offsets(header.topic, ResetOffsetBody.decode(cmd.body).offset_table)
         return None
 
     def _on_running_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -722,7 +722,7 @@ class ClientInstance:
                 f"The Consumer Group <{fields.get('group')}> not exist in this consumer",
             )
         topic = str(fields.get("topic", ""))
-        table = {mq: offset for mq, offset in consumer.offset_store.snapshot().items() if mq.topic == topic}
+        table = {mq: offset for mq, offset in consumer._offset_store.snapshot().items() if mq.topic == topic}
         return cmd.response(body=b'{"messageQueueTable":' + queue_map_json(table) + b"}")
 
     async def _on_consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -213,7 +213,7 @@ class ConcurrentDispatch:
                 msg.reconsume_times += 1
                 failed.append(msg)
         if failed:
-            consumer.instance.spawn(self._consume_later(failed, pq, queue))
+            consumer._instance.spawn(self._consume_later(failed, pq, queue))
         return acked
 
     async def _consume_later(self, messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:

@@ -26,6 +26,11 @@ class ClientLifecycle(ABC):
     @abstractmethod
     async def shutdown(self) -> None: ...
 
+    def _stop_fetching(self) -> None:
+        """Take no new work from the brokers, ahead of a shutdown (see :mod:`.signals`);
+        consumers stop pulling, other clients have nothing to stop."""
+        return None
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
@@ -41,26 +46,26 @@ class InstanceClient(ClientLifecycle):
     ``namesrv`` and ``instance_name``; the subclass's ``__init__`` sets the attributes below."""
 
     #: How error messages name the client ("the admin client") and how to start it.
-    describes: ClassVar[str]
-    started_by: ClassVar[str]
+    _describes: ClassVar[str]
+    _started_by: ClassVar[str]
 
     namesrv: str | Iterable[str] | None
     instance_name: str
     options: ClientOptions
-    _instance: ClientInstance | None
+    _acquired: ClientInstance | None
 
     async def start(self) -> None:
-        if self._instance is not None:
-            raise ClientStateError(f"{self.describes} was already started")
-        self._instance = acquire_instance(self.namesrv, self.instance_name, self.options)
+        if self._acquired is not None:
+            raise ClientStateError(f"{self._describes} was already started")
+        self._acquired = acquire_instance(self.namesrv, self.instance_name, self.options)
 
     async def shutdown(self) -> None:
-        if self._instance is not None:
-            instance, self._instance = self._instance, None
+        if self._acquired is not None:
+            instance, self._acquired = self._acquired, None
             await release_instance(instance)
 
     @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"{self.describes} is not started; use '{self.started_by}'")
-        return self._instance
+    def _instance(self) -> ClientInstance:
+        if self._acquired is None:
+            raise ClientStateError(f"{self._describes} is not started; use '{self._started_by}'")
+        return self._acquired

@@ -137,15 +137,19 @@ class LitePullConsumer(ClientLifecycle):
         self.queue_size_threshold = queue_size_threshold
         self.max_span = max_span
         self.threshold_for_all = threshold_for_all
-        self.pull_interval = 0.0
         self.options = options or ClientOptions()
         default_name = "DEFAULT" if self.model == MessageModel.BROADCASTING else default_instance_name()
         self.instance_name = instance_name or default_name
         self.offset_dir = Path(offset_dir) if offset_dir is not None else default_offset_dir()
-        self.orderly = False
-        self.drops_idle_queues = False
         stamp = to_millis(consume_timestamp) if consume_timestamp is not None else None
-        self.rebalance = Rebalance(self, resolve_strategy(allocation), self.consume_from, stamp)
+        self._rebalance = Rebalance(
+            self,
+            resolve_strategy(allocation),
+            self.consume_from,
+            stamp,
+            orderly=False,
+            drops_idle_queues=False,
+        )
         self._mode: str | None = None  # "subscribe" or "assign"
         self._assign_expressions: dict[str, str] = {}
         self._assigned: list[MessageQueue] = []
@@ -161,9 +165,12 @@ class LitePullConsumer(ClientLifecycle):
         self._handed = 0
         # Streams whose loop may have been left with a span open (held until shutdown ends it).
         self._streams: set[MessageStream[Any]] = set()
-        self._instance: ClientInstance | None = None
-        self._offset_store: OffsetStore | None = None
+        self._acquired: ClientInstance | None = None
+        self._offsets: OffsetStore | None = None
         self._state = ServiceState.CREATED
+        # Handing out messages and pulling: from start() until a stop (stop_on_signals) or
+        # shutdown, whichever comes first.
+        self._open = False
         self._next_auto_commit = 0.0
         #: ``enable_trace``: each hand-out is traced as a consumption (``SubBefore`` and a
         #: successful ``SubAfter``, as RocketMQ's lite pull consumer records its polls).
@@ -186,23 +193,23 @@ class LitePullConsumer(ClientLifecycle):
         check_topic(topic)
         sub = build_sql_subscription(topic, sql) if sql is not None else build_subscription(topic, expression)
         self._set_mode("subscribe")
-        self.rebalance.subscriptions[topic] = sub
+        self._rebalance.subscriptions[topic] = sub
         self._tags[topic] = None if sql is not None else tag_filter(parse_tags(expression))
         if self._state is _RUNNING:
-            self.instance.spawn(self._subscription_changed(topic))
+            self._instance.spawn(self._subscription_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
-        self.rebalance.subscriptions.pop(topic, None)
+        self._rebalance.subscriptions.pop(topic, None)
         self._tags.pop(topic, None)
         if self._state is _RUNNING:
-            self.instance.spawn(self._subscription_changed(topic))
+            self._instance.spawn(self._subscription_changed(topic))
 
     async def _subscription_changed(self, topic: str) -> None:
-        if topic in self.rebalance.subscriptions:
+        if topic in self._rebalance.subscriptions:
             with contextlib.suppress(MQError):
-                await self.instance.update_route(topic)
-        await self.instance.send_heartbeat()
-        self.instance.rebalance_soon()
+                await self._instance.update_route(topic)
+        await self._instance.send_heartbeat()
+        self._instance.rebalance_soon()
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = SUBSCRIBE_ALL) -> None:
         """Consume exactly ``queues`` (no rebalance), keeping messages whose tag matches
@@ -217,7 +224,7 @@ class LitePullConsumer(ClientLifecycle):
             self._tags[queue.topic] = tag_filter(parse_tags(expression))
         self._assigned = queues
         if self._state is _RUNNING:
-            self.instance.spawn(self._apply_assignment())
+            self._instance.spawn(self._apply_assignment())
 
     async def _apply_assignment(self) -> None:
         wanted = set(self._assigned)
@@ -225,10 +232,10 @@ class LitePullConsumer(ClientLifecycle):
             await self._drop_queue(queue, persist=True)
         for queue in self._assigned:
             if queue not in self._states:
-                await self.instance.find_broker_addr(queue.broker_name, topic=queue.topic)
-                offset = await self.rebalance.start_offset(queue)
-                self.rebalance.process_queues[queue] = pq = ProcessQueue()
-                self.queue_added(queue, pq, offset)
+                await self._instance.find_broker_addr(queue.broker_name, topic=queue.topic)
+                offset = await self._rebalance.start_offset(queue)
+                self._rebalance.process_queues[queue] = pq = ProcessQueue()
+                self._queue_added(queue, pq, offset)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -237,17 +244,17 @@ class LitePullConsumer(ClientLifecycle):
         return self._state
 
     @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
+    def _instance(self) -> ClientInstance:
+        if self._acquired is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
             raise ClientStateError(
                 f"consumer {self.group!r} is not running; use 'async with LitePullConsumer(...)' or 'await start()'"
             )
-        return self._instance
+        return self._acquired
 
     @property
-    def offset_store(self) -> OffsetStore:
-        assert self._offset_store is not None
-        return self._offset_store
+    def _offset_store(self) -> OffsetStore:
+        assert self._offsets is not None
+        return self._offsets
 
     async def start(self) -> None:
         if self._state is not ServiceState.CREATED:
@@ -256,35 +263,36 @@ class LitePullConsumer(ClientLifecycle):
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
-                self._offset_store = LocalFileOffsetStore(self.offset_dir, instance.client_id, self.group)
+                self._offsets = LocalFileOffsetStore(self.offset_dir, instance.client_id, self.group)
             else:
-                self._offset_store = RemoteOffsetStore(instance, self.group)
-            await self._offset_store.load()
+                self._offsets = RemoteOffsetStore(instance, self.group)
+            await self._offsets.load()
             instance.register_consumer(self)
         except BaseException:
             self._state = ServiceState.CREATED
             await release_instance(instance)
             raise
-        self._instance = instance
+        self._acquired = instance
         if self.enable_trace:
             trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
             await trace.start()
             self._trace = trace
         self._state = _RUNNING
+        self._open = True
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
-        for topic in list(self.rebalance.subscriptions):
+        for topic in list(self._rebalance.subscriptions):
             try:
                 await instance.update_route(topic)
             except MQError as exc:
                 log.warning("consumer %s: no route for %s yet: %s", self.group, topic, exc)
         try:
-            await check_in_brokers(instance, self.group, list(self.rebalance.subscriptions.values()))
+            await check_in_brokers(instance, self.group, list(self._rebalance.subscriptions.values()))
         except BaseException:
             await self.shutdown()
             raise
         await instance.send_heartbeat()
         if self._mode == "subscribe":
-            if await self.rebalance.run():
+            if await self._rebalance.run():
                 instance.rebalance_soon()
         elif self._mode == "assign":
             await self._apply_assignment()
@@ -296,10 +304,11 @@ class LitePullConsumer(ClientLifecycle):
         if self.auto_commit:
             self._commit_memory()
         self._state = ServiceState.SHUTTING_DOWN
+        self._open = False
         self._buffer.put_nowait(None)
         for stream in list(self._streams):
             await stream.aclose()
-        instance = self.instance
+        instance = self._instance
         tasks = [state.task for state in self._states.values() if state.task is not None]
         for task in tasks:
             task.cancel()
@@ -307,12 +316,24 @@ class LitePullConsumer(ClientLifecycle):
         queues = list(self._states)
         for state in self._states.values():
             state.pq.dropped = True
-        await self.offset_store.persist_all(queues, wait=True)
+        await self._offset_store.persist_all(queues, wait=True)
         await instance.unregister_consumer(self.group)
         self._state = ServiceState.SHUT_DOWN
         if self._trace is not None:
             await self._trace.shutdown()
         await release_instance(instance)
+
+    def _stop_fetching(self) -> None:
+        """Hand nothing out any more (iterations end at their next step, polls return ``[]``)
+        and stop pulling; what was handed out stays consumed, what was pulled but not handed
+        out is not, and comes again to whoever owns the queue next. ``shutdown`` follows."""
+        if not self._open:
+            return
+        self._open = False
+        self._buffer.put_nowait(None)  # wake the waiting polls and iterations
+        for state in self._states.values():
+            if state.task is not None:
+                state.task.cancel()
 
     # -- polling --------------------------------------------------------------------------
 
@@ -325,10 +346,13 @@ class LitePullConsumer(ClientLifecycle):
         timeout = self.poll_timeout if timeout is None else timeout
         if timeout < 0:
             raise ValueError("timeout must not be negative")
+        if not self._open:
+            return []  # stopped: shutdown comes next
         return await self._take(None, timeout)
 
     def __aiter__(self) -> MessageStream[MessageExt]:
-        """``async for msg in consumer``: every message, one at a time, until shutdown."""
+        """``async for msg in consumer``: every message, one at a time, until shutdown (or a
+        stop by :func:`~aiorocketmq.client.stop_on_signals`)."""
         return MessageStream(self, None)
 
     @overload
@@ -350,8 +374,8 @@ class LitePullConsumer(ClientLifecycle):
         by earlier calls, which the application has come back from."""
         if self._handed >= YIELD_AFTER:
             await self._give_loop_a_turn()
-            if self._state is not _RUNNING:
-                return []  # shut down meanwhile: what is left is handed out after a restart
+            if not self._open:
+                return []  # stopped or shut down meanwhile: what is left is handed out after a restart
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._commit_memory()
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval
@@ -420,7 +444,7 @@ class LitePullConsumer(ClientLifecycle):
     # -- offsets --------------------------------------------------------------------------
 
     def _commit_memory(self) -> None:
-        store = self.offset_store
+        store = self._offset_store
         for queue, state in self._states.items():
             if state.consume_offset >= 0 and not state.pq.dropped:
                 store.update(queue, state.consume_offset, increase_only=False)
@@ -428,7 +452,7 @@ class LitePullConsumer(ClientLifecycle):
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Commit what :meth:`poll` has returned so far (or exactly ``offsets``: queue -> next
         offset to consume) and write it to the brokers (the local file when broadcasting)."""
-        store = self.offset_store if self._state is _RUNNING else None
+        store = self._offset_store if self._state is _RUNNING else None
         if store is None:
             raise ClientStateError(f"consumer {self.group!r} is not running")
         if offsets is None:
@@ -444,7 +468,7 @@ class LitePullConsumer(ClientLifecycle):
         """The offset stored for ``queue`` (on its broker, or in the local file); -1 if none."""
         if self._state is not _RUNNING:
             raise ClientStateError(f"consumer {self.group!r} is not running")
-        return await self.offset_store.read_store(queue)
+        return await self._offset_store.read_store(queue)
 
     def _require_assigned(self, queue: MessageQueue) -> _QueueState:
         state = self._states.get(queue)
@@ -462,17 +486,17 @@ class LitePullConsumer(ClientLifecycle):
             state.task.cancel()
         state.pq.dropped = True
         pq = ProcessQueue()
-        if self.rebalance.process_queues.get(queue) is not None:
-            self.rebalance.process_queues[queue] = pq
+        if self._rebalance.process_queues.get(queue) is not None:
+            self._rebalance.process_queues[queue] = pq
         new = _QueueState(queue, pq, next_offset=offset, consume_offset=offset)
         self._states[queue] = new
         new.task = self._spawn_pull(queue, new)
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:
-        self.seek(queue, await queue_offset(self.instance, queue, RequestCode.GET_MIN_OFFSET))
+        self.seek(queue, await queue_offset(self._instance, queue, RequestCode.GET_MIN_OFFSET))
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
-        self.seek(queue, await queue_offset(self.instance, queue, RequestCode.GET_MAX_OFFSET))
+        self.seek(queue, await queue_offset(self._instance, queue, RequestCode.GET_MAX_OFFSET))
 
     def pause(self, queues: Iterable[MessageQueue]) -> None:
         """Stop pulling these queues until :meth:`resume` (already pulled messages still poll)."""
@@ -501,44 +525,44 @@ class LitePullConsumer(ClientLifecycle):
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` (to pass to :meth:`assign`)."""
-        route = await self.instance.update_route(topic)
+        route = await self._instance.update_route(topic)
         return sorted(subscribe_queues(topic, route))
 
     # -- client instance and rebalance callbacks ------------------------------------------
 
-    def consumer_data(self) -> ConsumerData:
+    def _consumer_data(self) -> ConsumerData:
         return ConsumerData(
             group_name=self.group,
             consume_type=ConsumeType.CONSUME_ACTIVELY,
             message_model=self.model,
             consume_from_where=self.consume_from.wire,
-            subscription_data_set=list(self.rebalance.subscriptions.values()),
+            subscription_data_set=list(self._rebalance.subscriptions.values()),
         )
 
-    def subscribed_topics(self) -> Iterable[str]:
-        return list(self.rebalance.subscriptions) + [q.topic for q in self._assigned]
+    def _subscribed_topics(self) -> Iterable[str]:
+        return list(self._rebalance.subscriptions) + [q.topic for q in self._assigned]
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self.rebalance.subscriptions:
-            self.rebalance.topic_queues[topic] = subscribe_queues(topic, route)
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._rebalance.subscriptions:
+            self._rebalance.topic_queues[topic] = subscribe_queues(topic, route)
 
-    async def do_rebalance(self) -> bool:
-        if self._state is not _RUNNING or self._mode != "subscribe":
+    async def _do_rebalance(self) -> bool:
+        if not self._open or self._mode != "subscribe":
             return False
-        return await self.rebalance.run()
+        return await self._rebalance.run()
 
-    async def persist_offsets(self) -> None:
+    async def _persist_offsets(self) -> None:
         if self._state is _RUNNING:
-            await self.offset_store.persist_all(list(self._states))
+            await self._offset_store.persist_all(list(self._states))
 
-    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+    def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         for queue, offset in offsets.items():
             if queue in self._states:
                 self.seek(queue, offset)
 
-    def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self._state is not _RUNNING:
-            # A rebalance that began before shutdown may finish after it: no new pulls then.
+    def _queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if not self._open:
+            # A rebalance that began before a stop may finish after it: no new pulls then.
             pq.dropped = True
             return
         old = self._states.get(queue)
@@ -548,27 +572,27 @@ class LitePullConsumer(ClientLifecycle):
         self._states[queue] = state
         state.task = self._spawn_pull(queue, state)
 
-    async def queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
+    async def _queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
         await self._drop_queue(queue, persist=True)
         return True
 
     async def _drop_queue(self, queue: MessageQueue, *, persist: bool) -> None:
         state = self._states.pop(queue, None)
-        self.rebalance.process_queues.pop(queue, None)
+        self._rebalance.process_queues.pop(queue, None)
         if state is None:
             return
         state.pq.dropped = True
         if state.task is not None:
             state.task.cancel()
-        store = self.offset_store
+        store = self._offset_store
         if self.auto_commit and state.consume_offset >= 0:
             store.update(queue, state.consume_offset, increase_only=False)
         if persist:
             await store.persist(queue)
         store.remove(queue)
 
-    async def assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None:
-        await self.instance.send_heartbeat()
+    async def _assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None:
+        await self._instance.send_heartbeat()
 
     # -- pulling --------------------------------------------------------------------------
 
@@ -583,22 +607,22 @@ class LitePullConsumer(ClientLifecycle):
 
     # -- the pull loop's questions (see pull_loop.PullingConsumer) --------------------------
 
-    def pulling(self) -> bool:
-        return self._state is _RUNNING
+    def _pulling(self) -> bool:
+        return self._open
 
-    def is_paused(self, queue: MessageQueue) -> bool:
+    def _is_paused(self, queue: MessageQueue) -> bool:
         return queue in self._paused
 
-    def over_limits(self, pulled: PulledQueue) -> bool:
+    def _over_limits(self, pulled: PulledQueue) -> bool:
         return (
             self._buffer.qsize() * self.pull_batch_size > self.threshold_for_all
             or pulled.pq.max_span > self.max_span
         )
 
-    def next_pull(self, pulled: PulledQueue) -> PullRequest | None:
+    def _next_pull(self, pulled: PulledQueue) -> PullRequest | None:
         topic = pulled.queue.topic
         if self._mode == "subscribe":
-            sub = self.rebalance.subscriptions.get(topic)
+            sub = self._rebalance.subscriptions.get(topic)
             if sub is None:
                 return None
             expression = sub.sub_string
@@ -616,20 +640,20 @@ class LitePullConsumer(ClientLifecycle):
             tags=self._tags.get(topic),
         )
 
-    def started(self, pulled: PulledQueue) -> None:
+    def _started(self, pulled: PulledQueue) -> None:
         assert isinstance(pulled, _QueueState)
         if pulled.consume_offset < 0:
             pulled.consume_offset = pulled.next_offset
 
-    def deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
+    def _deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
         self._buffer.put_nowait(_Batch(pulled.queue, pulled.pq, messages))
 
-    def caught_up(self, pulled: PulledQueue, offset: int) -> None:
+    def _caught_up(self, pulled: PulledQueue, offset: int) -> None:
         # Nothing waiting and nothing (matching) up to here: consumption reached it.
         assert isinstance(pulled, _QueueState)
         pulled.consume_offset = max(pulled.consume_offset, offset)
 
-    def offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
+    def _offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
         # Unlike the push consumer, go on at once from where the broker says.
         assert isinstance(pulled, _QueueState)
         if pulled.pq.count == 0:
@@ -672,7 +696,7 @@ class MessageStream(Generic[_T]):
         if self._batch_size is None:
             # The common step, kept lean: the next message of a batch handed out in part.
             batch = consumer._carry
-            if batch is not None and consumer._state is _RUNNING and not batch.pq.dropped:
+            if batch is not None and consumer._open and not batch.pq.dropped:
                 messages = batch.messages
                 at = consumer._carry_at
                 if at + 1 < len(messages):
@@ -688,7 +712,7 @@ class MessageStream(Generic[_T]):
                     return msg  # type: ignore[return-value]
         limit = 1 if self._batch_size is None else self._batch_size
         while True:
-            if consumer._state is not _RUNNING:
+            if not consumer._open:
                 consumer._streams.discard(self)
                 raise StopAsyncIteration
             messages = await consumer._take(limit, consumer.poll_timeout)

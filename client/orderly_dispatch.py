@@ -72,7 +72,7 @@ class OrderlyDispatch:
             task.add_done_callback(self._tasks.discard)
 
     async def _renew_locks(self) -> None:
-        rebalance = self.consumer.rebalance
+        rebalance = self.consumer._rebalance
         await asyncio.sleep(1.0)
         while True:
             await rebalance.lock_all()
@@ -85,7 +85,7 @@ class OrderlyDispatch:
         while not pq.dropped and consumer.state is ServiceState.RUNNING:
             if clustering and (not pq.locked or pq.lock_expired):
                 await asyncio.sleep(0.01)
-                if not await consumer.rebalance.lock(queue, pq):
+                if not await consumer._rebalance.lock(queue, pq):
                     await asyncio.sleep(3.0)
                 continue
             if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY:
@@ -123,7 +123,7 @@ class OrderlyDispatch:
         """Orderly failure: True when the batch is to be consumed again here; messages past
         ``max_reconsume_times`` go to the dead-letter queue instead."""
         consumer = self.consumer
-        limit = consumer.max_reconsume
+        limit = consumer._max_reconsume
         suspend = False
         for msg in messages:
             if msg.reconsume_times >= limit:

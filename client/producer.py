@@ -63,7 +63,7 @@ from .client_instance import (
     default_instance_name,
     release_instance,
 )
-from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError
+from .errors import ClientError, ClientStateError, NoRouteError, SendFailedError, summarize_causes
 from .lifecycle import ClientLifecycle
 from .request_reply import ReplyCallback, create_reply_message, is_reply, request, request_with_callback
 from .routing import LatencyFaults, PublishInfo, clamp_default_route
@@ -188,8 +188,8 @@ class Producer(ClientLifecycle):
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self.options = options or ClientOptions()
-        self.faults = LatencyFaults() if latency_fault_tolerance else None
-        self._instance: ClientInstance | None = None
+        self._faults = LatencyFaults() if latency_fault_tolerance else None
+        self._acquired: ClientInstance | None = None
         self._publish: dict[str, PublishInfo] = {}
         self._checked_topics: set[str] = set()
         #: topic -> the V2 header map each single (batch) send to it starts from.
@@ -219,7 +219,7 @@ class Producer(ClientLifecycle):
         """A producer that rides on ``instance`` without registering a group (used by
         consumers to re-send messages to a retry topic when send-back fails)."""
         producer = cls(group, instance.namesrv_addrs, instance_name="internal")
-        producer._instance = instance
+        producer._acquired = instance
         producer._registered = False
         producer._state = ServiceState.RUNNING
         return producer
@@ -234,7 +234,7 @@ class Producer(ClientLifecycle):
         except BaseException:
             await release_instance(instance)
             raise
-        self._instance = instance
+        self._acquired = instance
         self._state = ServiceState.RUNNING
         await instance.send_heartbeat()
         if self.enable_trace:
@@ -250,7 +250,7 @@ class Producer(ClientLifecycle):
             # What waits in batches goes out first, while the producer can still send.
             await self._batcher.close()
         self._state = ServiceState.SHUTTING_DOWN
-        instance = self._instance
+        instance = self._acquired
         assert instance is not None
         try:
             if self._trace is not None:
@@ -262,14 +262,14 @@ class Producer(ClientLifecycle):
             self._state = ServiceState.SHUT_DOWN
 
     @property
-    def instance(self) -> ClientInstance:
-        if self._state is not ServiceState.RUNNING or self._instance is None:
+    def _instance(self) -> ClientInstance:
+        if self._state is not ServiceState.RUNNING or self._acquired is None:
             created = self._state in (ServiceState.CREATED, ServiceState.STARTING)
             state = "is not started" if created else "has been shut down"
             raise ClientStateError(
                 f"producer {self.group!r} {state}; use 'async with Producer(...)' or 'await producer.start()'"
             )
-        return self._instance
+        return self._acquired
 
     @property
     def state(self) -> ServiceState:
@@ -277,14 +277,14 @@ class Producer(ClientLifecycle):
 
     @property
     def client_id(self) -> str:
-        return self.instance.client_id
+        return self._instance.client_id
 
     # -- client instance callbacks --------------------------------------------------------
 
-    def published_topics(self) -> Iterable[str]:
+    def _published_topics(self) -> Iterable[str]:
         return list(self._publish)
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None:
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
         old = self._publish.get(topic)
         if old is not None:
             info = PublishInfo.from_route(topic, route)
@@ -292,7 +292,7 @@ class Producer(ClientLifecycle):
             if info.ok or old.own_route:
                 self._publish[topic] = info
 
-    def check_transaction(
+    def _check_transaction(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
     ) -> None:
         log.warning("producer %s got a transaction check but is not a TransactionProducer", self.group)
@@ -303,7 +303,7 @@ class Producer(ClientLifecycle):
         info = self._publish.get(topic)
         if info is not None and info.ok:
             return info
-        instance = self.instance
+        instance = self._instance
         self._publish.setdefault(topic, PublishInfo(topic, [], own_route=False))
         try:
             route = await instance.update_route(topic)
@@ -377,7 +377,7 @@ class Producer(ClientLifecycle):
         props = msg.properties
         uniq = props.get(_UNIQ_KEY)
         if uniq is None:
-            uniq = props[_UNIQ_KEY] = self.instance.unique_ids.next_id()
+            uniq = props[_UNIQ_KEY] = self._instance.unique_ids.next_id()
         body = msg.body
         if len(body) >= self.compress_threshold:
             body = compress_body(body)
@@ -412,7 +412,7 @@ class Producer(ClientLifecycle):
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
-        prepared = prepare_batch(messages, topic, self.max_message_size, self.instance.unique_ids)
+        prepared = prepare_batch(messages, topic, self.max_message_size, self._instance.unique_ids)
         if prepared is None:
             raise self._batch_error(messages, topic)
         body, ids = prepared
@@ -455,7 +455,7 @@ class Producer(ClientLifecycle):
             handle = RecallHandle.decode(recall_handle)
         except ProtocolError as exc:
             raise ClientError(str(exc)) from None
-        instance = self.instance
+        instance = self._instance
         await self._publish_info(topic)
         ids = instance.brokers.get(handle.broker_name)
         addr = ids.get(0) if ids else None
@@ -527,7 +527,7 @@ class Producer(ClientLifecycle):
         result = await sending
         trace = self._trace
         if trace is not None:
-            addrs = self.instance.brokers.get(result.queue.broker_name)
+            addrs = self._instance.brokers.get(result.queue.broker_name)
             trace.sent(self.group, messages, result, began, addrs.get(0) if addrs else None)
         return result
 
@@ -636,7 +636,7 @@ class Producer(ClientLifecycle):
         fixed = await self._fixed_queue(msg.topic, shard_key, queue)
         if fixed is None:
             fixed = (await self._publish_info(msg.topic)).select()
-        instance = self.instance
+        instance = self._instance
         fields[_QUEUE_ID] = fixed.queue_id
         addr = await instance.find_broker_addr(fixed.broker_name, topic=msg.topic)
         await instance.oneway(addr, _SEND_V2, fields, body)
@@ -651,7 +651,7 @@ class Producer(ClientLifecycle):
         fixed: MessageQueue | None,
         timeout: float | None,
     ) -> SendResult:
-        instance = self.instance
+        instance = self._instance
         budget = self.send_timeout if timeout is None else timeout
         start = time.monotonic()
         deadline = start + budget
@@ -660,8 +660,10 @@ class Producer(ClientLifecycle):
         ride_out = fixed is None and self.retries > 0
         info = None if fixed is not None else await self._publish_info(topic)
         brokers = instance.brokers
-        faults = self.faults
+        faults = self._faults
         errors: list[BaseException] = []
+        #: the broker each attempt in ``errors`` was aimed at
+        aimed: list[str | None] = []
         failed: set[str] = set()
         last_broker: str | None = None
         backoff = RETRY_BACKOFF
@@ -682,6 +684,7 @@ class Producer(ClientLifecycle):
                 room = deadline - time.monotonic() - RETRY_BACKOFF
                 if room <= 0:
                     errors.append(TimeoutError(f"send to {topic!r} ran out of its {budget:g}s budget"))
+                    aimed.append(None)
                     break
                 await asyncio.sleep(min(backoff, room))
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX)
@@ -690,6 +693,7 @@ class Producer(ClientLifecycle):
             remaining = deadline - began
             if remaining <= 0:
                 errors.append(TimeoutError(f"send to {topic!r} ran out of its {budget:g}s budget"))
+                aimed.append(None)
                 break
             ids = brokers.get(mq.broker_name)
             addr = ids.get(0) if ids else None
@@ -721,6 +725,7 @@ class Producer(ClientLifecycle):
                 if not error.retriable:
                     raise error
             errors.append(error)
+            aimed.append(mq.broker_name)
             failed.add(mq.broker_name)
             if info is not None:
                 self._refresh_route_soon(topic)
@@ -728,9 +733,10 @@ class Producer(ClientLifecycle):
             if len(errors) >= attempts and not (ride_out and unreachable):
                 break
         cost = time.monotonic() - start
-        error_text = "; ".join(str(e) for e in errors) or "no attempt could be made"
+        tries = sum(where is not None for where in aimed)
+        causes = summarize_causes(zip(aimed, errors, strict=True)) or "no attempt could be made"
         failure = SendFailedError(
-            f"send to {topic!r} failed after {len(errors)} attempt(s) in {cost:.3f}s: {error_text}", errors
+            f"send to {topic!r} failed after {tries} attempt(s) in {cost:.3f}s: {causes}", errors, aimed
         )
         raise failure from (errors[-1] if errors else None)
 
@@ -740,11 +746,11 @@ class Producer(ClientLifecycle):
         if topic in self._refreshing:
             return
         self._refreshing.add(topic)
-        self.instance.spawn(self._refresh_route(topic))
+        self._instance.spawn(self._refresh_route(topic))
 
     async def _refresh_route(self, topic: str) -> None:
         try:
-            await self.instance.update_route(topic)
+            await self._instance.update_route(topic)
         except MQError as exc:
             log.debug("route refresh of %s after a failed send: %s", topic, exc)
         finally:
@@ -838,7 +844,7 @@ class TransactionProducer(Producer):
     async def _end_transaction(
         self, msg: Message, result: SendResult, state: TransactionState, error: BaseException | None
     ) -> None:
-        instance = self.instance
+        instance = self._instance
         addr = await instance.find_broker_addr(result.queue.broker_name, topic=result.queue.topic)
         _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         header = EndTransactionRequestHeader(
@@ -860,10 +866,10 @@ class TransactionProducer(Producer):
                 self.group, msg, result.msg_id, header.transaction_id, _TRACE_STATES[state], addr, False
             )
 
-    def check_transaction(
+    def _check_transaction(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
     ) -> None:
-        self.instance.spawn(self._answer_check(broker_addr, header, message))
+        self._instance.spawn(self._answer_check(broker_addr, header, message))
 
     async def _answer_check(
         self, broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
@@ -884,7 +890,7 @@ class TransactionProducer(Producer):
             transaction_id=header.transaction_id or uniq,
         )
         try:
-            await self.instance.oneway(broker_addr, RequestCode.END_TRANSACTION, answer)
+            await self._instance.oneway(broker_addr, RequestCode.END_TRANSACTION, answer)
         except MQError as exc:
             log.warning("answering the transaction check of %s failed: %s", uniq, exc)
             return

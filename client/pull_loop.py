@@ -88,6 +88,8 @@ class PullRequest:
     #: The expression's type when it is not a tag expression (``"SQL92"``).
     expression_type: str | None = None
     tags: frozenset[str] | None = None
+    #: Pause between this pull's answer and the next pull (0: none).
+    interval: float = 0.0
 
 
 @dataclass(eq=False, slots=True)
@@ -105,48 +107,46 @@ class PullingConsumer(Protocol):
     """What the pull loop asks of the consumer that owns the queue."""
 
     group: str
-    rebalance: Rebalance
+    _rebalance: Rebalance
     #: Flow control: a queue holding more messages, or more body bytes, waits.
     queue_threshold: int
     queue_size_threshold: int
-    #: Pause between one pull's answer and the next pull (0: none).
-    pull_interval: float
 
     @property
-    def instance(self) -> ClientInstance: ...
+    def _instance(self) -> ClientInstance: ...
 
-    def pulling(self) -> bool:
+    def _pulling(self) -> bool:
         """Whether the consumer is still running its pulls."""
         ...
 
-    def is_paused(self, queue: MessageQueue) -> bool:
+    def _is_paused(self, queue: MessageQueue) -> bool:
         """Suspended by the application (``pause``), until ``resume``."""
         ...
 
-    def over_limits(self, pulled: PulledQueue) -> bool:
+    def _over_limits(self, pulled: PulledQueue) -> bool:
         """Flow control beyond the count and size limits (offset span, a shared buffer)."""
         ...
 
-    def next_pull(self, pulled: PulledQueue) -> PullRequest | None:
+    def _next_pull(self, pulled: PulledQueue) -> PullRequest | None:
         """The next pull's parameters; None when the queue cannot be pulled now (no lock,
         no subscription): the loop looks again a little later."""
         ...
 
-    def started(self, pulled: PulledQueue) -> None:
+    def _started(self, pulled: PulledQueue) -> None:
         """The start offset was found (``pulled.next_offset``)."""
         ...
 
-    def deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
+    def _deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
         """Pulled messages, already in the process queue (``dispatch``: what
         :meth:`ProcessQueue.put` answered)."""
         ...
 
-    def caught_up(self, pulled: PulledQueue, offset: int) -> None:
+    def _caught_up(self, pulled: PulledQueue, offset: int) -> None:
         """Nothing waits in the process queue and nothing (matching) is stored below
         ``offset``: consumption has reached it."""
         ...
 
-    def offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
+    def _offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
         """The pulled offset is outside the queue; the broker says ``offset``. True to go on
         pulling from there, False to end this loop (the consumer takes it from here)."""
         ...
@@ -155,19 +155,19 @@ class PullingConsumer(Protocol):
 def over_flow_limits(owner: PullingConsumer, pulled: PulledQueue) -> bool:
     pq = pulled.pq
     return (
-        pq.count > owner.queue_threshold or pq.size > owner.queue_size_threshold or owner.over_limits(pulled)
+        pq.count > owner.queue_threshold or pq.size > owner.queue_size_threshold or owner._over_limits(pulled)
     )
 
 
 async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
     """Pull ``pulled.queue`` until its process queue is dropped or the consumer stops."""
-    instance = owner.instance
+    instance = owner._instance
     group = owner.group
     queue = pulled.queue
     pq = pulled.pq
-    while not pq.dropped and owner.pulling():
+    while not pq.dropped and owner._pulling():
         pq.last_pull_time = time.monotonic()
-        if owner.is_paused(queue):
+        if owner._is_paused(queue):
             await asyncio.sleep(PULL_DELAY_WHEN_PAUSED)
             continue
         if over_flow_limits(owner, pulled):
@@ -177,13 +177,13 @@ async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
                 await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL)
             continue
         if pulled.next_offset < 0:
-            offset = await owner.rebalance.start_offset(queue)
+            offset = await owner._rebalance.start_offset(queue)
             if offset < 0:
                 await asyncio.sleep(PULL_DELAY_ON_ERROR)
                 continue
             pulled.next_offset = offset
-            owner.started(pulled)
-        request = owner.next_pull(pulled)
+            owner._started(pulled)
+        request = owner._next_pull(pulled)
         if request is None:
             await asyncio.sleep(PULL_DELAY_WHEN_NOT_READY)
             continue
@@ -230,9 +230,9 @@ async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
             # is consumed, progress may reach next_offset.
             pq.pulled_up_to(next_offset)
             if messages:
-                owner.deliver(pulled, messages, pq.put(messages))
+                owner._deliver(pulled, messages, pq.put(messages))
             elif pq.count == 0:
-                owner.caught_up(pulled, next_offset)
+                owner._caught_up(pulled, next_offset)
         elif status is _OFFSET_ILLEGAL:
             log.warning(
                 "%s: offset %d of %s is outside the queue; continuing from %d",
@@ -241,11 +241,11 @@ async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
                 queue,
                 next_offset,
             )
-            if not owner.offset_moved(pulled, next_offset):
+            if not owner._offset_moved(pulled, next_offset):
                 return
         elif pq.count == 0:
             # Nothing (or nothing matching) up to next_offset: progress may skip ahead.
-            owner.caught_up(pulled, next_offset)
+            owner._caught_up(pulled, next_offset)
         pulled.next_offset = next_offset
-        if owner.pull_interval:
-            await asyncio.sleep(owner.pull_interval)
+        if request.interval:
+            await asyncio.sleep(request.interval)

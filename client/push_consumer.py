@@ -176,16 +176,24 @@ class PushConsumer(ClientLifecycle):
         default_name = "DEFAULT" if self.model == MessageModel.BROADCASTING else default_instance_name()
         self.instance_name = instance_name or default_name
         self.offset_dir = Path(offset_dir) if offset_dir is not None else default_offset_dir()
-        self.drops_idle_queues = True
         stamp = to_millis(consume_timestamp) if consume_timestamp is not None else None
-        self.rebalance = Rebalance(self, resolve_strategy(allocation), self.consume_from, stamp)
+        self._rebalance = Rebalance(
+            self,
+            resolve_strategy(allocation),
+            self.consume_from,
+            stamp,
+            orderly=orderly,
+            drops_idle_queues=True,
+        )
         self._tags: dict[str, frozenset[str] | None] = {}
         self._listener: Listener | None = None
         self._listener_is_async = False
-        self._instance: ClientInstance | None = None
-        self._offset_store: OffsetStore | None = None
+        self._acquired: ClientInstance | None = None
+        self._offsets: OffsetStore | None = None
         self._state = ServiceState.CREATED
         self._paused = False
+        # Set by a stop (stop_on_signals): pull no more, only finish what was pulled.
+        self._stopping = False
         self._retry_topic = retry_topic(group)
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._dispatch: ConcurrentDispatch | OrderlyDispatch = (
@@ -214,23 +222,23 @@ class PushConsumer(ClientLifecycle):
         else:
             sub = build_subscription(topic, expression)
             self._tags[topic] = tag_filter(parse_tags(expression))
-        self.rebalance.subscriptions[topic] = sub
+        self._rebalance.subscriptions[topic] = sub
         if self._state is _RUNNING:
-            self.instance.spawn(self._subscription_changed(topic))
+            self._instance.spawn(self._subscription_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``; its queues are released at the next rebalance."""
-        self.rebalance.subscriptions.pop(topic, None)
+        self._rebalance.subscriptions.pop(topic, None)
         self._tags.pop(topic, None)
         if self._state is _RUNNING:
-            self.instance.spawn(self._subscription_changed(topic))
+            self._instance.spawn(self._subscription_changed(topic))
 
     async def _subscription_changed(self, topic: str) -> None:
-        if topic in self.rebalance.subscriptions:
+        if topic in self._rebalance.subscriptions:
             with contextlib.suppress(MQError):
-                await self.instance.update_route(topic)
-        await self.instance.send_heartbeat()
-        self.instance.rebalance_soon()
+                await self._instance.update_route(topic)
+        await self._instance.send_heartbeat()
+        self._instance.rebalance_soon()
 
     def listener(self, fn: Listener) -> Listener:
         """Register the listener (usable as a decorator): ``async def f(messages) -> ConsumeResult``.
@@ -250,19 +258,19 @@ class PushConsumer(ClientLifecycle):
         return self._state
 
     @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
+    def _instance(self) -> ClientInstance:
+        if self._acquired is None or self._state not in (_RUNNING, ServiceState.SHUTTING_DOWN):
             raise ClientStateError(f"consumer {self.group!r} is not running")
-        return self._instance
+        return self._acquired
 
     @property
-    def offset_store(self) -> OffsetStore:
-        assert self._offset_store is not None
-        return self._offset_store
+    def _offset_store(self) -> OffsetStore:
+        assert self._offsets is not None
+        return self._offsets
 
     @property
     def client_id(self) -> str:
-        return self.instance.client_id
+        return self._instance.client_id
 
     async def start(self) -> None:
         if self._state is not ServiceState.CREATED:
@@ -271,25 +279,25 @@ class PushConsumer(ClientLifecycle):
             raise ClientStateError(
                 f"consumer {self.group!r} has no listener; register one with @consumer.listener"
             )
-        if not self.rebalance.subscriptions:
+        if not self._rebalance.subscriptions:
             raise ClientStateError(f"consumer {self.group!r} subscribes to nothing; call subscribe() first")
         if self.model == MessageModel.CLUSTERING:
-            self.rebalance.subscriptions[self._retry_topic] = build_subscription(self._retry_topic)
+            self._rebalance.subscriptions[self._retry_topic] = build_subscription(self._retry_topic)
             self._tags[self._retry_topic] = None
         self._state = ServiceState.STARTING
         instance = acquire_instance(self.namesrv, self.instance_name, self.options)
         try:
             if self.model == MessageModel.BROADCASTING:
-                self._offset_store = LocalFileOffsetStore(self.offset_dir, instance.client_id, self.group)
+                self._offsets = LocalFileOffsetStore(self.offset_dir, instance.client_id, self.group)
             else:
-                self._offset_store = RemoteOffsetStore(instance, self.group)
-            await self._offset_store.load()
+                self._offsets = RemoteOffsetStore(instance, self.group)
+            await self._offsets.load()
             instance.register_consumer(self)
         except BaseException:
             self._state = ServiceState.CREATED
             await release_instance(instance)
             raise
-        self._instance = instance
+        self._acquired = instance
         if self.enable_trace:
             trace = TraceDispatcher(self.namesrv, self.options, self.trace_topic)
             await trace.start()
@@ -297,14 +305,14 @@ class PushConsumer(ClientLifecycle):
         self._state = _RUNNING
         if not self.orderly:
             self._dispatch.start()
-        for topic in list(self.rebalance.subscriptions):
+        for topic in list(self._rebalance.subscriptions):
             try:
                 await instance.update_route(topic)
             except MQError as exc:
                 if topic != self._retry_topic:
                     log.warning("consumer %s: no route for %s yet: %s", self.group, topic, exc)
         try:
-            await check_in_brokers(instance, self.group, list(self.rebalance.subscriptions.values()))
+            await check_in_brokers(instance, self.group, list(self._rebalance.subscriptions.values()))
         except BaseException:
             await self.shutdown()
             raise
@@ -315,13 +323,13 @@ class PushConsumer(ClientLifecycle):
                 await instance.update_route(self._retry_topic)
         if self.orderly:
             self._dispatch.start()  # lock renewal
-        await self.rebalance_now()
+        await self._rebalance_now()
 
-    async def rebalance_now(self) -> None:
+    async def _rebalance_now(self) -> None:
         """Rebalance at once (start does; the client instance repeats it every 20 s and when
         the group changes)."""
-        if await self.rebalance.run():
-            self.instance.rebalance_soon()
+        if await self._rebalance.run():
+            self._instance.rebalance_soon()
 
     async def shutdown(self) -> None:
         """Stop pulling, let the listener calls in progress finish, persist the progress,
@@ -329,23 +337,33 @@ class PushConsumer(ClientLifecycle):
         if self._state is not _RUNNING:
             return
         self._state = ServiceState.SHUTTING_DOWN
-        instance = self.instance
+        instance = self._instance
         tasks = list(self._pull_tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._dispatch.stop(self.shutdown_timeout)
-        queues = list(self.rebalance.process_queues)
-        for pq in self.rebalance.process_queues.values():
+        queues = list(self._rebalance.process_queues)
+        for pq in self._rebalance.process_queues.values():
             pq.dropped = True
-        await self.offset_store.persist_all(queues, wait=True)
+        await self._offset_store.persist_all(queues, wait=True)
         if self.orderly and self.model == MessageModel.CLUSTERING:
-            await self.rebalance.unlock(queues)
+            await self._rebalance.unlock(queues)
         await instance.unregister_consumer(self.group)
         self._state = ServiceState.SHUT_DOWN
         if self._trace is not None:
             await self._trace.shutdown()
         await release_instance(instance)
+
+    def _stop_fetching(self) -> None:
+        """Pull no more, ahead of a shutdown: the listener still consumes what was pulled
+        until then; ``shutdown`` drops the batches not started by then (uncommitted, they come
+        again to the queue's next owner) and lets the calls in progress finish."""
+        if self._state is not _RUNNING or self._stopping:
+            return
+        self._stopping = True
+        for task in list(self._pull_tasks.values()):
+            task.cancel()  # it may be parked in a long poll for up to 15 s
 
     def pause(self) -> None:
         """Stop pulling (messages already pulled are still consumed) until :meth:`resume`."""
@@ -354,67 +372,74 @@ class PushConsumer(ClientLifecycle):
     def resume(self) -> None:
         self._paused = False
         if self._state is _RUNNING:
-            self.instance.rebalance_soon()
+            self._instance.rebalance_soon()
 
     @property
     def assigned_queues(self) -> list[MessageQueue]:
         """The queues this member currently consumes, sorted."""
-        return sorted(self.rebalance.process_queues)
+        return sorted(self._rebalance.process_queues)
 
     # -- client instance callbacks --------------------------------------------------------
 
-    def consumer_data(self) -> ConsumerData:
+    def _consumer_data(self) -> ConsumerData:
         return ConsumerData(
             group_name=self.group,
             consume_type=ConsumeType.CONSUME_PASSIVELY,
             message_model=self.model,
             consume_from_where=self.consume_from.wire,
-            subscription_data_set=list(self.rebalance.subscriptions.values()),
+            subscription_data_set=list(self._rebalance.subscriptions.values()),
         )
 
-    def subscribed_topics(self) -> Iterable[str]:
-        return list(self.rebalance.subscriptions)
+    def _subscribed_topics(self) -> Iterable[str]:
+        return list(self._rebalance.subscriptions)
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self.rebalance.subscriptions:
-            self.rebalance.topic_queues[topic] = subscribe_queues(topic, route)
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._rebalance.subscriptions:
+            self._rebalance.topic_queues[topic] = subscribe_queues(topic, route)
 
-    async def do_rebalance(self) -> bool:
-        if self._state is not _RUNNING or self._paused:
+    async def _do_rebalance(self) -> bool:
+        if self._state is not _RUNNING or self._paused or self._stopping:
             return False
-        return await self.rebalance.run()
+        return await self._rebalance.run()
+
+    async def _persist_offsets(self) -> None:
+        if self._state is _RUNNING:
+            await self._offset_store.persist_all(list(self._rebalance.process_queues))
 
     async def persist_offsets(self) -> None:
-        if self._state is _RUNNING:
-            await self.offset_store.persist_all(list(self.rebalance.process_queues))
+        """Write the consumed offsets to the brokers now (the local file when broadcasting) and
+        wait for the answers; the client does it every 5 s, on rebalance and at shutdown anyway."""
+        if self._state is not _RUNNING:
+            raise ClientStateError(f"consumer {self.group!r} is not running")
+        await self._offset_store.persist_all(list(self._rebalance.process_queues), wait=True)
 
-    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+    def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         if self._state is _RUNNING:
-            self.instance.spawn(self._reset_offsets(topic, offsets))
+            self._instance.spawn(self._adopt_reset_offsets(topic, offsets))
 
-    async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+    async def _adopt_reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Adopt offsets an administrator reset: drop the topic's queues, set their offsets,
         and let rebalance re-create them from there."""
-        for queue in [q for q in self.rebalance.process_queues if q.topic == topic]:
-            pq = self.rebalance.process_queues.pop(queue)
+        for queue in [q for q in self._rebalance.process_queues if q.topic == topic]:
+            pq = self._rebalance.process_queues.pop(queue)
             pq.dropped = True
             pq.clear()
             task = self._pull_tasks.pop(queue, None)
             if task is not None:
                 task.cancel()
         for queue, offset in offsets.items():
-            self.offset_store.update(queue, offset, increase_only=False)
-            await self.offset_store.persist(queue)
-        self.instance.rebalance_soon()
+            self._offset_store.update(queue, offset, increase_only=False)
+            await self._offset_store.persist(queue)
+        self._instance.rebalance_soon()
 
     # -- rebalance owner ------------------------------------------------------------------
 
-    def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self._state is not _RUNNING:
+    def _queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self._state is not _RUNNING or self._stopping:
             # A rebalance that began before shutdown may finish after it: no new pulls then.
             pq.dropped = True
             return
-        pq.offset_slot = self.offset_store.slot(queue)
+        pq.offset_slot = self._offset_store.slot(queue)
         old = self._pull_tasks.pop(queue, None)
         if old is not None:
             old.cancel()
@@ -428,11 +453,11 @@ class PushConsumer(ClientLifecycle):
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("pull loop of %s failed", queue, exc_info=exc)
 
-    async def queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
+    async def _queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
         task = self._pull_tasks.pop(queue, None)
         if task is not None:
             task.cancel()  # it may be parked in a long poll for up to 15 s
-        store = self.offset_store
+        store = self._offset_store
         if self.orderly and self.model == MessageModel.CLUSTERING:
             # Wait for the batch in progress so its commit is part of what gets persisted
             # before the lock is released to the next owner.
@@ -444,7 +469,7 @@ class PushConsumer(ClientLifecycle):
             try:
                 await store.persist(queue)
                 store.remove(queue)
-                await self.rebalance.unlock([queue])
+                await self._rebalance.unlock([queue])
             finally:
                 pq.consume_lock.release()
             return True
@@ -452,34 +477,34 @@ class PushConsumer(ClientLifecycle):
         store.remove(queue)
         return True
 
-    async def assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None:
-        sub = self.rebalance.subscriptions.get(topic)
+    async def _assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None:
+        sub = self._rebalance.subscriptions.get(topic)
         if sub is not None:
-            self.rebalance.subscriptions[topic] = sub.model_copy(
+            self._rebalance.subscriptions[topic] = sub.model_copy(
                 update={"sub_version": time.time_ns() // 1_000_000}
             )
         # Pulls carry the new version: the brokers must have it before they start.
-        await self.instance.send_heartbeat(wait=True)
+        await self._instance.send_heartbeat(wait=True)
 
     # -- the pull loop's questions (see pull_loop.PullingConsumer) --------------------------
 
-    def pulling(self) -> bool:
-        return self._state is _RUNNING
+    def _pulling(self) -> bool:
+        return self._state is _RUNNING and not self._stopping
 
-    def is_paused(self, queue: MessageQueue) -> bool:
+    def _is_paused(self, queue: MessageQueue) -> bool:
         return self._paused
 
-    def over_limits(self, pulled: PulledQueue) -> bool:
+    def _over_limits(self, pulled: PulledQueue) -> bool:
         # An orderly queue is consumed from its head only: its span says nothing.
         return not self.orderly and pulled.pq.max_span > self.max_span
 
-    def next_pull(self, pulled: PulledQueue) -> PullRequest | None:
+    def _next_pull(self, pulled: PulledQueue) -> PullRequest | None:
         pq = pulled.pq
         clustering = self.model == MessageModel.CLUSTERING
         if self.orderly and clustering and not pq.locked:
             return None
         topic = pulled.queue.topic
-        sub = self.rebalance.subscriptions.get(topic)
+        sub = self._rebalance.subscriptions.get(topic)
         if sub is None:
             return None
         commit = pq.offset_slot.value if clustering else 0
@@ -489,37 +514,38 @@ class PushConsumer(ClientLifecycle):
             commit_offset=max(commit, 0),
             sub_version=sub.sub_version,
             tags=self._tags.get(topic),
+            interval=self.pull_interval,
         )
 
-    def started(self, pulled: PulledQueue) -> None:
+    def _started(self, pulled: PulledQueue) -> None:
         return None  # rebalance hands push queues over with their start offset
 
-    def deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
+    def _deliver(self, pulled: PulledQueue, messages: list[MessageExt], dispatch: bool) -> None:
         consumption = self._dispatch
         if isinstance(consumption, OrderlyDispatch):
             consumption.submit(pulled.queue, pulled.pq, dispatch)
         else:
             consumption.submit(messages, pulled.pq, pulled.queue)
 
-    def caught_up(self, pulled: PulledQueue, offset: int) -> None:
+    def _caught_up(self, pulled: PulledQueue, offset: int) -> None:
         pulled.pq.offset_slot.advance(offset)
 
-    def offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
+    def _offset_moved(self, pulled: PulledQueue, offset: int) -> bool:
         # As Java does: drop the queue, and after a while store the broker's offset and let
         # rebalance take the queue again from there.
         pulled.pq.dropped = True
-        self.instance.spawn(self._fix_offset(pulled.queue, pulled.pq, offset))
+        self._instance.spawn(self._fix_offset(pulled.queue, pulled.pq, offset))
         return False
 
     async def _fix_offset(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         await asyncio.sleep(OFFSET_FIX_DELAY)
         if self._state is not _RUNNING:
             return
-        self.offset_store.update(queue, offset, increase_only=False)
-        await self.offset_store.persist(queue)
-        if self.rebalance.process_queues.get(queue) is pq:
-            await self.rebalance.remove_queue(queue)
-        self.instance.rebalance_soon()
+        self._offset_store.update(queue, offset, increase_only=False)
+        await self._offset_store.persist(queue)
+        if self._rebalance.process_queues.get(queue) is pq:
+            await self._rebalance.remove_queue(queue)
+        self._instance.rebalance_soon()
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -555,7 +581,7 @@ class PushConsumer(ClientLifecycle):
                     msg.topic = original
 
     @property
-    def max_reconsume(self) -> int:
+    def _max_reconsume(self) -> int:
         """How often a message is consumed again before it goes to the dead-letter queue."""
         if self.max_reconsume_times is not None:
             return self.max_reconsume_times
@@ -565,7 +591,7 @@ class PushConsumer(ClientLifecycle):
         """Return a consumed message to the broker for a retry (``delay_level`` 0: the broker
         picks ``3 + reconsume_times``; < 0: straight to the dead-letter queue). Falls back to
         re-sending a copy to ``%RETRY%<group>``. False when both fail."""
-        instance = self.instance
+        instance = self._instance
         try:
             addr = await instance.find_broker_addr(msg.broker_name or "", topic=msg.topic)
             header = ConsumerSendMsgBackRequestHeader(
@@ -596,15 +622,15 @@ class PushConsumer(ClientLifecycle):
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
         props[PropertyKey.RETRY_TOPIC] = msg.topic
         props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[PropertyKey.MAX_RECONSUME_TIMES] = str(self.max_reconsume)
+        props[PropertyKey.MAX_RECONSUME_TIMES] = str(self._max_reconsume)
         props.pop(PropertyKey.TRANSACTION_PREPARED, None)
         props[PropertyKey.DELAY_TIME_LEVEL] = str(delay_level)
         retry_msg = Message(self._retry_topic, msg.body, properties=props, flag=msg.flag)
         if self._inner_producer is None:
-            self._inner_producer = Producer._internal(self.instance, INNER_PRODUCER_GROUP)
+            self._inner_producer = Producer._internal(self._instance, INNER_PRODUCER_GROUP)
         await self._inner_producer.send(retry_msg)
 
-    async def consume_directly(self, msg: MessageExt) -> Any:
+    async def _consume_directly(self, msg: MessageExt) -> Any:
         """Run the listener on one message now, outside the queues (a broker relays
         CONSUME_MESSAGE_DIRECTLY for ``mqadmin queryMsgByUniqueKey -g -d``): nothing is
         committed or sent back, whatever the listener answers."""

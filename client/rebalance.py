@@ -56,25 +56,22 @@ class RebalanceOwner(Protocol):
 
     group: str
     model: MessageModel
-    orderly: bool
-    #: Push consumers drop queues that stopped pulling; lite-pull consumers never do.
-    drops_idle_queues: bool
 
     @property
-    def instance(self) -> ClientInstance: ...
+    def _instance(self) -> ClientInstance: ...
 
     @property
-    def offset_store(self) -> OffsetStore: ...
+    def _offset_store(self) -> OffsetStore: ...
 
-    def queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+    def _queue_added(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """Start pulling a newly owned queue from ``offset``."""
         ...
 
-    async def queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
+    async def _queue_removed(self, queue: MessageQueue, pq: ProcessQueue) -> bool:
         """Release a queue this member no longer owns; False keeps it for a later round."""
         ...
 
-    async def assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None: ...
+    async def _assignment_changed(self, topic: str, mine: set[MessageQueue]) -> None: ...
 
 
 class Rebalance:
@@ -84,8 +81,15 @@ class Rebalance:
         strategy: AllocateStrategy,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
+        *,
+        orderly: bool = False,
+        drops_idle_queues: bool = True,
     ) -> None:
         self.owner = owner
+        #: Orderly clustering consumers lock a queue on its broker before they take it.
+        self.orderly = orderly
+        #: Push consumers drop queues that stopped pulling; lite-pull consumers never do.
+        self.drops_idle_queues = drops_idle_queues
         self.strategy = strategy
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms
@@ -116,7 +120,7 @@ class Rebalance:
         queues = self.topic_queues.get(topic)
         if queues is None:
             try:
-                await self.owner.instance.update_route(topic)
+                await self.owner._instance.update_route(topic)
             except MQError:
                 return None
             queues = self.topic_queues.get(topic)
@@ -136,12 +140,12 @@ class Rebalance:
         if owner.model == MessageModel.BROADCASTING:
             mine = set(queues)
         else:
-            client_ids = await owner.instance.find_consumer_ids(topic, owner.group)
+            client_ids = await owner._instance.find_consumer_ids(topic, owner.group)
             if not client_ids or not queues:
                 mine = set()
             else:
                 mine = set(
-                    self.strategy(owner.group, owner.instance.client_id, sorted(queues), sorted(client_ids))
+                    self.strategy(owner.group, owner._instance.client_id, sorted(queues), sorted(client_ids))
                 )
         return await self._update(topic, mine)
 
@@ -152,12 +156,12 @@ class Rebalance:
         for queue, pq in list(self.process_queues.items()):
             if queue.topic != topic:
                 continue
-            if queue in mine and not (owner.drops_idle_queues and pq.pull_expired):
+            if queue in mine and not (self.drops_idle_queues and pq.pull_expired):
                 continue
             if queue in mine:
                 log.warning("%s: queue %s has not pulled for long; re-creating it", owner.group, queue)
             pq.dropped = True
-            if await owner.queue_removed(queue, pq):
+            if await owner._queue_removed(queue, pq):
                 self.process_queues.pop(queue, None)
                 changed = True
             else:
@@ -167,10 +171,10 @@ class Rebalance:
             if queue in self.process_queues:
                 continue
             pq = ProcessQueue()
-            if owner.orderly and owner.model == MessageModel.CLUSTERING and not await self.lock(queue, pq):
+            if self.orderly and owner.model == MessageModel.CLUSTERING and not await self.lock(queue, pq):
                 retry = True
                 continue
-            owner.offset_store.remove(queue)
+            owner._offset_store.remove(queue)
             offset = await self.start_offset(queue)
             if offset < 0:
                 log.warning("%s: no start offset for %s yet; retrying later", owner.group, queue)
@@ -180,35 +184,35 @@ class Rebalance:
             added.append((queue, pq, offset))
             changed = True
         if changed:
-            await owner.assignment_changed(topic, mine)
+            await owner._assignment_changed(topic, mine)
         for queue, pq, offset in added:
-            owner.queue_added(queue, pq, offset)
+            owner._queue_added(queue, pq, offset)
         return retry
 
     async def _truncate_unsubscribed(self) -> None:
         for queue, pq in list(self.process_queues.items()):
             if queue.topic not in self.subscriptions:
                 pq.dropped = True
-                if await self.owner.queue_removed(queue, pq):
+                if await self.owner._queue_removed(queue, pq):
                     self.process_queues.pop(queue, None)
 
     async def remove_queue(self, queue: MessageQueue) -> None:
         pq = self.process_queues.pop(queue, None)
         if pq is not None:
             pq.dropped = True
-            await self.owner.queue_removed(queue, pq)
+            await self.owner._queue_removed(queue, pq)
 
     # -- start offsets --------------------------------------------------------------------
 
     async def start_offset(self, queue: MessageQueue) -> int:
         """Where a newly owned queue starts: its committed offset, else by ``consume_from``;
         -1 when that cannot be told now (a broker error)."""
-        last = await self.owner.offset_store.read_store(queue)
+        last = await self.owner._offset_store.read_store(queue)
         if last >= 0:
             return last
         if last != NOT_FOUND:
             return -1
-        instance = self.owner.instance
+        instance = self.owner._instance
         retry = queue.topic.startswith(RETRY_PREFIX)
         try:
             if self.consume_from == ConsumeFrom.FIRST_OFFSET:
@@ -230,7 +234,7 @@ class Rebalance:
     # -- orderly locks --------------------------------------------------------------------
 
     async def _lock_batch(self, broker_name: str, queues: list[MessageQueue]) -> set[MessageQueue]:
-        instance = self.owner.instance
+        instance = self.owner._instance
         addr = await instance.find_broker_addr(broker_name, topic=queues[0].topic)
         body = LockBatchRequestBody(
             consumer_group=self.owner.group, client_id=instance.client_id, mq_set=queues
@@ -282,7 +286,7 @@ class Rebalance:
         by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
         for queue in queues:
             by_broker[queue.broker_name].append(queue)
-        instance = self.owner.instance
+        instance = self.owner._instance
         for broker_name, batch in by_broker.items():
             try:
                 addr = await instance.find_broker_addr(broker_name, topic=batch[0].topic)

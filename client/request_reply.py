@@ -162,7 +162,7 @@ async def request(
     """Send ``msg`` as a request through ``producer`` and wait for its reply."""
     if timeout <= 0:
         raise ValueError("a request's timeout must be positive")
-    instance = producer.instance
+    instance = producer._instance
     start = time.monotonic()
     correlation_id = str(uuid.uuid4())
     props = msg.properties
@@ -232,4 +232,4 @@ def request_with_callback(
             return
         await _call_back(callback, reply, None)
 
-    return producer.instance.spawn(run())
+    return producer._instance.spawn(run())

@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aiorocketmq.protocol.codes import CURRENT_VERSION, MQVersion
-from aiorocketmq.protocol.message import MessageExt
-from aiorocketmq.protocol.operations import (
+from aiorocketmq.protocol.admin_requests import (
     CR_LATER,
     CR_RETURN_NULL,
     CR_SUCCESS,
@@ -28,6 +26,8 @@ from aiorocketmq.protocol.operations import (
     ConsumerRunningInfo,
     ProcessQueueInfo,
 )
+from aiorocketmq.protocol.codes import CURRENT_VERSION, MQVersion
+from aiorocketmq.protocol.message import MessageExt
 
 _MIB = 1024 * 1024
 
@@ -39,7 +39,7 @@ def _wall_ms(monotonic_at: float) -> int:
 
 def running_info(member: Any, namesrv: str, started_at: float) -> ConsumerRunningInfo:
     """Describe a registered consumer (push or lite pull). ``started_at`` is epoch seconds."""
-    data = member.consumer_data()
+    data = member._consumer_data()
     orderly = bool(getattr(member, "orderly", False))
     try:
         version = MQVersion(CURRENT_VERSION).name
@@ -65,8 +65,8 @@ def running_info(member: Any, namesrv: str, started_at: float) -> ConsumerRunnin
         properties=properties,
         subscription_set=sorted(data.subscription_data_set, key=lambda s: (s.topic, s.sub_string)),
     )
-    rebalance = getattr(member, "rebalance", None)
-    store = getattr(member, "offset_store", None)
+    rebalance = getattr(member, "_rebalance", None)
+    store = getattr(member, "_offset_store", None)
     for queue, pq in sorted(getattr(rebalance, "process_queues", {}).items()):
         commit = store.read_memory(queue) if store is not None else -1
         first = pq.first_offset()
@@ -88,7 +88,7 @@ def running_info(member: Any, namesrv: str, started_at: float) -> ConsumerRunnin
 async def consume_directly(member: Any, msg: MessageExt) -> ConsumeMessageDirectlyResult:
     """Let a registered consumer's listener consume ``msg`` now, as the Java client answers
     CONSUME_MESSAGE_DIRECTLY: the listener's verdict, or the exception it raised."""
-    consume = getattr(member, "consume_directly", None)
+    consume = getattr(member, "_consume_directly", None)
     if consume is None:
         return ConsumeMessageDirectlyResult(consume_result=CR_THROW_EXCEPTION, remark="not a push consumer")
     began = time.perf_counter()

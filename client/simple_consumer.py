@@ -149,8 +149,8 @@ class SimpleConsumer(InstanceClient):
     orderly: one batch per queue at a time, in queue order, a queue blocked until its batch is
     acked or invisible no more (use it with a FIFO group and ordered sends)."""
 
-    describes = "the simple consumer"
-    started_by = "async with SimpleConsumer(...)"
+    _describes = "the simple consumer"
+    _started_by = "async with SimpleConsumer(...)"
 
     def __init__(
         self,
@@ -174,7 +174,7 @@ class SimpleConsumer(InstanceClient):
         self._sql: set[str] = set()
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
-        self._instance: ClientInstance | None = None
+        self._acquired: ClientInstance | None = None
         self._route_times: dict[str, float] = {}
         self._next_target = 0
 
@@ -268,7 +268,7 @@ class SimpleConsumer(InstanceClient):
             order=self.fifo,
         )
         timeout = poll_ms / 1000 + self.options.request_timeout
-        response = await self.instance.invoke(addr, PopRequestCode.POP_MESSAGE, header, timeout=timeout)
+        response = await self._instance.invoke(addr, PopRequestCode.POP_MESSAGE, header, timeout=timeout)
         if response.code in _EMPTY:
             return []
         if response.code != ResponseCode.SUCCESS:
@@ -309,7 +309,7 @@ class SimpleConsumer(InstanceClient):
             _ACK_EXTRA_INFO: message.receipt_handle,
             _ACK_OFFSET: handle.queue_offset,
         }
-        await self.instance.call(message.broker_addr, _ACK_MESSAGE, fields)
+        await self._instance.call(message.broker_addr, _ACK_MESSAGE, fields)
 
     async def ack_batch(self, messages: Iterable[ReceivedMessage]) -> None:
         """Ack many messages with one BATCH_ACK_MESSAGE request per broker. Raises the
@@ -355,7 +355,7 @@ class SimpleConsumer(InstanceClient):
                 ), offsets in batches.items()
             ]
             body = encode_batch_ack_body(broker_name, acks)
-            calls.append(self.instance.call(addr, _BATCH_ACK_MESSAGE, None, body))
+            calls.append(self._instance.call(addr, _BATCH_ACK_MESSAGE, None, body))
         results = await asyncio.gather(*calls, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
@@ -375,7 +375,7 @@ class SimpleConsumer(InstanceClient):
             offset=handle.queue_offset,
             invisible_time=int(duration * 1000),
         )
-        response = await self.instance.call(
+        response = await self._instance.call(
             message.broker_addr, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header
         )
         answer = ChangeInvisibleTimeResponseHeader.from_fields(response.ext_fields)
@@ -396,13 +396,13 @@ class SimpleConsumer(InstanceClient):
     # -- routes -------------------------------------------------------------------------------
 
     async def _route(self, topic: str) -> None:
-        await self.instance.update_route(topic)
+        await self._instance.update_route(topic)
         self._route_times[topic] = time.monotonic()
 
     async def _targets(self) -> list[tuple[str, str, str]]:
         """(topic, broker name, master address) of every broker with readable queues of a
         subscribed topic."""
-        instance = self.instance
+        instance = self._instance
         targets = []
         now = time.monotonic()
         for topic in self._subscriptions:

@@ -107,7 +107,7 @@ async def wait_consumed_to_end(
 
     async def at_end() -> bool:
         for queue in queues:
-            if consumer.offset_store.read_memory(queue) != await admin.max_offset(queue):
+            if consumer._offset_store.read_memory(queue) != await admin.max_offset(queue):
                 return False
         return True
 

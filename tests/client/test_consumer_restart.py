@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +25,7 @@ from aiorocketmq.client import Admin, Message, Producer
 from aiorocketmq.protocol.body import MessageQueue
 from tests.cluster import Cluster
 
+from .child_process import ConsumerProcess
 from .conftest import start_cluster, unique, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -46,60 +45,25 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
         await cluster.stop()
 
 
-class Child:
-    """One consumer process and the lines it printed: (queue id, queue offset, body)."""
+class Child(ConsumerProcess):
+    """One ``consumer_child`` process: the messages it finished, and those it announced as slow."""
+
+    PROGRAM = "tests.client.consumer_child"
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.records: list[tuple[int, int, str]] = []
         #: Messages the consumer announced as slow: (queue id, queue offset).
         self.slow: list[tuple[int, int]] = []
-        self.ready = asyncio.Event()
-        self._reader = asyncio.ensure_future(self._read())
-        self._errors = asyncio.ensure_future(self._read_errors())
+        super().__init__(proc)
 
-    @classmethod
-    async def start(cls, kind: str, namesrv: str, topic: str, group: str) -> Child:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.client.consumer_child", kind, namesrv, topic, group,
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        child = cls(proc)
-        await asyncio.wait_for(child.ready.wait(), 30)
-        return child
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
-            queue_id, offset, body = line.decode().split()
-            self.records.append((int(queue_id), int(offset), body))
-
-    async def _read_errors(self) -> None:
-        assert self.proc.stderr is not None
-        while line := await self.proc.stderr.readline():
-            if line.strip() == b"READY":
-                self.ready.set()
-            elif line.startswith(b"SLOW "):
-                _, queue_id, offset = line.split()
-                self.slow.append((int(queue_id), int(offset)))
+    def on_stderr(self, line: bytes) -> None:
+        if line.startswith(b"SLOW "):
+            _, queue_id, offset = line.split()
+            self.slow.append((int(queue_id), int(offset)))
 
     def in_hand(self) -> tuple[int, int] | None:
         """A slow message it started and has not finished, if any."""
         done = {(q, o) for q, o, _ in self.records}
         return next((s for s in reversed(self.slow) if s not in done), None)
-
-    async def kill(self) -> None:
-        self.proc.kill()
-        assert await self.proc.wait() == -signal.SIGKILL
-        await self._reader
-
-    async def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(self.proc.wait(), 30)
-        assert code == 0, code
-        await self._reader
 
 
 async def produce(namesrv: str, topic: str, acked: set[str], backlog: asyncio.Event) -> None:
@@ -162,7 +126,7 @@ async def test_consumers_killed_and_stopped_mid_stream_lose_nothing(cluster: Clu
         second = await Child.start(kind, namesrv, topic, group)
         await wait_until(lambda: len(second.records) >= 400, timeout=60)
         assert not producing.done(), "the producer finished before the second consumer was stopped"
-        await second.stop()
+        assert await second.stop() == 0
 
         # 3. The last one consumes to the end.
         third = await Child.start(kind, namesrv, topic, group)
@@ -173,7 +137,7 @@ async def test_consumers_killed_and_stopped_mid_stream_lose_nothing(cluster: Clu
 
         with contextlib.suppress(AssertionError):  # what never comes is counted as lost below
             await wait_until(all_consumed, timeout=30)
-        await third.stop()
+        assert await third.stop() == 0
 
     consumed = Counter(body for child in (first, second, third) for *_, body in child.records)
     lost = acked - set(consumed)

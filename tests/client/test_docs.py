@@ -1,11 +1,17 @@
 """Every Python snippet of ``docs/sdk.md``, and the README's SDK example, runs as its own process
-against a real cluster."""
+against a real cluster (``tests/pipeline/test_readme.py`` runs the README's Spark snippet on a real
+SparkSession). Every command the README shows exists with the options it is given: a make
+target, a console script's subcommand and options (asked with ``-h``, not run), a module with a
+``__main__`` that takes those options."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import shlex
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -48,3 +54,84 @@ async def test_snippet_runs(cluster: Cluster, index: int, tmp_path: Path) -> Non
             await proc.wait()
             raise AssertionError(f"snippet {index} did not finish:\n{log.read_text()}") from None
     assert proc.returncode == 0, f"snippet {index} failed:\n{log.read_text()}"
+
+
+# -- the README's commands ----------------------------------------------------------------------
+
+SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+MAKE_TARGETS = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+# a console script's entry point, called as the installed script would call it
+RUN_SCRIPT = (
+    "import importlib, sys; module, _, func = sys.argv[1].partition(':'); "
+    "sys.argv = sys.argv[2:]; sys.exit(getattr(importlib.import_module(module), func)())"
+)
+
+
+def readme_commands() -> list[list[str]]:
+    """Each command of the README's shell blocks, and each inline one (`make ...`, `python -m ...`),
+    as argv without the ``.venv/bin/`` prefix."""
+    text = README.read_text(encoding="utf-8")
+    lines = [line for block in re.findall(r"```sh\n(.*?)```", text, re.S) for line in block.splitlines()]
+    lines += re.findall(r"`((?:\.venv/bin/)?(?:python -m|make|mq[a-z]+) [^`]+)`", text)
+    commands: list[list[str]] = []
+    for line in lines:
+        argv = shlex.split(line, comments=True)
+        if argv:
+            argv[0] = argv[0].removeprefix(".venv/bin/")
+            if argv not in commands:
+                commands.append(argv)
+    return commands
+
+
+COMMANDS = readme_commands()
+
+
+def options(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if re.match(r"-{1,2}[A-Za-z]", arg)]
+
+
+def test_the_readme_shows_commands() -> None:
+    names = {argv[0] for argv in COMMANDS}
+    assert {"make", "mqadmin", "mqbench", "python"} <= names, names
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(argv)[:60] for argv in COMMANDS])
+def test_readme_command_exists(argv: list[str]) -> None:
+    name, args = argv[0], argv[1:]
+    if name == "make":
+        assert set(args) <= MAKE_TARGETS, f"no such make target: {set(args) - MAKE_TARGETS}"
+    elif name in ("python", "python3"):
+        assert args[0] == "-m", argv
+        module = args[1]
+        # found in the tree (aiorocketmq/ links to the folders) without importing its package
+        base = ROOT.joinpath(*module.split("."))
+        found = [path for path in (base.with_suffix(".py"), base / "__main__.py") if path.is_file()]
+        assert found, f"no module {module}"
+        source = found[0].read_text(encoding="utf-8")
+        assert "__main__" in source, f"{module} cannot be run with -m"
+        missing = [opt for opt in options(args[2:]) if f'"{opt}"' not in source]
+        assert not missing, f"{module} takes no {missing}"
+    elif name == "docker":
+        compose = (ROOT / "docker-compose.yml").read_text()
+        assert args[0] == "compose"
+        if "--profile" in args:
+            assert f"- {args[args.index('--profile') + 1]}" in compose
+    elif name in SCRIPTS:
+        # a subcommand (mqadmin clusterList, mqbench producer) comes before the first option
+        head = [arg for arg in args[:1] if not arg.startswith("-")]
+        proc = subprocess.run(
+            [sys.executable, "-c", RUN_SCRIPT, SCRIPTS[name], name, *head, "-h"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, f"{name} {' '.join(head)} -h failed:\n{proc.stderr[-2000:]}"
+        missing = [
+            opt
+            for opt in options(args)
+            if not re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", proc.stdout)
+        ]
+        assert not missing, f"{name} {' '.join(head)} has no {missing}:\n{proc.stdout}"
+    else:
+        raise AssertionError(f"the README shows {name!r}, which this test does not know how to check")

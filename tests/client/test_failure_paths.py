@@ -82,7 +82,7 @@ async def test_a_retry_goes_to_another_broker_than_the_one_that_just_failed() ->
     for first_pick in range(5):  # whichever queue round robin starts from
         instance = SendingInstance(fail_first=1)
         producer = Producer("retrying", "127.0.0.1:9", retries=2)
-        producer._instance = instance  # type: ignore[assignment]
+        producer._acquired = instance  # type: ignore[assignment]
         producer._state = ServiceState.RUNNING
         info = PublishInfo.from_route("T", route(("broker-a", 4), ("broker-b", 1)))
         for _ in range(first_pick):
@@ -97,7 +97,7 @@ async def test_a_retry_goes_to_another_broker_than_the_one_that_just_failed() ->
 async def test_a_retry_comes_back_to_a_failed_broker_only_when_no_other_is_left() -> None:
     instance = SendingInstance(fail_first=2)
     producer = Producer("retrying", "127.0.0.1:9", retries=2)
-    producer._instance = instance  # type: ignore[assignment]
+    producer._acquired = instance  # type: ignore[assignment]
     producer._state = ServiceState.RUNNING
     producer._publish["T"] = PublishInfo.from_route("T", route(("broker-a", 4), ("broker-b", 1)))
     await producer.send(Message("T", b"x"))
@@ -133,26 +133,24 @@ class OrderlyOwner:
 
     group = "orderly"
     model = MessageModel.CLUSTERING
-    orderly = True
-    drops_idle_queues = True
     batch_size = 1
     suspend_time = 0.01
-    max_reconsume = 16
+    _max_reconsume = 16
     state = ServiceState.RUNNING
 
     def __init__(self) -> None:
-        self.instance = LockingInstance()
-        self.offset_store = None
-        self.rebalance = Rebalance(self, allocate_averagely)  # type: ignore[arg-type]
+        self._instance = LockingInstance()
+        self._offset_store = None
+        self._rebalance = Rebalance(self, allocate_averagely, orderly=True)  # type: ignore[arg-type]
         self.consumed: list[int] = []
         self.lock_asked = asyncio.Event()
-        real_lock = self.rebalance.lock
+        real_lock = self._rebalance.lock
 
         async def lock(queue: MessageQueue, pq: ProcessQueue | None = None) -> bool:
             self.lock_asked.set()
             return await real_lock(queue, pq)
 
-        self.rebalance.lock = lock  # type: ignore[method-assign]
+        self._rebalance.lock = lock  # type: ignore[method-assign]
 
     def _restore_topics(self, messages: list[MessageExt]) -> None:
         pass
@@ -168,14 +166,14 @@ async def test_a_refused_lock_renewal_stops_orderly_consumption_of_that_queue() 
     leaves that queue unlocked, and the consume task hands none of its messages to the
     listener while it cannot lock it again."""
     owner = OrderlyOwner()
-    rebalance = owner.rebalance
+    rebalance = owner._rebalance
     kept, lost = (MessageQueue(topic="T", broker_name="broker-a", queue_id=i) for i in range(2))
     pqs = {kept: ProcessQueue(), lost: ProcessQueue()}
     rebalance.process_queues.update(pqs)
-    owner.instance.granted = {kept, lost}
+    owner._instance.granted = {kept, lost}
     await rebalance.lock_all()
     assert pqs[kept].locked and pqs[lost].locked
-    owner.instance.granted = {kept}  # another client holds `lost` now
+    owner._instance.granted = {kept}  # another client holds `lost` now
     await rebalance.lock_all()
     assert pqs[kept].locked and not pqs[lost].locked
 
@@ -188,7 +186,7 @@ async def test_a_refused_lock_renewal_stops_orderly_consumption_of_that_queue() 
     await asyncio.gather(task, return_exceptions=True)
     assert owner.consumed == []
     # Locked again, it consumes in order.
-    owner.instance.granted.add(lost)
+    owner._instance.granted.add(lost)
     await asyncio.wait_for(dispatch._consume(lost, pqs[lost]), 5)
     assert owner.consumed == [0, 1, 2]
 
@@ -216,7 +214,7 @@ async def test_a_check_back_is_answered_with_the_checkers_own_decision() -> None
         return decisions[msg.body]
 
     producer = TransactionProducer("tx", "127.0.0.1:9", checker=checker)
-    producer._instance = Instance()  # type: ignore[assignment]
+    producer._acquired = Instance()  # type: ignore[assignment]
     producer._state = ServiceState.RUNNING
     for n, body in enumerate(decisions):
         header = CheckTransactionStateRequestHeader(
@@ -238,7 +236,7 @@ class Member:
     def __init__(self) -> None:
         self.heard: list[tuple[str, TopicRouteData]] = []
 
-    def route_changed(self, topic: str, route: TopicRouteData) -> None:
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
         self.heard.append((topic, route))
 
 

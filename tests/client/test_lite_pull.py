@@ -214,7 +214,7 @@ async def test_a_rebalance_finishing_after_shutdown_starts_no_pulls(cluster: Clu
     await lite.shutdown()
     before = dict(lite._states)
     pq = ProcessQueue()
-    lite.queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
+    lite._queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
     assert pq.dropped
     assert lite._states == before  # no new queue state, so no new pull task
     assert all(state.task is None or state.task.done() for state in lite._states.values())

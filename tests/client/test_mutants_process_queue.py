@@ -46,10 +46,10 @@ class _Member:
     """A registered consumer as running_info reads it: one held queue."""
 
     def __init__(self, pq: ProcessQueue) -> None:
-        self.rebalance = _Rebalance(pq)
-        self.offset_store = _Store()
+        self._rebalance = _Rebalance(pq)
+        self._offset_store = _Store()
 
-    def consumer_data(self) -> ConsumerData:
+    def _consumer_data(self) -> ConsumerData:
         return ConsumerData(group_name="g")
 
 

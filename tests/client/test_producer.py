@@ -27,6 +27,7 @@ from aiorocketmq.client.errors import (
     BrokerError,
     ClientError,
     ClientStateError,
+    ConnectionClosedError,
     NoRouteError,
     RequestTimeoutError,
 )
@@ -65,8 +66,8 @@ async def test_a_busy_polling_producer_polls_its_broker_connection_and_sends_as_
         for r in results:
             by_queue.setdefault(r.queue.queue_id, []).append(r.queue_offset)
         assert all(offsets == list(range(len(offsets))) for offsets in by_queue.values()), by_queue
-        broker = await producer.instance.find_broker_addr(results[0].queue.broker_name, topic=topic)
-        assert (await producer.instance.connection(broker)).busy_poll == 0.0005
+        broker = await producer._instance.find_broker_addr(results[0].queue.broker_name, topic=topic)
+        assert (await producer._instance.connection(broker)).busy_poll == 0.0005
     with pytest.raises(ClientError, match="busy_poll"):
         ClientOptions(busy_poll=0.5)
 
@@ -328,3 +329,31 @@ async def test_send_times_out_and_fails_over_when_a_broker_never_answers(cluster
     finally:
         conn.close()
         await silent.close()
+
+
+async def test_a_send_to_a_dead_broker_states_its_cause_once_with_a_count(cluster: Cluster) -> None:
+    """A send rides out an unreachable broker until its budget runs out, failing the same way
+    on every attempt: the error says so once, with how often, instead of once per attempt."""
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    dead_port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()  # nothing listens there any more: every connect is refused
+    topic = unique("Dead")
+    ns_host, ns_port = cluster.namesrv_addr.split(":")
+    conn: Connection = await connect(ns_host, int(ns_port))
+    fake = FakeBroker(conn, "DeadCluster", unique("dead"), f"127.0.0.1:{dead_port}", topics={topic: 2})
+    try:
+        assert (await fake.register()).code == 0
+        async with Producer(unique("pg"), cluster.namesrv_addr, send_timeout=1.0) as producer:
+            with pytest.raises(SendFailedError) as info:
+                await producer.send(Message(topic, b"lost"))
+    finally:
+        conn.close()
+    error = info.value
+    refused = [e for e in error.errors if isinstance(e, ConnectionClosedError)]
+    assert len(refused) >= 3, error.errors  # rode it out: several attempts
+    text = str(error)
+    assert text.count(f"127.0.0.1:{dead_port}") == 1, text
+    assert f"(x{len(refused)})" in text, text
+    assert f"failed after {len(refused)} attempt(s)" in text, text
+    assert error.brokers[: len(refused)] == [fake.name] * len(refused)

@@ -68,7 +68,7 @@ async def test_tag_expression_selects_messages(cluster: Cluster, admin: Admin) -
         await wait_until(
             lambda: (
                 sum(
-                    consumer.offset_store.snapshot().get(q, 0)
+                    consumer._offset_store.snapshot().get(q, 0)
                     for q in consumer.assigned_queues
                     if q.topic == topic
                 )
@@ -399,7 +399,7 @@ async def test_committed_offset_is_the_smallest_in_flight(cluster: Cluster, admi
         await wait_until(lambda: _committed_is(admin, group, queue, 3))
         release.set()
         await done.wait_count(10)
-        await wait_until(lambda: consumer.offset_store.read_memory(queue) == 10)
+        await wait_until(lambda: consumer._offset_store.read_memory(queue) == 10)
     # shutdown persisted the final progress
     assert await admin.committed_offset(group, queue) == 10
 
@@ -579,6 +579,6 @@ async def test_a_rebalance_finishing_after_shutdown_starts_no_pulls(cluster: Clu
     await consumer.start()
     await consumer.shutdown()
     pq = ProcessQueue()
-    consumer.queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
+    consumer._queue_added(MessageQueue(topic=topic, broker_name="broker-a", queue_id=0), pq, 0)
     assert pq.dropped
     assert not consumer._pull_tasks

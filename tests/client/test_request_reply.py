@@ -129,7 +129,7 @@ async def test_unanswered_request_times_out_clearly(setup: tuple[str, Replier, P
     ):
         await requester.request(Message(topic, b"ignore me"), timeout=1.5)
     assert any(m.body == b"ignore me" for m in replier.requests)
-    assert len(requester.instance.replies) == 0  # nothing left waiting
+    assert len(requester._instance.replies) == 0  # nothing left waiting
 
     errors: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
     requester.request_with_callback(

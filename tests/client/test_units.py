@@ -20,7 +20,7 @@ from aiorocketmq.client.client_instance import (
     parse_namesrv,
     wire_fields,
 )
-from aiorocketmq.client.errors import ClientError
+from aiorocketmq.client.errors import ClientError, summarize_causes
 from aiorocketmq.client.offset_store import NOT_FOUND, LocalFileOffsetStore, _MemoryTable
 from aiorocketmq.client.process_queue import ProcessQueue
 from aiorocketmq.client.producer import Producer
@@ -348,12 +348,10 @@ class _FakeInstance:
 class _FakeOwner:
     group = "g"
     model = MessageModel.CLUSTERING
-    orderly = False
-    drops_idle_queues = True
 
     def __init__(self, stored: int) -> None:
-        self.instance = _FakeInstance()
-        self.offset_store = _FakeStore(stored)
+        self._instance = _FakeInstance()
+        self._offset_store = _FakeStore(stored)
 
 
 @pytest.mark.parametrize(
@@ -374,9 +372,9 @@ async def test_start_offset_rules(
     owner = _FakeOwner(stored)
     rebalance = Rebalance(owner, allocate_averagely, consume_from, consume_timestamp_ms=1_700_000_000_000)  # type: ignore[arg-type]
     assert await rebalance.start_offset(MessageQueue(topic=topic, broker_name="b", queue_id=3)) == expected
-    assert [c for c, _ in owner.instance.asked] == ([code] if code else [])
+    assert [c for c, _ in owner._instance.asked] == ([code] if code else [])
     if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
-        assert owner.instance.asked[0][1]["timestamp"] == 1_700_000_000_000
+        assert owner._instance.asked[0][1]["timestamp"] == 1_700_000_000_000
 
 
 def test_consume_from_maps_to_the_wire_names() -> None:
@@ -561,27 +559,26 @@ class _SpanLimitedConsumer:
     group = "g"
     queue_threshold = 1000
     queue_size_threshold = 1 << 30
-    pull_interval = 0.0
-    rebalance: Any = None
-    instance: Any = None
+    _rebalance: Any = None
+    _instance: Any = None
 
     def __init__(self, looks: int) -> None:
         self.looks = looks
         self.seen = 0
 
-    def pulling(self) -> bool:
+    def _pulling(self) -> bool:
         return True
 
-    def is_paused(self, queue: MessageQueue) -> bool:
+    def _is_paused(self, queue: MessageQueue) -> bool:
         return False
 
-    def over_limits(self, pulled: PulledQueue) -> bool:
+    def _over_limits(self, pulled: PulledQueue) -> bool:
         self.seen += 1
         if self.seen >= self.looks:
             pulled.pq.dropped = True  # ends the loop
         return True
 
-    def next_pull(self, pulled: PulledQueue) -> None:
+    def _next_pull(self, pulled: PulledQueue) -> None:
         raise AssertionError("a queue over its limits must not be pulled")
 
 
@@ -634,3 +631,23 @@ async def test_a_cancel_landing_as_the_rebalance_loop_wakes_still_stops_it(turns
     stopping = asyncio.ensure_future(instance.shutdown())
     done, _ = await asyncio.wait({stopping}, timeout=5)
     assert stopping in done, "shutdown hung on a rebalance loop that ignored its cancel"
+
+
+def test_summarized_causes_name_each_cause_once_with_its_count() -> None:
+    refused = ConnectionClosedError("cannot connect to 10.0.0.1:10911: [Errno 111] Connect call failed")
+    causes: list[tuple[str | None, BaseException]] = [("broker-a", refused)] * 5
+    causes += [
+        ("broker-b", RequestTimeoutError("10.0.0.2:10911: no response to SEND_MESSAGE_V2 within 1.5s")),
+        ("broker-b", RequestTimeoutError("10.0.0.2:10911: no response to SEND_MESSAGE_V2 within 0.25s")),
+        ("broker-b", BrokerError("[TIMEOUT_CLEAN_QUEUE]broker busy", code=2)),
+        ("broker-a", BrokerError("[TIMEOUT_CLEAN_QUEUE]broker busy", code=2)),
+        (None, TimeoutError("send to 'T' ran out of its 3s budget")),
+    ]
+    assert summarize_causes(causes) == (
+        "broker-a: cannot connect to 10.0.0.1:10911: [Errno 111] Connect call failed (x5); "
+        "broker-b: 10.0.0.2:10911: no response to SEND_MESSAGE_V2 within 0.25-1.5s (x2); "
+        "broker-b: SYSTEM_BUSY(2): [TIMEOUT_CLEAN_QUEUE]broker busy; "
+        "broker-a: SYSTEM_BUSY(2): [TIMEOUT_CLEAN_QUEUE]broker busy; "
+        "send to 'T' ran out of its 3s budget"
+    )
+    assert summarize_causes([]) == ""

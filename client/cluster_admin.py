@@ -1,7 +1,8 @@
-"""Operator requests on top of :class:`~client.admin.Admin`: broker and name-server
-configuration, write permission on the name servers, group-offset cloning, statistics, the
-producer table, consume-queue inspection, store clean-ups on demand and a consumer's running
-info. Each function asks one server (or each name server) and returns what it answered.
+"""Operator requests to a cluster's servers, on top of :class:`~client.admin.Admin`: broker
+and name-server configuration, write permission on the name servers, group-offset cloning,
+statistics, the producer table, consume-queue inspection, store clean-ups on demand and a
+consumer's running info. Each function asks one server (or each name server) and returns what
+it answered.
 
 ::
 
@@ -14,14 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aiorocketmq.protocol.codes import RequestCode
-from aiorocketmq.protocol.errors import MQError
-from aiorocketmq.protocol.headers import (
-    WipeWritePermOfBrokerRequestHeader,
-    WipeWritePermOfBrokerResponseHeader,
-)
-from aiorocketmq.protocol.message import MessageExt
-from aiorocketmq.protocol.operations import (
+from aiorocketmq.protocol.admin_requests import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     BrokerStatsData,
@@ -39,6 +33,13 @@ from aiorocketmq.protocol.operations import (
     QueryCorrectionOffsetHeader,
     ViewBrokerStatsDataRequestHeader,
 )
+from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.headers import (
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
+from aiorocketmq.protocol.message import MessageExt
 from aiorocketmq.protocol.settings import read_properties
 
 from .admin import Admin
