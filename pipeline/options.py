@@ -3,17 +3,29 @@ into typed settings, so bad input fails when the query starts with an error that
 option and the problem.
 
 Spark hands a data source its options as a case-insensitive mapping of strings; the classes
-here are plain picklable dataclasses that travel to the executors with the partitions.
+here are plain picklable dataclasses that travel to the executors with the partitions. The
+read options follow Spark's Kafka source (``subscribe``, ``subscribePattern``, ``assign``,
+per-queue offsets JSON, ``maxOffsetsPerTrigger``, ...), with RocketMQ's queue, a broker name
+and a queue id, where Kafka has a partition number.
+
+The connector's errors live here too, with :func:`one_line_errors`, which makes them reach
+the user as one line rather than at the bottom of a traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from collections.abc import Mapping
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from aiorocketmq.client.client_instance import ClientOptions
+from aiorocketmq.client.credentials import env_credentials
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL, TAG_SEPARATOR, group_name_problem, topic_name_problem
 from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92, Sql92Error, compile_sql92
 
@@ -24,21 +36,46 @@ LATEST = -1
 
 #: Offsets keyed by broker name, then queue id (queue ids as JSON object keys are strings).
 BrokerOffsets = dict[str, dict[int, int]]
-
-#: RocketMQ's consumer group / topic name characters.
+#: Offsets keyed by topic, then broker name, then queue id: Kafka's per-partition JSON
+#: (``{"topic": {"partition": offset}}``) with RocketMQ's queue, which a broker name and a
+#: queue id identify together.
+TopicOffsets = dict[str, BrokerOffsets]
+#: ``assign``'s queues: topic -> broker name -> queue ids.
+AssignedQueues = dict[str, dict[str, tuple[int, ...]]]
 
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
 
+#: The options that say what a read covers; a read gives exactly one of them (Kafka's
+#: ``subscribe``, ``subscribePattern`` and ``assign``, and this source's single ``topic``).
+SUBSCRIPTION_OPTIONS = ("topic", "subscribe", "subscribePattern", "assign")
+
+#: Kafka's name -> the RocketMQ-named option with the same meaning. Either spelling works;
+#: both given must agree.
+KAFKA_ALIASES = {
+    "maxOffsetsPerTrigger": "maxMessagesPerTrigger",
+    "maxRecordsPerPartition": "maxMessagesPerPartition",
+}
+
+_ASSIGN_EXAMPLE = '{"Orders": {"broker-a": [0, 1], "broker-b": [0]}}'
+_OFFSETS_EXAMPLE = '{"Orders": {"broker-a": {"0": 42, "1": -2}}}'
+
 READ_OPTIONS = {
     "namesrv": "name server address(es), 'host:port[;host:port]' (required)",
-    "topic": "topic to read (required)",
-    "startingOffsets": "'earliest', 'latest' or JSON {\"broker\": {\"queueId\": offset}}",
-    "endingOffsets": 'batch only: \'latest\' or JSON {"broker": {"queueId": offset}}',
+    "topic": "one topic to read (or give subscribe, subscribePattern or assign)",
+    "subscribe": "comma-separated topics to read",
+    "subscribePattern": "regular expression a whole topic name matches; re-resolved every micro-batch",
+    "assign": f"queues to read, JSON {_ASSIGN_EXAMPLE}",
+    "startingOffsets": f"'earliest', 'latest' or JSON {_OFFSETS_EXAMPLE} (one topic: {{\"broker\": ...}})",
+    "endingOffsets": "batch only: 'latest' or JSON as startingOffsets",
     "startingTimestamp": "start each queue at the first message stored at or after this time (ms)",
     "tags": "subscription expression, e.g. 'paid || refunded' (default '*')",
-    "maxMessagesPerPartition": "batch only: split a queue range into partitions of at most this many",
-    "maxMessagesPerTrigger": "streaming only: at most this many messages per micro-batch",
+    "maxMessagesPerPartition": "split a queue range into Spark partitions of at most this many offsets",
+    "maxRecordsPerPartition": "Kafka's name for maxMessagesPerPartition",
+    "minPartitions": "split the queue ranges into at least about this many Spark partitions",
+    "maxMessagesPerTrigger": "streaming only: at most this many offsets per micro-batch",
+    "maxOffsetsPerTrigger": "Kafka's name for maxMessagesPerTrigger",
     "failOnDataLoss": "'true' (default) or 'false': fail when offsets were deleted by retention",
+    "includeHeaders": "'true' or 'false' (default): add a 'headers' column, the properties as key/value pairs",
     "consumerGroup": "streaming only: group whose offsets the stream's commits update",
     "pullBatchSize": "messages asked for per pull request (default 32)",
     "accessKey": "ACL access key: sign every request (with secretKey)",
@@ -79,6 +116,62 @@ class DataLossError(RuntimeError):
     """Offsets the query must read are gone (deleted by retention) and ``failOnDataLoss`` is on."""
 
 
+#: The errors whose one-line message says all a user needs: bad input or the state of the
+#: data, never a bug of ours (whose traceback matters).
+CONNECTOR_ERRORS = (RocketMQOptionError, DataLossError, RocketMQWriteError)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def one_line_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Let our own errors reach the user as their one-line message, not at the bottom of a
+    traceback of our internals.
+
+    PySpark runs a data source's methods in Python worker processes and hands the JVM the
+    error as text, which becomes the message of the ``AnalysisException``,
+    ``StreamingQueryException`` or task failure the user sees. That text is the whole
+    traceback, unless ``SPARK_HIDE_TRACEBACK`` is set in the worker's environment (what
+    ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets for every worker), in which
+    case it is only ``Class: message``. A worker exits after reporting an error, so setting
+    the variable as one of our errors leaves a data-source method affects that one report:
+    other errors, of other sources and of user code, keep their tracebacks. Outside a PySpark
+    worker (a test calling the method directly) nothing is changed."""
+
+    if inspect.isgeneratorfunction(method):
+        # A read's errors come while Spark iterates the rows, not when it calls read().
+        @functools.wraps(method)
+        def rows(*args: P.args, **kwargs: P.kwargs) -> Any:
+            try:
+                return (yield from cast(Iterator[Any], method(*args, **kwargs)))
+            except CONNECTOR_ERRORS:
+                _hide_traceback()
+                raise
+
+        return cast(Callable[P, R], rows)
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except CONNECTOR_ERRORS:
+            _hide_traceback()
+            raise
+
+    return call
+
+
+def _hide_traceback() -> None:
+    if _in_pyspark_worker():
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+
+
+def _in_pyspark_worker() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return spec is not None and str(spec.name).startswith("pyspark.")
+
+
 def _lookup(options: Mapping[str, str]) -> dict[str, str]:
     return {key.lower(): value for key, value in options.items() if value is not None}
 
@@ -117,8 +210,10 @@ def check_topic(value: str, option: str = "topic") -> str:
 
 def _positive_int(given: dict[str, str], name: str) -> int | None:
     raw = given.get(name.lower())
-    if raw is None:
-        return None
+    return None if raw is None else _positive_int_value(name, raw)
+
+
+def _positive_int_value(name: str, raw: str) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
@@ -126,6 +221,20 @@ def _positive_int(given: dict[str, str], name: str) -> int | None:
     if value <= 0:
         raise RocketMQOptionError(name, f"must be positive, got {value}")
     return value
+
+
+def _aliased(given: dict[str, str], kafka: str) -> tuple[str, str] | None:
+    """The option given under Kafka's name or ours (see :data:`KAFKA_ALIASES`), as the name the
+    user wrote and its value; both names with different values are an error."""
+    ours = KAFKA_ALIASES[kafka]
+    mine, theirs = given.get(ours.lower()), given.get(kafka.lower())
+    if mine is not None and theirs is not None and mine.strip() != theirs.strip():
+        raise RocketMQOptionError(
+            kafka, f"is Kafka's name for {ours}, and the two disagree ({theirs!r} vs {mine!r}); give one"
+        )
+    if theirs is not None:
+        return kafka, theirs
+    return None if mine is None else (ours, mine)
 
 
 def _bool(given: dict[str, str], name: str, default: bool) -> bool:
@@ -138,11 +247,101 @@ def _bool(given: dict[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
+def _json_object(name: str, raw: str, example: str, what: str) -> dict[str, object]:
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RocketMQOptionError(
+            name, f"is not valid JSON ({exc.msg} at column {exc.colno}); expected e.g. {example}"
+        ) from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise RocketMQOptionError(name, f"JSON must be a non-empty object of {what}, e.g. {example}")
+    return parsed
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What a read covers, from exactly one of :data:`SUBSCRIPTION_OPTIONS`: fixed topics
+    (``topic``, ``subscribe``), the topics a pattern matches when asked (``subscribePattern``),
+    or fixed queues (``assign``)."""
+
+    #: The option that set it, named in errors about the topics.
+    option: str
+    topics: tuple[str, ...] = ()
+    pattern: re.Pattern[str] | None = None
+    queues: AssignedQueues | None = None
+
+    def describe(self) -> str:
+        if self.pattern is not None:
+            return f"topics matching {self.pattern.pattern!r}"
+        return ", ".join(repr(t) for t in self.topics)
+
+
+def parse_subscription(given: dict[str, str]) -> Subscription:
+    named = [name for name in SUBSCRIPTION_OPTIONS if given.get(name.lower(), "").strip()]
+    if not named:
+        raise RocketMQOptionError("topic", "is required (or one of subscribe, subscribePattern, assign)")
+    if len(named) > 1:
+        raise RocketMQOptionError(
+            named[1], f"give one of topic, subscribe, subscribePattern, assign, not {' and '.join(named)}"
+        )
+    option = named[0]
+    raw = given[option.lower()].strip()
+    if option == "topic":
+        return Subscription(option, topics=(check_topic(raw),))
+    if option == "subscribe":
+        topics = [check_topic(t.strip(), option) for t in raw.split(",") if t.strip()]
+        if not topics:
+            raise RocketMQOptionError(option, f"{raw!r} names no topic; give comma-separated topics")
+        return Subscription(option, topics=tuple(dict.fromkeys(topics)))
+    if option == "subscribePattern":
+        try:
+            pattern = re.compile(raw)
+        except re.error as exc:
+            raise RocketMQOptionError(option, f"{raw!r} is not a regular expression: {exc}") from None
+        return Subscription(option, pattern=pattern)
+    queues = parse_assign(raw)
+    return Subscription(option, topics=tuple(queues), queues=queues)
+
+
+def parse_assign(raw: str) -> AssignedQueues:
+    """``assign``'s JSON: topic -> broker name -> queue ids. Kafka's ``{"topic": [0, 1]}`` has
+    no broker level; a RocketMQ queue id means nothing without its broker."""
+    name = "assign"
+    parsed = _json_object(name, raw, _ASSIGN_EXAMPLE, "topic -> broker -> queue ids")
+    result: AssignedQueues = {}
+    for topic, brokers in parsed.items():
+        check_topic(topic, name)
+        if not isinstance(brokers, dict) or not brokers:
+            raise RocketMQOptionError(
+                name,
+                f"topic {topic!r} must map to an object of broker name -> queue ids (a RocketMQ queue "
+                f"is a broker's queue), e.g. {_ASSIGN_EXAMPLE}",
+            )
+        per_broker: dict[str, tuple[int, ...]] = {}
+        for broker, ids in brokers.items():
+            if (
+                not isinstance(ids, list)
+                or not ids
+                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+            ):
+                raise RocketMQOptionError(
+                    name,
+                    f"broker {broker!r} of topic {topic!r} must map to a non-empty list of queue ids "
+                    f"(integers >= 0), got {json.dumps(ids)}",
+                )
+            per_broker[str(broker)] = tuple(sorted(set(ids)))
+        result[topic] = per_broker
+    return result
+
+
 def parse_offsets(
-    name: str, raw: str, *, allow_earliest: bool
-) -> Literal["earliest", "latest"] | BrokerOffsets:
-    """``earliest`` / ``latest`` or the JSON form, checked: broker names map to objects of
-    queue id -> offset (``-2`` earliest, ``-1`` latest)."""
+    name: str, raw: str, *, allow_earliest: bool, topics: tuple[str, ...] | None = None
+) -> Literal["earliest", "latest"] | TopicOffsets:
+    """``earliest`` / ``latest`` or the JSON form, checked: topic -> broker name -> queue id ->
+    offset (``-2`` earliest, ``-1`` latest). ``topics`` are the topics the read covers (None:
+    not known yet, a pattern); with exactly one, the topic level may be left out, as in
+    ``{"broker-a": {"0": 42}}``."""
     text = raw.strip()
     if text.lower() == "latest":
         return "latest"
@@ -150,19 +349,44 @@ def parse_offsets(
         if not allow_earliest:
             raise RocketMQOptionError(name, "'earliest' is not allowed here")
         return "earliest"
-    example = '{"broker-a": {"0": 42, "1": -2}}'
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RocketMQOptionError(
             name,
             f"is neither 'earliest', 'latest' nor valid JSON ({exc.msg} at column {exc.colno}); "
-            f"expected e.g. {example}",
+            f"expected e.g. {_OFFSETS_EXAMPLE}",
         ) from None
     if not isinstance(parsed, dict) or not parsed:
         raise RocketMQOptionError(
-            name, f"JSON must be a non-empty object of broker name -> queues, e.g. {example}"
+            name,
+            f"JSON must be a non-empty object of topic -> broker -> queue id -> offset, e.g. {_OFFSETS_EXAMPLE}",
         )
+    by_topic = all(
+        isinstance(brokers, dict) and brokers and all(isinstance(q, dict) for q in brokers.values())
+        for brokers in parsed.values()
+    )
+    if not by_topic:
+        if topics is None or len(topics) != 1:
+            raise RocketMQOptionError(
+                name,
+                f"reads of several topics (or a pattern) name the topic of each queue, e.g. {_OFFSETS_EXAMPLE}",
+            )
+        return {topics[0]: _broker_offsets(name, parsed, allow_earliest=allow_earliest)}
+    result: TopicOffsets = {}
+    for topic, brokers in parsed.items():
+        if topics is not None and topic not in topics:
+            covered = ", ".join(repr(t) for t in topics)
+            raise RocketMQOptionError(
+                name, f"names topic {topic!r}, which the read does not cover ({covered})"
+            )
+        assert isinstance(brokers, dict)
+        result[topic] = _broker_offsets(name, brokers, allow_earliest=allow_earliest)
+    return result
+
+
+def _broker_offsets(name: str, parsed: Mapping[str, object], *, allow_earliest: bool) -> BrokerOffsets:
+    example = '{"broker-a": {"0": 42, "1": -2}}'
     result: BrokerOffsets = {}
     for broker, queues in parsed.items():
         if not isinstance(queues, dict) or not queues:
@@ -202,6 +426,14 @@ class Security:
     def parse(cls, given: dict[str, str]) -> Security:
         access_key = given.get("accesskey", "").strip() or None
         secret_key = given.get("secretkey", "").strip() or None
+        if access_key is None and secret_key is None:
+            # Neither option: the driver's environment, as the tools read it ($ROCKETMQ_ACCESS_KEY...).
+            try:
+                env = env_credentials()
+            except ValueError as exc:
+                raise RocketMQOptionError("accessKey", str(exc)) from None
+            if env is not None:
+                access_key, secret_key = env.access_key, env.secret_key
         if (access_key is None) != (secret_key is None):
             missing = "secretKey" if secret_key is None else "accessKey"
             raise RocketMQOptionError(missing, "accessKey and secretKey go together")
@@ -226,12 +458,12 @@ class Security:
 @dataclass(frozen=True)
 class ReadOptions:
     """What a read needs, checked. ``starting`` / ``ending`` are ``"earliest"``, ``"latest"``,
-    per-queue offsets, or (``starting`` only) a timestamp in milliseconds."""
+    per-queue offsets by topic, or (``starting`` only) a timestamp in milliseconds."""
 
     namesrv: str
-    topic: str
-    starting: Literal["earliest", "latest"] | BrokerOffsets | int
-    ending: Literal["latest"] | BrokerOffsets
+    subscription: Subscription
+    starting: Literal["earliest", "latest"] | TopicOffsets | int
+    ending: Literal["latest"] | TopicOffsets
     expression: str
     tags: frozenset[str] | None
     max_per_partition: int | None
@@ -242,6 +474,8 @@ class ReadOptions:
     security: Security = Security()
     #: ``"SQL92"`` when ``expression`` is the ``sql`` option, else ``"TAG"``.
     expression_type: str = "TAG"
+    min_partitions: int | None = None
+    include_headers: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
@@ -250,9 +484,10 @@ class ReadOptions:
         given = _lookup(options)
         _check_known(given, READ_OPTIONS, "source")
         namesrv = check_namesrv(_required(given, "namesrv"))
-        topic = check_topic(_required(given, "topic"))
+        subscription = parse_subscription(given)
+        topics = None if subscription.pattern is not None else subscription.topics
 
-        starting: Literal["earliest", "latest"] | BrokerOffsets | int
+        starting: Literal["earliest", "latest"] | TopicOffsets | int
         raw_start = given.get("startingoffsets")
         raw_time = given.get("startingtimestamp")
         if raw_start is not None and raw_time is not None:
@@ -269,16 +504,16 @@ class ReadOptions:
             if starting < 0:
                 raise RocketMQOptionError("startingTimestamp", f"must not be negative, got {starting}")
         elif raw_start is not None:
-            starting = parse_offsets("startingOffsets", raw_start, allow_earliest=True)
+            starting = parse_offsets("startingOffsets", raw_start, allow_earliest=True, topics=topics)
         else:
             starting = "latest" if streaming else "earliest"
 
-        ending: Literal["latest"] | BrokerOffsets = "latest"
+        ending: Literal["latest"] | TopicOffsets = "latest"
         raw_end = given.get("endingoffsets")
         if raw_end is not None:
             if streaming is True:
                 raise RocketMQOptionError("endingOffsets", "is for batch reads only; a stream has no end")
-            parsed_end = parse_offsets("endingOffsets", raw_end, allow_earliest=False)
+            parsed_end = parse_offsets("endingOffsets", raw_end, allow_earliest=False, topics=topics)
             assert parsed_end != "earliest"
             ending = parsed_end
         if streaming is False and starting == "latest":
@@ -297,10 +532,14 @@ class ReadOptions:
             except Sql92Error as exc:
                 raise RocketMQOptionError("sql", f"{sql!r} is not a valid SQL92 filter: {exc}") from None
             expression, tags, expression_type = sql, None, EXPRESSION_TYPE_SQL92
-        max_per_partition = _positive_int(given, "maxMessagesPerPartition")
-        max_per_trigger = _positive_int(given, "maxMessagesPerTrigger")
-        if max_per_trigger is not None and streaming is False:
-            raise RocketMQOptionError("maxMessagesPerTrigger", "is for streaming reads only")
+        per_partition = _aliased(given, "maxRecordsPerPartition")
+        max_per_partition = None if per_partition is None else _positive_int_value(*per_partition)
+        per_trigger = _aliased(given, "maxOffsetsPerTrigger")
+        max_per_trigger = None
+        if per_trigger is not None:
+            max_per_trigger = _positive_int_value(*per_trigger)
+            if streaming is False:
+                raise RocketMQOptionError(per_trigger[0], "is for streaming reads only")
         group = given.get("consumergroup")
         if group is not None:
             if streaming is False:
@@ -312,7 +551,7 @@ class ReadOptions:
                 )
         return cls(
             namesrv=namesrv,
-            topic=topic,
+            subscription=subscription,
             starting=starting,
             ending=ending,
             expression=expression,
@@ -324,6 +563,8 @@ class ReadOptions:
             pull_batch_size=_positive_int(given, "pullBatchSize") or 32,
             security=Security.parse(given),
             expression_type=expression_type,
+            min_partitions=_positive_int(given, "minPartitions"),
+            include_headers=_bool(given, "includeHeaders", False),
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from .options import DataLossError, Security
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 #: The consumer group named in the source's pull requests (pulls by offset commit nothing).
 READER_GROUP = "spark-rocketmq-reader"
@@ -66,6 +69,7 @@ class RangeSpec:
     pull_batch_size: int
     security: Security = field(default_factory=Security)
     expression_type: str = "TAG"
+    include_headers: bool = False
 
 
 @dataclass
@@ -118,6 +122,15 @@ class _Puller:
                 elif code == _RETRY:
                     result.lost.append((offset, min(nxt, end)))
                 elif not spec.fail_on_data_loss:
+                    log.warning(
+                        "rocketmq: queue %s:%s of topic %r now ends at %s, before offset %s the query "
+                        "planned to read; skipping the rest of its range (failOnDataLoss=false)",
+                        spec.broker,
+                        spec.queue_id,
+                        spec.topic,
+                        ext["maxOffset"],
+                        offset,
+                    )
                     return result
                 else:
                     raise DataLossError(
@@ -154,7 +167,13 @@ def read_range(spec: RangeSpec) -> Iterator[pa.RecordBatch]:
             bodies, limits = loop.run_until_complete(reader.next_chunk())
             if bodies:
                 # Without a tag filter a pull never answers past the window it asked for.
-                batch = decode_chunk(bodies, spec.topic, spec.broker, limits if spec.tags else None)
+                batch = decode_chunk(
+                    bodies,
+                    spec.topic,
+                    spec.broker,
+                    limits if spec.tags else None,
+                    include_headers=spec.include_headers,
+                )
                 batch = keep_rows(batch, spec.end, spec.tags)
                 if batch.num_rows:
                     yield batch
@@ -211,11 +230,16 @@ class _RangeReader:
 
 
 def _report_loss(spec: RangeSpec, lost: list[tuple[int, int]]) -> None:
-    if not spec.fail_on_data_loss:
-        return
     first, upto = lost[0]
+    where = f"offsets {first}..{upto - 1} of queue {spec.broker}:{spec.queue_id} (topic {spec.topic!r})"
+    if not spec.fail_on_data_loss:
+        log.warning(
+            "rocketmq: %s were deleted by retention before this query read them; skipped "
+            "(failOnDataLoss=false)",
+            where,
+        )
+        return
     raise DataLossError(
-        f"rocketmq: offsets {first}..{upto - 1} of queue {spec.broker}:{spec.queue_id} (topic {spec.topic!r}) "
-        "were deleted by retention before this query read them; some messages are lost. "
-        "Set the option failOnDataLoss=false to skip them."
+        f"rocketmq: {where} were deleted by retention before this query read them; some messages "
+        "are lost. Set the option failOnDataLoss=false to skip them."
     )

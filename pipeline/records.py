@@ -1,6 +1,6 @@
 """Pull-response bodies to Arrow record batches, column by column.
 
-A pull body is a run of stored records (REMOTING.md §4.3). Decoding them one
+A pull body is a run of stored records (docs/protocol.md §4.3). Decoding them one
 :class:`~protocol.message.MessageExt` at a time costs several microseconds a message, more
 than the whole read budget, so this module decodes a whole chunk of bodies at once: one short
 Python loop finds where each record starts, numpy gathers the fixed-width fields of every
@@ -139,13 +139,19 @@ def _utf8(values: list[bytes], what: str) -> pa.Array:
 
 
 def decode_chunk(
-    bodies: Sequence[bytes], topic: str, broker: str, limits: Sequence[int] | None = None
+    bodies: Sequence[bytes],
+    topic: str,
+    broker: str,
+    limits: Sequence[int] | None = None,
+    *,
+    include_headers: bool = False,
 ) -> pa.RecordBatch:
     """Every record of ``bodies`` (pull-response bodies of one queue of ``topic`` on
-    ``broker``) as one record batch of the read schema. With ``limits`` (one per body), a
-    body's records at or past its limit are dropped: a pull with a tag filter may scan past
-    the window it was asked for, into the next window's offsets."""
-    batch = _decode(bodies, topic, broker)
+    ``broker``) as one record batch of the read schema (with the ``headers`` column when
+    ``include_headers``). With ``limits`` (one per body), a body's records at or past its
+    limit are dropped: a pull with a tag filter may scan past the window it was asked for,
+    into the next window's offsets."""
+    batch = _decode(bodies, topic, broker, include_headers)
     if limits is None or not batch.num_rows:
         return batch
     if len(bodies) == 1:
@@ -162,10 +168,10 @@ def record_count(body: bytes) -> int:
     return len(record_starts(body))
 
 
-def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
+def _decode(bodies: Sequence[bytes], topic: str, broker: str, include_headers: bool) -> pa.RecordBatch:
     buf = bodies[0] if len(bodies) == 1 else b"".join(bodies)
     if not buf:
-        return _empty()
+        return _empty(include_headers)
     starts_list = record_starts(buf)
     rows = len(starts_list)
     u8 = np.frombuffer(buf, dtype=np.uint8)
@@ -174,7 +180,9 @@ def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
         raise ProtocolError("a record of the pull body has a bad magic code")
     sys_flag = _gather(u8, starts, _SYS_FLAG, ">i4")
     if (sys_flag & _SLOW_FLAGS).any():
-        return messages_to_batch(decode_records(buf, decompress=True), topic, broker)
+        return messages_to_batch(
+            decode_records(buf, decompress=True), topic, broker, include_headers=include_headers
+        )
     totals = _gather(u8, starts, 0, ">i4").astype(np.int64)
     body_len = _gather(u8, starts, _BODY_LENGTH, ">i4").astype(np.int64)
     ends = starts + totals
@@ -225,7 +233,23 @@ def _decode(bodies: Sequence[bytes], topic: str, broker: str) -> pa.RecordBatch:
         "store_host": _hosts(store_host_raw),
         "reconsume_times": pa.array(_gather(u8, starts, _RECONSUME_TIMES, ">i4"), pa.int32()),
     }
-    return _batch(columns)
+    if include_headers:
+        columns["headers"] = _headers(names, values, parents, rows)
+    return _batch(columns, include_headers)
+
+
+def _row_offsets(parents: np.ndarray, rows: int) -> pa.Array:
+    """List offsets for ``rows`` rows from each item's row number (ascending)."""
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    if len(parents):
+        np.cumsum(np.bincount(parents, minlength=rows), out=offsets[1:])
+    return pa.array(offsets)
+
+
+def _headers(names: pa.Array, values: pa.Array, parents: np.ndarray, rows: int) -> pa.Array:
+    """Every property as a ``(key, value)`` struct, in stored order: Kafka's ``headers``."""
+    pairs = pa.StructArray.from_arrays([names, values.cast(pa.binary())], names=["key", "value"])
+    return pa.ListArray.from_arrays(_row_offsets(parents, rows), pairs)
 
 
 def _other_properties(names: pa.Array, values: pa.Array, parents: np.ndarray, rows: int) -> pa.Array:
@@ -236,10 +260,7 @@ def _other_properties(names: pa.Array, values: pa.Array, parents: np.ndarray, ro
         names = names.filter(keep)
         values = values.filter(keep)
         parents = parents[mask]
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    if len(parents):
-        np.cumsum(np.bincount(parents, minlength=rows), out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), names, values)
+    return pa.MapArray.from_arrays(_row_offsets(parents, rows), names, values)
 
 
 def _constant(value: str, rows: int) -> pa.Array:
@@ -250,13 +271,13 @@ def _timestamps(millis: np.ndarray) -> pa.Array:
     return pa.array(millis * 1000, pa.timestamp("us", tz="UTC"))
 
 
-def _empty() -> pa.RecordBatch:
-    schema = arrow_read_schema()
+def _empty(include_headers: bool = False) -> pa.RecordBatch:
+    schema = arrow_read_schema(include_headers)
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def _batch(columns: dict[str, pa.Array]) -> pa.RecordBatch:
-    schema = arrow_read_schema()
+def _batch(columns: dict[str, pa.Array], include_headers: bool = False) -> pa.RecordBatch:
+    schema = arrow_read_schema(include_headers)
     arrays = []
     for field in schema:
         array = columns[field.name]
@@ -266,14 +287,16 @@ def _batch(columns: dict[str, pa.Array]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def messages_to_batch(messages: Sequence[object], topic: str, broker: str) -> pa.RecordBatch:
+def messages_to_batch(
+    messages: Sequence[object], topic: str, broker: str, *, include_headers: bool = False
+) -> pa.RecordBatch:
     """The read schema's rows for decoded messages (the careful path, one message at a time)."""
     from aiorocketmq.protocol.message import MessageExt
 
     msgs = [m for m in messages if isinstance(m, MessageExt)]
     rows = len(msgs)
     if not rows:
-        return _empty()
+        return _empty(include_headers)
     columns = {
         "topic": _constant(topic, rows),
         "broker": _constant(broker, rows),
@@ -293,7 +316,12 @@ def messages_to_batch(messages: Sequence[object], topic: str, broker: str) -> pa
         "store_host": pa.array([m.store_host for m in msgs], pa.string()),
         "reconsume_times": pa.array([m.reconsume_times for m in msgs], pa.int32()),
     }
-    return _batch(columns)
+    if include_headers:
+        columns["headers"] = pa.array(
+            [[{"key": k, "value": v.encode()} for k, v in m.properties.items()] for m in msgs],
+            arrow_read_schema(True).field("headers").type,
+        )
+    return _batch(columns, include_headers)
 
 
 @lru_cache(maxsize=256)

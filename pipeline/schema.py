@@ -1,6 +1,6 @@
-"""The row shapes of the ``rocketmq`` data source: the fixed read schema (one row per stored
-message, like Kafka's source) and its Arrow form, which every batch the reader yields must
-match exactly."""
+"""The row shapes of the ``rocketmq`` data source: the read schema (one row per stored
+message, like Kafka's source; a ``headers`` column with ``includeHeaders``) and its Arrow
+form, which every batch the reader yields must match exactly."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
@@ -42,10 +43,25 @@ READ_SCHEMA = StructType(
 
 COLUMNS = tuple(READ_SCHEMA.fieldNames())
 
+#: With ``includeHeaders``: every property of the message as a key/value pair, in stored
+#: order, of the same type as Kafka's ``headers`` column.
+HEADERS = StructField(
+    "headers",
+    ArrayType(
+        StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]),
+        True,
+    ),
+    True,
+)
 
-@lru_cache(maxsize=1)
-def arrow_read_schema() -> pa.Schema:
+
+def read_schema(include_headers: bool = False) -> StructType:
+    return StructType([*READ_SCHEMA.fields, HEADERS]) if include_headers else READ_SCHEMA
+
+
+@lru_cache(maxsize=2)
+def arrow_read_schema(include_headers: bool = False) -> pa.Schema:
     """The Arrow schema Spark expects from the reader (timestamps in microseconds, UTC)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(READ_SCHEMA, timezone="UTC")
+    return to_arrow_schema(read_schema(include_headers), timezone="UTC")

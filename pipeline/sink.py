@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 from aiorocketmq.client.blocking import BlockingProducer
 from aiorocketmq.protocol.message import Message
 
-from .options import RocketMQOptionError, RocketMQWriteError, WriteOptions, check_topic
+from .options import RocketMQOptionError, RocketMQWriteError, WriteOptions, check_topic, one_line_errors
 from .planning import open_admin
 
 _COLUMNS: dict[str, tuple[str, tuple[DataType, ...]]] = {
@@ -175,6 +175,7 @@ class RocketMQWriter(DataSourceArrowWriter):
     def create(cls, options: Mapping[str, str], schema: StructType, overwrite: bool) -> RocketMQWriter:
         return cls(_prepare(options, schema, overwrite))
 
+    @one_line_errors
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return SinkCommit(send_batches(self.options, iterator))
 
@@ -190,6 +191,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         # Streaming "complete" output mode asks for overwrite; a topic can only be appended to.
         return cls(_prepare(options, schema, overwrite))
 
+    @one_line_errors
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return SinkCommit(send_batches(self.options, iterator))
 

@@ -1,5 +1,6 @@
-"""The columnar pull-body decoder against the SDK's message decoder: same rows, every column,
-for IPv4 and IPv6 hosts, compressed bodies, odd properties strings and bad input."""
+"""The columnar pull-body decoder against the SDK's message decoder: same rows, every column
+(and the ``headers`` one), for IPv4 and IPv6 hosts, compressed bodies, odd properties strings
+and bad input."""
 
 from __future__ import annotations
 
@@ -73,6 +74,18 @@ def test_fast_path_matches_message_decoder_on_every_column() -> None:
     assert first["store_host"] == "127.0.0.1:10911"
     assert first["queue_id"] == 3 and first["queue_offset"] == 0
     assert first["store_timestamp"].timestamp() == pytest.approx(1_700_000_000.5)
+
+    # includeHeaders: every property as a (key, bytes) pair, in stored order, on both paths.
+    with_headers = decode_chunk(bodies, "Orders", "broker-a", include_headers=True)
+    messages = [m for body in bodies for m in decode_records(body)]
+    assert with_headers.schema.equals(arrow_read_schema(True))
+    assert (
+        with_headers.to_pylist()
+        == messages_to_batch(messages, "Orders", "broker-a", include_headers=True).to_pylist()
+    )
+    assert with_headers.drop_columns(["headers"]).to_pylist() == got.to_pylist()
+    for row, message in zip(with_headers.to_pylist(), messages, strict=True):
+        assert row["headers"] == [{"key": k, "value": v.encode()} for k, v in message.properties.items()]
 
 
 def test_properties_follow_javas_rules_and_msg_id_falls_back_to_the_offset_id() -> None:
