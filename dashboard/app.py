@@ -1,21 +1,27 @@
-"""The web application: Starlette routes rendering Jinja2 templates on the server, one JSON
+"""The web application: Starlette routes rendering Jinja2 templates on the server (cluster and
+broker settings, topics, consumer groups and their clients, producers, messages, message traces,
+dead letters, ACL accounts, the TPS history by day and the consumer-group monitors), one JSON
 endpoint for the live charts, the optional login, and the rule that no cluster failure ever
 breaks a page: every handler turns an error into a message shown on the page it renders.
 
 Forms post and redirect (the outcome travels in a short ``flash`` cookie), so reloading a page
-repeats no action. Every asset comes from the package's ``static/`` folder.
+repeats no action. Every asset comes from the package's ``static/`` folder. docs/dashboard.md
+maps these pages to Apache rocketmq-dashboard's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -28,13 +34,24 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from aiorocketmq.client import ClientOptions, MessageExt
+from aiorocketmq.client import ClientOptions
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, MQVersion, Perm
 from aiorocketmq.protocol.errors import MQError
 
 from . import render
+from .cluster_access import (
+    GROUP_SETTINGS,
+    MAX_SCAN,
+    AclAccount,
+    ClusterAccess,
+    MessageRow,
+    TracedMessage,
+    describe,
+)
+from .history import Collector, HistoryStore
 from .live import LiveSampler
-from .operations import MAX_MESSAGES, Operations, describe
+from .monitor import GroupMonitor, Thresholds
+from .trace import TRACE_TOPIC
 from .users import Sessions, User
 
 log = logging.getLogger(__name__)
@@ -47,6 +64,10 @@ EXPECTED = (MQError, OSError, ValueError, TimeoutError)
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+#: ``--data-dir``'s default.
+DEFAULT_DATA_DIR = Path.home() / ".aiorocketmq" / "dashboard"
+
+
 @dataclass
 class Settings:
     namesrv: str
@@ -55,6 +76,16 @@ class Settings:
     sessions: Sessions | None = None
     access_key: str | None = None
     secret_key: str | None = None
+    #: TLS to every server (``tls_ca_file``: the CAs to check them against).
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_verify: bool = True
+    #: Where the TPS history (a file a day) and the group monitors' settings are kept.
+    data_dir: Path = DEFAULT_DATA_DIR
+    #: Seconds between collector rounds (history sample and monitor check); 0: no collector.
+    collect_interval: float = 60.0
+    #: Days of history kept (today's included).
+    history_days: int = 7
 
 
 def perm_text(perm: int) -> str:
@@ -90,14 +121,19 @@ TEMPLATES = _templates()
 # -- request helpers --------------------------------------------------------------------------
 
 
+async def form_lists(request: Request) -> dict[str, list[str]]:
+    """An urlencoded form's fields, every value of each."""
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return urllib.parse.parse_qs(body, keep_blank_values=True)
+
+
 async def form(request: Request) -> dict[str, str]:
     """An urlencoded form's fields (the last value of a repeated one)."""
-    body = (await request.body()).decode("utf-8", errors="replace")
-    return {k: v[-1] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
+    return {k: v[-1] for k, v in (await form_lists(request)).items()}
 
 
-def ops(request: Request) -> Operations:
-    ops_: Operations = request.app.state.ops
+def ops(request: Request) -> ClusterAccess:
+    ops_: ClusterAccess = request.app.state.ops
     return ops_
 
 
@@ -176,6 +212,48 @@ def int_field(fields: dict[str, str], name: str, default: int, low: int = 1, hig
     return value
 
 
+@dataclass
+class Pager:
+    """One page of a list: its rows and the links to the others (``base`` is the query
+    string of the list without its page number)."""
+
+    rows: list[Any]
+    page: int
+    size: int
+    total: int
+    base: str
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.size))
+
+    def near(self) -> list[int]:
+        """The page numbers the pager links: first, last and two either side of this one."""
+        shown = {1, self.pages, *range(self.page - 2, self.page + 3)}
+        return sorted(n for n in shown if 1 <= n <= self.pages)
+
+
+PAGE_SIZES = (20, 50, 100)
+#: RocketMQ 5's message types a topic may declare, and the types the topic list filters by.
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+TOPIC_TYPES = (*MESSAGE_TYPES, "UNSPECIFIED", "RETRY", "DLQ", "SYSTEM")
+
+
+def paged(rows: list[Any], query: dict[str, str], page_text: str, size_text: str) -> Pager:
+    try:
+        size = int(size_text)
+    except ValueError:
+        size = PAGE_SIZES[0]
+    size = size if size in PAGE_SIZES else PAGE_SIZES[0]
+    pages = max(1, math.ceil(len(rows) / size))
+    try:
+        page = min(max(1, int(page_text)), pages)
+    except ValueError:
+        page = 1
+    base = urllib.parse.urlencode({**query, "size": str(size)})
+    return Pager(rows[(page - 1) * size : page * size], page, size, len(rows), base)
+
+
 # -- cluster ------------------------------------------------------------------------------------
 
 
@@ -192,15 +270,72 @@ async def cluster_page(request: Request) -> Response:
     )
 
 
+async def broker_page(request: Request) -> Response:
+    addr = request.query_params.get("addr", "").strip()
+    text = request.query_params.get("q", "").strip()
+    brokers, error = await attempt(ops(request).brokers())
+    row = next((b for b in brokers or [] if b.addr == addr), None)
+    config, config_error = await attempt(ops(request).broker_config(addr))
+    items = [(k, v) for k, v in (config or {}).items() if text.lower() in k.lower()]
+    return page(
+        request,
+        "broker.html",
+        addr=addr,
+        broker=row,
+        q=text,
+        items=items,
+        keys=sorted(config or {}),
+        edit=request.query_params.get("edit", ""),
+        current=(config or {}).get(request.query_params.get("edit", ""), ""),
+        error=config_error or error,
+    )
+
+
+async def broker_config_update(request: Request) -> Response:
+    fields = await form(request)
+    addr, key, value = fields.get("addr", ""), fields.get("key", "").strip(), fields.get("value", "").strip()
+    back = f"/broker?addr={urllib.parse.quote(addr)}&q={urllib.parse.quote(key)}"
+    try:
+        if not key:
+            raise ValueError("name the setting to change")
+        before = (await ops(request).broker_config(addr)).get(key)
+        after = await ops(request).update_broker_config(addr, key, value)
+    except EXPECTED as exc:
+        return redirect(back, error=f"{key} not changed: {describe(exc)}")
+    if after is None:
+        return redirect(back, error=f"{key} not changed: the broker at {addr} has no such setting")
+    if after != value and after == before:
+        return redirect(
+            back, error=f"{key} not changed: the broker kept {after} (it does not change it while running)"
+        )
+    return redirect(back, ok=f"{key} set to {after} on {addr} (in memory: a restart reads broker.conf again)")
+
+
 # -- topics -------------------------------------------------------------------------------------
 
 
 async def topics_page(request: Request) -> Response:
     text = request.query_params.get("q", "")
     show_system = request.query_params.get("system") == "1"
+    wanted = request.query_params.get("type", "")
     topics, error = await attempt(ops(request).topics(text))
-    rows = [t for t in topics or [] if show_system or t.kind == "normal"]
-    return page(request, "topics.html", topics=rows, q=text, show_system=show_system, error=error)
+    rows = [
+        t
+        for t in topics or []
+        if (show_system or t.kind == "normal" or wanted in ("RETRY", "DLQ", "SYSTEM"))
+        and (not wanted or t.type == wanted)
+    ]
+    return page(
+        request,
+        "topics.html",
+        topics=rows,
+        q=text,
+        show_system=show_system,
+        wanted=wanted,
+        types=TOPIC_TYPES,
+        message_types=MESSAGE_TYPES,
+        error=error,
+    )
 
 
 async def topic_create(request: Request) -> Response:
@@ -212,7 +347,12 @@ async def topic_create(request: Request) -> Response:
         perm = int_field(fields, "perm", PERM_READ_WRITE, low=0, high=7)
         if not topic:
             raise ValueError("give the topic a name")
-        await ops(request).create_topic(topic, read, write, perm)
+        message_type = fields.get("message_type", "").strip()
+        if message_type and message_type not in MESSAGE_TYPES:
+            raise ValueError(f"message type must be one of {', '.join(MESSAGE_TYPES)}")
+        await ops(request).create_topic(
+            topic, read, write, perm, fields.get("broker_addr", "").strip(), message_type or None
+        )
     except EXPECTED as exc:
         return redirect("/topics", error=f"topic {topic!r} was not saved: {describe(exc)}")
     return redirect(
@@ -224,7 +364,56 @@ async def topic_create(request: Request) -> Response:
 async def topic_page(request: Request) -> Response:
     topic = request.query_params.get("name", "")
     detail, error = await attempt(ops(request).topic_detail(topic))
-    return page(request, "topic.html", topic=topic, detail=detail, error=error)
+    # The update form starts from what the route says now, so saving it unchanged changes nothing.
+    queues = sorted(detail.route.queue_datas, key=lambda q: q.broker_name) if detail else []
+    masters = (
+        {d.broker_name: d.broker_addrs[0] for d in detail.route.broker_datas if 0 in d.broker_addrs}
+        if detail
+        else {}
+    )
+    current = queues[0] if queues else None
+    config = (
+        await ops(request).topic_config(topic, masters[current.broker_name])
+        if current and current.broker_name in masters
+        else None
+    )
+    uniform = all(
+        (q.read_queue_nums, q.write_queue_nums, q.perm)
+        == (queues[0].read_queue_nums, queues[0].write_queue_nums, queues[0].perm)
+        for q in queues
+    )
+    return page(
+        request,
+        "topic.html",
+        topic=topic,
+        detail=detail,
+        current=current,
+        uniform=uniform,
+        masters=sorted(masters.items()),
+        message_type=(config.attributes.get("message.type", "") if config else ""),
+        message_types=MESSAGE_TYPES,
+        now=local_input(time.time()),
+        error=error,
+    )
+
+
+async def topic_reset(request: Request) -> Response:
+    """Reset (or skip to the end) the chosen groups' offsets on one topic."""
+    fields = await form_lists(request)
+    topic = (fields.get("topic") or [""])[-1]
+    groups = fields.get("groups") or []
+    skip = (fields.get("action") or [""])[-1] == "skip"
+    back = f"/topic?name={urllib.parse.quote(topic)}"
+    try:
+        if not groups:
+            raise ValueError("choose at least one group")
+        timestamp = -1.0 if skip else parse_time((fields.get("time") or [""])[-1], time.time())
+        moved = [await ops(request).reset_offset(group, topic, timestamp) for group in groups]
+    except EXPECTED as exc:
+        return redirect(back, error=f"offsets on {topic} not reset: {describe(exc)}")
+    target = "its end" if skip else render.when(int(timestamp * 1000))
+    queues = sum(len(m) for m in moved)
+    return redirect(back, ok=f"offsets of {', '.join(groups)} on {topic} moved to {target}: {queues} queues")
 
 
 async def topic_delete(request: Request) -> Response:
@@ -257,16 +446,82 @@ async def topic_send(request: Request) -> Response:
 # -- consumer groups ----------------------------------------------------------------------------
 
 
+def monitor_of(request: Request) -> GroupMonitor:
+    monitor: GroupMonitor = request.app.state.monitor
+    return monitor
+
+
 async def groups_page(request: Request) -> Response:
     text = request.query_params.get("q", "")
     groups, error = await attempt(ops(request).groups(text))
-    return page(request, "groups.html", groups=groups or [], q=text, error=error)
+    monitor = monitor_of(request)
+    return page(
+        request,
+        "groups.html",
+        groups=groups or [],
+        q=text,
+        alarms=monitor.alarms,
+        monitored=set(monitor.thresholds),
+        error=error,
+    )
 
 
 async def group_page(request: Request) -> Response:
     group = request.query_params.get("name", "")
     detail, error = await attempt(ops(request).group_detail(group))
-    return page(request, "group.html", group=group, detail=detail, error=error, now=local_input(time.time()))
+    settings, settings_error = await attempt(ops(request).group_settings(group))
+    masters, _ = await attempt(ops(request).masters())
+    held = dict(settings or {})
+    shown = next(iter(held.values()), None)
+    return page(
+        request,
+        "group.html",
+        group=group,
+        detail=detail,
+        error=error,
+        now=local_input(time.time()),
+        settings=held,
+        shown={
+            k: v for k, v in (shown.model_dump(by_alias=True) if shown else {}).items() if k in GROUP_SETTINGS
+        },
+        settings_error=settings_error,
+        masters=sorted((masters or {}).items()),
+        limits=monitor_of(request).limits(group),
+        alarm=monitor_of(request).alarms.get(group, {}),
+        monitor_on=request.app.state.settings.collect_interval > 0,
+    )
+
+
+def _optional_int(fields: dict[str, str], name: str, high: int) -> int | None:
+    return int_field(fields, name, -1, low=0, high=high) if fields.get(name, "").strip() else None
+
+
+async def group_monitor_update(request: Request) -> Response:
+    """Save a group's monitor thresholds (blank: not checked) and check them at once."""
+    fields = await form(request)
+    group = fields.get("group", "").strip()
+    back = f"/group?name={urllib.parse.quote(group)}"
+    monitor = monitor_of(request)
+    try:
+        if not group:
+            raise ValueError("name the group to monitor")
+        limits = Thresholds(
+            _optional_int(fields, "min_consumers", 10_000), _optional_int(fields, "max_lag", 2**62)
+        )
+        monitor.set(group, limits)
+    except EXPECTED as exc:
+        return redirect(back, error=f"monitor of {group} not saved: {describe(exc)}")
+    if limits.empty:
+        return redirect(back, ok=f"{group} is no longer monitored")
+    await monitor.check_group(group)
+    return redirect(back, ok=f"monitor of {group} saved")
+
+
+async def client_page(request: Request) -> Response:
+    group = request.query_params.get("group", "")
+    client_id = request.query_params.get("client", "")
+    info, error = await attempt(ops(request).running_info(group, client_id))
+    return page(request, "client.html", group=group, client_id=client_id, info=info, error=error)
 
 
 async def group_reset(request: Request) -> Response:
@@ -297,10 +552,19 @@ async def group_skip(request: Request) -> Response:
 async def group_delete(request: Request) -> Response:
     fields = await form(request)
     group = fields.get("group", "")
-    _, error = await attempt(ops(request).delete_group(group, remove_offsets=fields.get("offsets") == "1"))
+    broker_addr = fields.get("broker_addr", "").strip()
+    _, error = await attempt(
+        ops(request).delete_group(
+            group, remove_offsets=fields.get("offsets") == "1", broker_addr=broker_addr or None
+        )
+    )
     if error:
         return redirect(
             f"/group?name={urllib.parse.quote(group)}", error=f"group {group} not deleted: {error}"
+        )
+    if broker_addr:
+        return redirect(
+            f"/group?name={urllib.parse.quote(group)}", ok=f"group {group} deleted on {broker_addr}"
         )
     return redirect("/groups", ok=f"group {group} deleted")
 
@@ -314,6 +578,7 @@ async def producers_page(request: Request) -> Response:
     connections = None
     error = None
     topics, topics_error = await attempt(ops(request).topics(with_routes=False))
+    known, _ = await attempt(ops(request).producer_groups())
     if group:
         connections, error = await attempt(ops(request).producer_connections(group, topic or None))
     return page(
@@ -323,6 +588,7 @@ async def producers_page(request: Request) -> Response:
         topic=topic,
         topics=[t.topic for t in topics or [] if t.kind == "normal"],
         connections=connections,
+        known=known or {},
         error=error or topics_error,
     )
 
@@ -339,19 +605,26 @@ async def messages_page(request: Request) -> Response:
     begin_text = q.get("begin", "") or local_input(now - 3600)
     end_text = q.get("end", "") or local_input(now + 60)
     mode = q.get("by", "time")
-    messages: list[MessageExt] | None = None
+    rows: list[MessageRow] | None = None
+    query: dict[str, str] = {}
+    in_range = 0
     error = None
     if mode == "id" and msg_id:
         return redirect(f"/message?topic={urllib.parse.quote(topic)}&id={urllib.parse.quote(msg_id)}")
     if topic and mode == "key" and key:
-        messages, error = await attempt(ops(request).messages_by_key(topic, key))
+        rows, error = await attempt(ops(request).messages_by_key(topic, key))
+        query = {"by": "key", "topic": topic, "key": key}
     elif topic and mode == "time":
         try:
             begin = parse_time(begin_text, now - 3600)
             end = parse_time(end_text, now)
-            messages = await ops(request).messages_by_time(topic, begin, end)
+            # A page link repeats the search's exact range: its pages come from one reading.
+            search = await ops(request).messages_by_time(topic, begin, end, fresh="page" not in q)
+            rows, in_range = search.rows, search.in_range
+            query = {"by": "time", "topic": topic, "begin": begin_text, "end": end_text}
         except EXPECTED as exc:
             error = describe(exc)
+    pager = paged(rows, query, q.get("page", "1"), q.get("size", "")) if rows is not None else None
     return page(
         request,
         "messages.html",
@@ -361,8 +634,10 @@ async def messages_page(request: Request) -> Response:
         by=mode,
         begin=begin_text,
         end=end_text,
-        messages=messages,
-        limit=MAX_MESSAGES,
+        pager=pager,
+        in_range=in_range,
+        max_scan=MAX_SCAN,
+        sizes=PAGE_SIZES,
         error=error,
     )
 
@@ -402,6 +677,196 @@ async def message_resend(request: Request) -> Response:
     return redirect(back, ok=f"resent to {group} as {result.msg_id}")
 
 
+# -- message trace ------------------------------------------------------------------------------
+
+
+@dataclass
+class Consumption:
+    """One listener call of a consumer group on the traced message (``SubBefore`` and its
+    ``SubAfter``; no ``SubAfter`` yet: still running, or the client stopped)."""
+
+    group: str
+    client_host: str
+    began: int
+    retry_times: int | None
+    cost_ms: int | None
+    success: bool | None
+
+
+def consumptions(traced: list[TracedMessage]) -> dict[str, list[Consumption]]:
+    """The traced message's listener calls by consumer group."""
+    after = {t.record.request_id: t.record for t in traced if t.record.kind == "SubAfter"}
+    calls: dict[str, list[Consumption]] = {}
+    for t in traced:
+        r = t.record
+        if r.kind != "SubBefore":
+            continue
+        done = after.get(r.request_id)
+        calls.setdefault(r.group, []).append(
+            Consumption(
+                r.group,
+                t.client_host,
+                r.timestamp,
+                r.retry_times,
+                done.cost_ms if done else None,
+                done.success if done else None,
+            )
+        )
+    # A SubAfter whose SubBefore is missing still tells that the group consumed it.
+    befores = {t.record.request_id for t in traced if t.record.kind == "SubBefore"}
+    for t in traced:
+        r = t.record
+        if r.kind == "SubAfter" and r.request_id not in befores:
+            calls.setdefault(r.group or "?", []).append(
+                Consumption(r.group, t.client_host, r.timestamp, None, r.cost_ms, r.success)
+            )
+    return dict(sorted(calls.items()))
+
+
+async def trace_page(request: Request) -> Response:
+    q = request.query_params
+    msg_id = q.get("id", "").strip()
+    topic = q.get("topic", "").strip()
+    key = q.get("key", "").strip()
+    trace_topic = q.get("trace_topic", "").strip() or TRACE_TOPIC
+    found: list[MessageRow] | None = None
+    traced: list[TracedMessage] | None = None
+    error = None
+    if msg_id:
+        traced, error = await attempt(ops(request).trace_of(msg_id, trace_topic))
+    elif topic and key:
+        found, error = await attempt(ops(request).messages_by_key(topic, key))
+    return page(
+        request,
+        "trace.html",
+        msg_id=msg_id,
+        topic=topic,
+        key=key,
+        trace_topic=trace_topic,
+        found=found,
+        sent=[t for t in traced or [] if t.record.kind in ("Pub", "EndTransaction")],
+        consumed=consumptions(traced or []),
+        traced=traced,
+        error=error,
+    )
+
+
+# -- consumer group settings ------------------------------------------------------------------------
+
+_BOOL_SETTINGS = ("consumeEnable", "consumeBroadcastEnable", "consumeFromMinEnable")
+
+
+async def group_settings_update(request: Request) -> Response:
+    fields = await form(request)
+    group = fields.get("group", "").strip()
+    back = f"/group?name={urllib.parse.quote(group)}"
+    try:
+        if not group:
+            raise ValueError("give the group a name")
+        settings: dict[str, Any] = {name: fields.get(name) == "1" for name in _BOOL_SETTINGS}
+        settings["retryQueueNums"] = int_field(fields, "retryQueueNums", 1, low=0, high=64)
+        settings["retryMaxTimes"] = int_field(fields, "retryMaxTimes", 16, low=-1, high=1000)
+        settings["brokerId"] = int_field(fields, "brokerId", 0, low=0, high=64)
+        settings["whichBrokerWhenConsumeSlowly"] = int_field(
+            fields, "whichBrokerWhenConsumeSlowly", 1, low=0, high=64
+        )
+        await ops(request).update_group_settings(group, settings)
+    except EXPECTED as exc:
+        return redirect(back, error=f"settings of {group} not saved: {describe(exc)}")
+    return redirect(back, ok=f"settings of {group} saved on every master")
+
+
+# -- ACL ------------------------------------------------------------------------------------------
+
+ACL_PERMS = ("DENY", "PUB", "SUB", "PUB|SUB")
+
+
+def may_see_secrets(request: Request) -> bool:
+    """Secret keys are shown to admins, or to everyone when the dashboard has no login."""
+    settings: Settings = request.app.state.settings
+    user = user_of(request)
+    return settings.sessions is None or (user is not None and user.admin)
+
+
+async def acl_page(request: Request) -> Response:
+    view, error = await attempt(ops(request).acl())
+    edit_key = request.query_params.get("edit", "")
+    editing = next((a for a in view.accounts if a.access_key == edit_key), None) if view else None
+    return page(
+        request,
+        "acl.html",
+        view=view,
+        editing=editing or AclAccount(""),
+        show_secrets=may_see_secrets(request),
+        perms=ACL_PERMS,
+        error=error,
+    )
+
+
+def _perm_lines(text: str) -> list[str]:
+    """``Name=PERM`` entries, one a line or comma-separated, each checked."""
+    entries = [e.strip() for e in text.replace(",", "\n").splitlines() if e.strip()]
+    for entry in entries:
+        name, sep, perm = entry.partition("=")
+        if not sep or not name.strip() or perm.strip() not in ACL_PERMS:
+            raise ValueError(f"{entry!r} is not Name=PERM with PERM one of {', '.join(ACL_PERMS)}")
+    return [e.replace(" ", "") for e in entries]
+
+
+def _outcome(what: str, errors: dict[str, str | None]) -> RedirectResponse:
+    failed = {name: error for name, error in errors.items() if error}
+    done = [name for name, error in errors.items() if not error]
+    if failed:
+        return redirect(
+            "/acl",
+            error=f"{what} on {', '.join(done)}; not on "
+            + "; ".join(f"{name} ({error})" for name, error in failed.items()),
+        )
+    return redirect("/acl", ok=f"{what} on {', '.join(done)}")
+
+
+async def acl_account_update(request: Request) -> Response:
+    fields = await form(request)
+    access_key = fields.get("access_key", "").strip()
+    try:
+        if not access_key:
+            raise ValueError("give the account an access key")
+        for name in ("default_topic_perm", "default_group_perm"):
+            if fields.get(name, "") not in ("", *ACL_PERMS):
+                raise ValueError(f"{name} must be one of {', '.join(ACL_PERMS)}")
+        account = AclAccount(
+            access_key,
+            secret_key=fields.get("secret_key", "").strip(),
+            white_remote_address=fields.get("white_remote_address", "").strip(),
+            admin=fields.get("admin") == "1",
+            default_topic_perm=fields.get("default_topic_perm", ""),
+            default_group_perm=fields.get("default_group_perm", ""),
+            topic_perms=_perm_lines(fields.get("topic_perms", "")),
+            group_perms=_perm_lines(fields.get("group_perms", "")),
+        )
+        errors = await ops(request).update_acl_account(account)
+    except EXPECTED as exc:
+        return redirect("/acl", error=f"account {access_key} not saved: {describe(exc)}")
+    return _outcome(f"account {access_key} saved", errors)
+
+
+async def acl_account_delete(request: Request) -> Response:
+    access_key = (await form(request)).get("access_key", "").strip()
+    errors, error = await attempt(ops(request).delete_acl_account(access_key))
+    if error:
+        return redirect("/acl", error=f"account {access_key} not deleted: {error}")
+    return _outcome(f"account {access_key} deleted", errors)
+
+
+async def acl_white_update(request: Request) -> Response:
+    text = (await form(request)).get("addresses", "")
+    patterns = [p.strip() for p in text.replace(",", "\n").splitlines() if p.strip()]
+    errors, error = await attempt(ops(request).update_global_white(patterns))
+    if error:
+        return redirect("/acl", error=f"global white list not saved: {error}")
+    return _outcome("global white list saved", errors)
+
+
 # -- dead letters -------------------------------------------------------------------------------
 
 
@@ -418,9 +883,12 @@ async def dlq_page(request: Request) -> Response:
 async def dlq_export(request: Request) -> Response:
     group = request.query_params.get("group", "").strip()
     fmt = request.query_params.get("format", "json")
+    chosen = set(request.query_params.getlist("id"))
     messages, error = await attempt(ops(request).dlq_messages(group))
     if error:
         return PlainTextResponse(f"dead letters of {group!r} not exported: {error}\n", status_code=502)
+    if chosen:
+        messages = [m for m in messages if m.msg_id in chosen]
     name = f"dlq-{group}.{'csv' if fmt == 'csv' else 'json'}"
     disposition = {"Content-Disposition": f'attachment; filename="{urllib.parse.quote(name)}"'}
     if fmt == "csv":
@@ -439,6 +907,69 @@ async def dlq_resend(request: Request) -> Response:
     except EXPECTED as exc:
         return redirect(back, error=f"dead letter not resent: {describe(exc)}")
     return redirect(back, ok=f"dead letter {msg_id} resent to {group} as {result.msg_id}")
+
+
+async def dlq_resend_chosen(request: Request) -> Response:
+    fields = await form_lists(request)
+    group = (fields.get("group") or [""])[-1]
+    chosen = set(fields.get("id") or [])
+    back = f"/dlq?group={urllib.parse.quote(group)}"
+    done = 0
+    try:
+        if not chosen:
+            raise ValueError("choose the dead letters to resend")
+        letters = [m for m in await ops(request).dlq_messages(group) if m.msg_id in chosen]
+        for msg in letters:
+            await ops(request).resend(msg, group)
+            done += 1
+    except EXPECTED as exc:
+        return redirect(back, error=f"{done} dead letters resent, then: {describe(exc)}")
+    return redirect(back, ok=f"{done} dead letters resent to {group}")
+
+
+# -- history ------------------------------------------------------------------------------------
+
+
+def chart_json(data: dict[str, Any]) -> str:
+    """JSON to embed in a ``<script>`` element: ``<`` escaped, so no value can end it."""
+    return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+
+
+async def history_page(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    store: HistoryStore = request.app.state.history
+    collector: Collector | None = request.app.state.collector
+    text = request.query_params.get("date", "").strip()
+    error = None
+    try:
+        day = date.fromisoformat(text) if text else date.today()
+    except ValueError:
+        error = f"not a date: {text!r} (YYYY-MM-DD)"
+        day = date.today()
+    history = await asyncio.to_thread(store.read, day)
+    top = history.top()
+    topics = sorted(history.topic_tps)
+    topic = request.query_params.get("topic", "").strip() or (top[0][0] if top else "")
+    data = {
+        "brokerPutTps": history.broker_put,
+        "brokerGetTps": history.broker_get,
+        "topicTps": {topic: history.topic_tps[topic]} if topic in history.topic_tps else {},
+    }
+    return page(
+        request,
+        "history.html",
+        day=day.isoformat(),
+        days=[d.isoformat() for d in store.days()],
+        history=history,
+        top=top,
+        topics=topics,
+        topic=topic,
+        data=chart_json(data),
+        collector=collector,
+        data_dir=str(settings.data_dir),
+        keep_days=settings.history_days,
+        error=error or (collector.last_error if collector and day == date.today() else None),
+    )
 
 
 # -- live figures -------------------------------------------------------------------------------
@@ -519,42 +1050,71 @@ def create_app(settings: Settings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        operations = Operations(
+        operations = ClusterAccess(
             settings.namesrv,
-            options=ClientOptions(request_timeout=settings.request_timeout),
+            options=ClientOptions(
+                request_timeout=settings.request_timeout,
+                tls=settings.tls,
+                tls_ca_file=settings.tls_ca_file,
+                tls_verify=settings.tls_verify,
+            ),
             access_key=settings.access_key,
             secret_key=settings.secret_key,
         )
         await operations.start()
         sampler = LiveSampler(operations, settings.refresh)
         sampler.start()
+        monitor = GroupMonitor(operations, settings.data_dir / "monitors.json")
+        store = HistoryStore(settings.data_dir, settings.history_days)
+        collector = None
+        if settings.collect_interval > 0:
+            collector = Collector(operations, store, settings.collect_interval, after_sample=monitor.check)
+            collector.start()
         app.state.ops = operations
         app.state.sampler = sampler
+        app.state.monitor = monitor
+        app.state.history = store
+        app.state.collector = collector
         try:
             yield
         finally:
+            if collector is not None:
+                await collector.stop()
             await sampler.stop()
             await operations.shutdown()
 
     routes: list[tuple[str, Handler, list[str]]] = [
         ("/", cluster_page, ["GET"]),
+        ("/broker", broker_page, ["GET"]),
+        ("/broker/config", broker_config_update, ["POST"]),
         ("/topics", topics_page, ["GET"]),
         ("/topics/create", topic_create, ["POST"]),
         ("/topic", topic_page, ["GET"]),
         ("/topic/delete", topic_delete, ["POST"]),
         ("/topic/send", topic_send, ["POST"]),
+        ("/topic/reset", topic_reset, ["POST"]),
         ("/groups", groups_page, ["GET"]),
         ("/group", group_page, ["GET"]),
         ("/group/reset", group_reset, ["POST"]),
         ("/group/skip", group_skip, ["POST"]),
         ("/group/delete", group_delete, ["POST"]),
+        ("/group/settings", group_settings_update, ["POST"]),
+        ("/group/monitor", group_monitor_update, ["POST"]),
+        ("/group/client", client_page, ["GET"]),
         ("/producers", producers_page, ["GET"]),
         ("/messages", messages_page, ["GET"]),
         ("/message", message_page, ["GET"]),
         ("/message/resend", message_resend, ["POST"]),
+        ("/trace", trace_page, ["GET"]),
+        ("/acl", acl_page, ["GET"]),
+        ("/acl/account", acl_account_update, ["POST"]),
+        ("/acl/delete", acl_account_delete, ["POST"]),
+        ("/acl/white", acl_white_update, ["POST"]),
         ("/dlq", dlq_page, ["GET"]),
         ("/dlq/export", dlq_export, ["GET"]),
         ("/dlq/resend", dlq_resend, ["POST"]),
+        ("/dlq/resend-chosen", dlq_resend_chosen, ["POST"]),
+        ("/history", history_page, ["GET"]),
         ("/api/live", live, ["GET"]),
         ("/login", login_page, ["GET"]),
         ("/login", login, ["POST"]),

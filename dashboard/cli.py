@@ -17,9 +17,10 @@ from pathlib import Path
 
 import uvicorn
 
+from aiorocketmq.client.credentials import env_credentials
 from aiorocketmq.protocol.loop import run
 
-from .app import Settings, create_app
+from .app import DEFAULT_DATA_DIR, Settings, create_app
 from .users import Sessions, UsersFileError, load_users
 
 log = logging.getLogger("mqdashboard")
@@ -64,16 +65,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--refresh", type=float, default=5.0, help="seconds between live chart samples (5)")
     parser.add_argument("--timeout", type=float, default=3.0, help="cluster request timeout in seconds (3)")
     parser.add_argument(
-        "--access-key", default=os.environ.get("RMQ_ACCESS_KEY"), help="ACL access key ($RMQ_ACCESS_KEY)"
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+        help=f"where the TPS history and the group monitors are kept ({DEFAULT_DATA_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--collect-interval", type=float, default=60.0,
+        help="seconds between history samples and group monitor checks (60; 0: neither)",
+    )  # fmt: skip
+    parser.add_argument("--history-days", type=int, default=7, help="days of TPS history kept (7)")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=os.environ.get("ROCKETMQ_TLS_ENABLE", "").lower() == "true",
+        help="talk TLS to every server (default: $ROCKETMQ_TLS_ENABLE=true)",
     )
     parser.add_argument(
-        "--secret-key", default=os.environ.get("RMQ_SECRET_KEY"), help="ACL secret key ($RMQ_SECRET_KEY)"
-    )
+        "--tls-ca-file", "--tlsCaFile", dest="tls_ca_file", metavar="FILE",
+        help="CA certificates to check servers against (default: the system store)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tls-no-verify", "--tlsNoVerify", dest="tls_no_verify", action="store_true",
+        help="do not check the servers' certificates",
+    )  # fmt: skip
+    parser.add_argument("--access-key", help="ACL access key (default: $ROCKETMQ_ACCESS_KEY)")
+    parser.add_argument("--secret-key", help="ACL secret key (default: $ROCKETMQ_SECRET_KEY)")
     args = parser.parse_args(argv)
+    if not (args.access_key or args.secret_key):
+        try:
+            env = env_credentials()  # the tools' scheme; $RMQ_ACCESS_KEY/$RMQ_SECRET_KEY still work
+        except ValueError as exc:
+            parser.error(str(exc))
+        if env is not None:
+            args.access_key, args.secret_key = env.access_key, env.secret_key
     if not args.namesrv:
         parser.error("no name server address: give --namesrv host:9876 or set NAMESRV_ADDR")
     if args.refresh <= 0 or args.timeout <= 0:
         parser.error("--refresh and --timeout must be positive")
+    if args.collect_interval < 0 or args.history_days < 1:
+        parser.error("--collect-interval must not be negative and --history-days must be at least 1")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
     return args
@@ -123,6 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sessions=sessions,
         access_key=args.access_key,
         secret_key=args.secret_key,
+        tls=args.tls,
+        tls_ca_file=args.tls_ca_file,
+        tls_verify=not args.tls_no_verify,
+        data_dir=args.data_dir.expanduser(),
+        collect_interval=args.collect_interval,
+        history_days=args.history_days,
     )
     try:
         run(serve(settings, args.host, args.port))

@@ -4,7 +4,8 @@ sampled every few seconds into short histories that ``/api/live`` serves to the 
 Sampling runs only while someone looks: each ``/api/live`` request keeps it going for
 :data:`IDLE_AFTER` seconds more, so an unwatched dashboard puts no load on the cluster. Topic
 TPS is the growth of the topic's summed max offsets between two samples (the brokers report no
-per-topic rate); broker TPS is what each broker reports for its last 10 seconds.
+per-topic rate); broker TPS is what each broker reports for its last 10 seconds. A broker that
+does not answer gets a gap (``null``) in its series, not its last rate, so a chart shows it down.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 
-from .operations import Operations, describe
+from .cluster_access import ClusterAccess, describe
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,13 @@ MAX_TOPICS = 50
 
 @dataclass
 class Series:
-    points: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    #: (time, value); value None: no figure then (the broker was down).
+    points: deque[tuple[float, float | None]] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
-    def add(self, at: float, value: float) -> None:
+    def add(self, at: float, value: float | None) -> None:
         self.points.append((at, value))
 
-    def to_json(self) -> list[list[float]]:
+    def to_json(self) -> list[list[float | None]]:
         return [[round(t, 3), v] for t, v in self.points]
 
 
@@ -57,7 +59,7 @@ class Figures:
 
 
 class LiveSampler:
-    def __init__(self, ops: Operations, interval: float = 5.0) -> None:
+    def __init__(self, ops: ClusterAccess, interval: float = 5.0) -> None:
         self.ops = ops
         self.interval = interval
         self.figures = Figures()
@@ -110,9 +112,9 @@ class LiveSampler:
         for row in brokers:
             label = f"{row.name}@{row.addr}"
             figures.brokers_up[label] = row.up
-            if row.up:
-                figures.brokers_put.setdefault(label, Series()).add(at, row.put_tps or 0.0)
-                figures.brokers_get.setdefault(label, Series()).add(at, row.get_tps or 0.0)
+            # Down: a gap, never the last rate it reported.
+            figures.brokers_put.setdefault(label, Series()).add(at, (row.put_tps or 0.0) if row.up else None)
+            figures.brokers_get.setdefault(label, Series()).add(at, (row.get_tps or 0.0) if row.up else None)
         try:
             topics = [t.topic for t in await self.ops.topics(with_routes=False) if t.kind == "normal"]
         except (MQError, OSError) as exc:

@@ -1,5 +1,7 @@
 // mqdashboard's only script: polls /api/live, draws the pages' charts as SVG and refreshes
-// the live lag cells. Pages work without it; it only keeps figures moving.
+// the live lag cells (the history page embeds its figures instead: drawn once). Pages work without it; it only keeps figures moving. A null value is a
+// sample without a figure (a broker that was down): the line breaks there, and a series whose
+// latest sample is null is labelled "down" instead of with its last rate.
 "use strict";
 (function () {
   const charts = document.querySelectorAll("[data-chart]");
@@ -28,7 +30,7 @@
     const names = Object.keys(series);
     let t0 = Infinity, t1 = -Infinity, top = 0;
     for (const name of names) for (const [t, v] of series[name]) {
-      t0 = Math.min(t0, t); t1 = Math.max(t1, t); top = Math.max(top, v);
+      t0 = Math.min(t0, t); t1 = Math.max(t1, t); if (v !== null) top = Math.max(top, v);
     }
     if (!names.length || t0 === Infinity) {
       el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#5b6776", "font-size": 13 }, svg).textContent = "no data yet";
@@ -49,15 +51,37 @@
     legend.className = "legend";
     names.forEach((name, i) => {
       const color = colors[i % colors.length];
-      const points = series[name].map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
-      el("polyline", { points, fill: "none", stroke: color, "stroke-width": 2, "vector-effect": "non-scaling-stroke" }, svg);
+      // One polyline per run of figures: a null (down) breaks the line.
+      let run = [];
+      const flush = () => {
+        if (run.length) el("polyline", { points: run.join(" "), fill: "none", stroke: color, "stroke-width": 2, "vector-effect": "non-scaling-stroke" }, svg);
+        run = [];
+      };
+      for (const [t, v] of series[name]) {
+        if (v === null) flush(); else run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+      }
+      flush();
       const last = series[name][series[name].length - 1];
       const item = document.createElement("span");
       item.style.setProperty("--c", color);
-      item.textContent = `${name}: ${last ? last[1] : ""} ${figure.dataset.unit || ""}`;
+      item.dataset.series = name;
+      if (last && last[1] === null) {
+        item.classList.add("down");
+        item.textContent = `${name}: down`;
+      } else {
+        item.textContent = `${name}: ${last ? last[1] : ""} ${figure.dataset.unit || ""}`;
+      }
       legend.appendChild(item);
     });
     figure.appendChild(legend);
+  }
+
+  // A page that carries its figures (a day of history) is drawn once from them, not polled.
+  const embedded = document.getElementById("chart-data");
+  if (embedded) {
+    const data = JSON.parse(embedded.textContent);
+    charts.forEach((figure) => draw(figure, data[figure.dataset.chart] || {}));
+    return;
   }
 
   async function poll() {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,7 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-#: Set to a folder (docs/screenshots) to refresh the README's screenshots from a test run.
+#: Set to a folder (docs/screenshots) to refresh the screenshots of docs/dashboard.md from a test run.
 SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 
 
@@ -46,11 +47,36 @@ def ensure_chromium() -> str:
     return CHROMIUM
 
 
-async def start_dashboard(namesrv: str, *extra: str) -> ServerProcess:
-    proc = ServerProcess(
-        "aiorocketmq.dashboard",
-        ["--namesrv", namesrv, "--port", "0", "--refresh", "1", "--timeout", "2", *extra],
-    )
+class DashboardProcess(ServerProcess):
+    """An ``mqdashboard`` whose ``--data-dir`` (history files, monitor settings) is a
+    temporary folder of its own, removed when it stops, unless the test gives one."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.data_dir: Path | None = None
+        if "--data-dir" not in args:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="mqdashboard-data-"))
+            args = [*args, "--data-dir", str(self.data_dir)]
+        super().__init__("aiorocketmq.dashboard", args)
+
+    async def stop(self, timeout: float = 20.0) -> int:
+        try:
+            return await super().stop(timeout)
+        finally:
+            self._remove_data()
+
+    async def kill(self) -> int:
+        try:
+            return await super().kill()
+        finally:
+            self._remove_data()
+
+    def _remove_data(self) -> None:
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+async def start_dashboard(namesrv: str, *extra: str) -> DashboardProcess:
+    proc = DashboardProcess(["--namesrv", namesrv, "--port", "0", "--refresh", "1", "--timeout", "2", *extra])
     await proc.start()
     return proc
 

@@ -14,8 +14,9 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -33,13 +34,16 @@ from aiorocketmq.client import (
     PushConsumer,
     SendResult,
 )
+from aiorocketmq.dashboard.history import Sample, day_file
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
-from aiorocketmq.protocol.codes import Perm
+from aiorocketmq.protocol.body import SubscriptionGroupWrapper
+from aiorocketmq.protocol.codes import Perm, RequestCode
 from aiorocketmq.protocol.names import dlq_topic, retry_topic
 from tests.cluster import Cluster
+from tests.security.pki import make_pki
 from tests.support import ROOT
 
-from .conftest import start_dashboard
+from .conftest import DashboardProcess, start_dashboard
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -65,6 +69,17 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0
     while not await check():
         assert time.monotonic() < deadline, f"condition not met within {timeout}s"
         await asyncio.sleep(0.1)
+
+
+async def reload_until(page: Page, url: str, selector: str, timeout: float = 30.0) -> None:
+    """Load ``url`` until ``selector`` matches: pages rendered from the collector's files have
+    no script following them, and the collector gives no signal outside its process."""
+
+    async def present() -> bool:
+        await page.goto(url)
+        return await page.locator(selector).count() > 0
+
+    await eventually(present, timeout)
 
 
 @dataclass
@@ -222,6 +237,12 @@ async def test_lag_falls_as_a_consumer_consumes(
         await expect(page.locator("#queues tbody tr").first).to_be_visible()
         await page.screenshot(path=screenshots / "group.png")
 
+        # The member's own account of itself, relayed by a broker.
+        await page.locator("#clients tbody tr").get_by_role("link", name="running info").click()
+        await expect(page.locator("#client-subscriptions")).to_contain_text(orders.topic)
+        # 2 queues of the topic on each broker (and the group's retry queues).
+        await expect(page.locator("#client-queues tbody tr", has_text=orders.topic)).to_have_count(4)
+
 
 async def test_reset_offset_raises_the_lag(page: Page, dashboard: str, admin: Admin, orders: Orders) -> None:
     group = unique("audit")
@@ -250,6 +271,26 @@ async def test_reset_offset_raises_the_lag(page: Page, dashboard: str, admin: Ad
     await expect(page.locator(".flash.ok")).to_contain_text(f"group {group} deleted")
     with pytest.raises(ClientError, match="no broker knows consumer group"):
         await admin.consume_stats(group)  # its offsets went with it
+
+
+async def test_topic_page_resets_its_groups(page: Page, dashboard: str, admin: Admin, orders: Orders) -> None:
+    group = unique("ledger")
+    for queue in await admin.queues(orders.topic):
+        await admin.update_consumer_offset(group, queue, await admin.max_offset(queue))
+    await page.goto(f"{dashboard}/topic?name={orders.topic}")
+    row = page.locator(f'#topic-groups tr[data-group="{group}"]')
+    await expect(row.locator("td.num").first).to_have_text("0")
+    await row.locator('input[name="groups"]').check()
+    await page.locator('#topic-reset input[name="time"]').fill(local_input(orders.before))
+    await page.get_by_role("button", name="Reset offsets").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"offsets of {group} on {orders.topic} moved")
+    await expect(row.locator("td.num").first).to_have_text(str(len(orders.sent)))
+    assert await admin.consumer_lag(group, orders.topic) == len(orders.sent)
+    await row.locator('input[name="groups"]').check()
+    await page.get_by_role("button", name="Skip accumulated").click()
+    await expect(page.locator(".flash.ok")).to_contain_text("moved to its end")
+    await expect(row.locator("td.num").first).to_have_text("0")
+    assert await admin.consumer_lag(group, orders.topic) == 0
 
 
 async def test_find_a_message_by_key_and_open_it(
@@ -281,7 +322,7 @@ async def test_find_a_message_by_key_and_open_it(
     await expect(results).to_contain_text(wanted.msg_id)
     await page.screenshot(path=screenshots / "messages.png")
 
-    await results.locator("a").click()
+    await results.locator("td:first-child a").click()
     await expect(page.locator("#headers")).to_contain_text("order-7")
     await expect(page.locator("#headers")).to_contain_text(wanted.offset_msg_id)
     await expect(page.locator("#properties")).to_contain_text("UNIQ_KEY")
@@ -366,11 +407,27 @@ async def test_dead_letters_browse_export_and_resend(
     async with healthy:
         first = rows.first
         body = "payment-0" if "pay-0" in await first.inner_text() else "payment-1"
-        await first.locator("button").click()
+        await first.get_by_role("button", name="Resend").click()
         await expect(page.locator(".flash.ok")).to_contain_text(f"resent to {group}")
         msg = await asyncio.wait_for(received.get(), 30)
         assert msg.body.decode() == body
         assert msg.topic == topic
+
+    # Both chosen: exported alone, then resent together to the group's retry topic.
+    await page.goto(f"{dashboard}/dlq?group={group}")
+    boxes = rows.locator('input[type="checkbox"][name="id"]')
+    ids = [await box.get_attribute("value") for box in await boxes.all()]
+    await boxes.first.check()
+    async with page.expect_download() as download_info:
+        await page.get_by_role("button", name="Export chosen (JSON)").click()
+    saved = await (await download_info.value).path()
+    chosen = json.loads(await asyncio.to_thread(Path(saved).read_text))
+    assert [m["msgId"] for m in chosen] == ids[:1]
+    retried = sum([await admin.max_offset(q) for q in await admin.queues(retry_topic(group))])
+    await boxes.nth(1).check()
+    await page.get_by_role("button", name="Resend chosen").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"2 dead letters resent to {group}")
+    assert sum([await admin.max_offset(q) for q in await admin.queues(retry_topic(group))]) == retried + 2
 
 
 async def test_producers_page_lists_connections(
@@ -384,7 +441,357 @@ async def test_producers_page_lists_connections(
         await expect(rows).to_have_count(1)
         await expect(rows.first).to_contain_text(producer.client_id)
         await expect(rows.first).to_contain_text("PYTHON")
+        await expect(rows.first).to_contain_text("V4_")
         await page.screenshot(path=screenshots / "producers.png")
+        # Without a group: every connected producer group (RocketMQ 5's producer table).
+        await page.goto(dashboard + "/producers")
+        listed = page.locator(f'#producer-groups tr[data-group="{group}"]')
+        await expect(listed.locator("td.num")).to_have_text("1")
+        await listed.get_by_role("link").click()
+        await expect(rows.first).to_contain_text(producer.client_id)
+
+
+async def test_topic_update_form_starts_from_the_topic_as_it_is(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin
+) -> None:
+    topic = unique("ReadOnly4")
+    await admin.create_topic(topic, 4, perm=Perm.READ)
+    await page.goto(f"{dashboard}/topic?name={topic}")
+    form = page.locator("#update-topic")
+    await expect(form.locator('input[name="read_queues"]')).to_have_value("4")
+    await expect(form.locator('input[name="write_queues"]')).to_have_value("4")
+    await expect(form.locator('select[name="perm"]')).to_have_value("4")
+    # Saved unchanged, the topic stays as it was: 4 queues, read-only, on both brokers.
+    await form.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text("4 read / 4 write queues, perm R-")
+    route = await admin.topic_route(topic)
+    assert sorted((q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas) == [
+        (4, 4, Perm.READ),
+        (4, 4, Perm.READ),
+    ]
+    # One broker only: broker-a becomes writable with 2 write queues, broker-b stays as it was.
+    await form.locator('select[name="broker_addr"]').select_option(cluster.brokers["broker-a"].addr)
+    await form.locator('input[name="write_queues"]').fill("2")
+    await form.locator('select[name="perm"]').select_option("6")
+    await form.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text("4 read / 2 write queues, perm RW")
+    route = await admin.topic_route(topic)
+    assert {q.broker_name: (q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas} == {
+        "broker-a": (4, 2, Perm.READ | Perm.WRITE),
+        "broker-b": (4, 4, Perm.READ),
+    }
+    await expect(page.locator("#not-uniform")).to_be_visible()
+
+
+async def test_topic_message_types(page: Page, dashboard: str, admin: Admin, orders: Orders) -> None:
+    topic = unique("Fifo")
+    await page.goto(dashboard + "/topics")
+    form = page.locator("#create-topic")
+    await form.locator('input[name="topic"]').fill(topic)
+    await form.locator('select[name="message_type"]').select_option("FIFO")
+    await form.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"topic {topic} saved")
+    await expect(page.locator('#update-topic select[name="message_type"]')).to_have_value("FIFO")
+    # The list filters by type as Apache's does: FIFO shows it and not the untyped orders.
+    await page.goto(f"{dashboard}/topics?type=FIFO")
+    await expect(page.locator(f'#topics tr[data-topic="{topic}"] td').nth(1)).to_have_text("FIFO")
+    await expect(page.locator(f'#topics tr[data-topic="{orders.topic}"]')).to_have_count(0)
+    await page.goto(f"{dashboard}/topics?type=UNSPECIFIED")
+    await expect(page.locator(f'#topics tr[data-topic="{orders.topic}"]')).to_have_count(1)
+    await expect(page.locator(f'#topics tr[data-topic="{topic}"]')).to_have_count(0)
+    retry = retry_topic(unique("typed"))
+    await admin.create_topic(retry, 1)
+    await page.goto(f"{dashboard}/topics?type=RETRY")
+    await expect(page.locator(f'#topics tr[data-topic="{retry}"] td').nth(1)).to_have_text("RETRY")
+    await expect(page.locator(f'#topics tr[data-topic="{topic}"]')).to_have_count(0)
+
+
+async def test_messages_page_pages_through_a_time_range(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin, screenshots: Path
+) -> None:
+    topic = unique("Clicks")
+    await admin.create_topic(topic, 2)
+    before = time.time() - 1
+    async with Producer(unique("clicker"), cluster.namesrv_addr) as producer:
+        sent = [
+            (await producer.send(Message(topic, f"click-{i}", keys=[f"click-{i}"]))).msg_id for i in range(45)
+        ]
+    await page.goto(dashboard + "/messages")
+    by_time = page.locator("#by-time")
+    await by_time.locator('input[name="topic"]').fill(topic)
+    await by_time.locator('input[name="begin"]').fill(local_input(before))
+    await by_time.locator('input[name="end"]').fill(local_input(time.time() + 60))
+    await by_time.locator("button").click()
+    await expect(page.locator("#found")).to_contain_text("45 messages")
+    rows = page.locator("#results tbody tr")
+    await expect(rows).to_have_count(20)
+    await expect(page.locator("nav.pager").first).to_contain_text("page 1 of 3")
+    await page.screenshot(path=screenshots / "messages-paged.png")
+    # The page stays short: 20 rows, not the whole range.
+    assert await page.evaluate("document.documentElement.scrollHeight") < 2000
+    seen = await rows.locator("td:first-child a").all_inner_texts()
+    stored = await rows.locator("td:nth-child(8)").all_inner_texts()
+    for expected in (20, 5):
+        await page.locator('nav.pager a[rel="next"]').first.click()
+        await expect(rows).to_have_count(expected)
+        seen += await rows.locator("td:first-child a").all_inner_texts()
+        stored += await rows.locator("td:nth-child(8)").all_inner_texts()
+    # Every message once, newest first across the pages.
+    assert sorted(seen) == sorted(sent)
+    assert stored == sorted(stored, reverse=True)
+    await expect(page.locator('nav.pager a[rel="next"]')).to_have_count(0)
+    # A bigger page size shows them all on one page.
+    await page.get_by_role("link", name="50", exact=True).first.click()
+    await expect(rows).to_have_count(45)
+
+
+async def test_message_trace_search(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin, screenshots: Path
+) -> None:
+    topic, producer_group, group = unique("Traced"), unique("tracing_producer"), unique("tracing_consumer")
+    await admin.create_topic(topic, 1)
+    await admin.create_topic(TRACE_TOPIC, 1)
+    consumed = asyncio.Event()
+    consumer = PushConsumer(
+        group, cluster.namesrv_addr, consume_from=ConsumeFrom.FIRST_OFFSET, enable_trace=True, options=FAST
+    )
+    consumer.subscribe(topic, "*")
+
+    @consumer.listener
+    async def take(messages: list[MessageExt]) -> ConsumeResult:
+        consumed.set()
+        return ConsumeResult.SUCCESS
+
+    async with consumer, Producer(producer_group, cluster.namesrv_addr, enable_trace=True) as producer:
+        result = await producer.send(Message(topic, "traced", tags="t1", keys=["parcel-1"]))
+        await asyncio.wait_for(consumed.wait(), 30)
+
+        async def recorded() -> bool:
+            found = await admin.query_messages_by_key(TRACE_TOPIC, result.msg_id)
+            bodies = "".join(m.body.decode(errors="replace") for m in found)
+            return "Pub" in bodies and "SubAfter" in bodies
+
+        await eventually(recorded)
+
+    await page.goto(dashboard + "/trace")
+    by_key = page.locator("#trace-by-key")
+    await by_key.locator('input[name="topic"]').fill(topic)
+    await by_key.locator('input[name="key"]').fill("parcel-1")
+    await by_key.locator("button").click()
+    found = page.locator("#trace-found tbody tr")
+    await expect(found).to_have_count(1)
+    await expect(found).to_contain_text(result.msg_id)
+    await found.get_by_role("link", name="trace").click()
+    sent = page.locator("#trace-sent tbody tr")
+    await expect(sent).to_have_count(1)
+    await expect(sent).to_contain_text(producer_group)
+    await expect(sent).to_contain_text("success")
+    await expect(sent).to_contain_text(topic)
+    done = page.locator(f'#trace-consumed tr[data-group="{group}"]')
+    await expect(done).to_have_count(1)
+    await expect(done).to_contain_text("success")
+    await page.screenshot(path=screenshots / "trace.png")
+    # An id nobody traced says so.
+    await page.locator('#trace-by-id input[name="id"]').fill("0A0000000000000000000000DEADBEEF")
+    await page.locator("#trace-by-id button").click()
+    await expect(page.locator("#no-trace")).to_be_visible()
+
+
+async def test_broker_configuration_view_and_change(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin, screenshots: Path
+) -> None:
+    addr = cluster.brokers["broker-a"].addr
+    await page.goto(dashboard + "/")
+    await page.locator('#brokers tr[data-broker="broker-a"] a.config').click()
+    await expect(page.locator('#config tr[data-key="brokerName"]')).to_contain_text("broker-a")
+    await expect(page.locator('#config tr[data-key="listenPort"]')).to_contain_text(
+        str(cluster.brokers["broker-a"].port)
+    )
+    await page.locator('form.bar input[name="q"]').fill("reserved")
+    await page.locator("form.bar button").click()
+    row = page.locator('#config tr[data-key="fileReservedTime"]')
+    await expect(row).to_contain_text("72")
+    await row.get_by_role("link", name="change").click()
+    form = page.locator("#update-config")
+    await expect(form.locator('input[name="key"]')).to_have_value("fileReservedTime")
+    await expect(form.locator('input[name="value"]')).to_have_value("72")
+    await form.locator('input[name="value"]').fill("48")
+    await form.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text("fileReservedTime set to 48")
+    await expect(row).to_contain_text("48")
+    assert (await admin.broker_config(addr))["fileReservedTime"] == "48"
+    await expect(page.locator("#runtime")).to_contain_text("brokerVersionDesc")
+    await page.screenshot(path=screenshots / "broker.png")
+    await form.locator('input[name="key"]').fill("noSuchSetting")
+    await form.locator('input[name="value"]').fill("1")
+    await form.locator("button").click()
+    await expect(page.locator(".flash.error")).to_contain_text("has no such setting")
+
+
+async def test_consumer_group_settings(page: Page, dashboard: str, cluster: Cluster, admin: Admin) -> None:
+    group = unique("settled")
+    await page.goto(dashboard + "/groups")
+    create = page.locator("#create-group")
+    await create.locator('input[name="group"]').fill(group)
+    await create.locator('input[name="retryMaxTimes"]').fill("5")
+    await create.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"settings of {group} saved")
+    settings = page.locator("#group-settings")
+    await expect(settings.locator('input[name="retryMaxTimes"]')).to_have_value("5")
+    await expect(page.locator("main")).to_contain_text("Held by broker-a, broker-b")
+    await settings.locator('input[name="consumeEnable"]').uncheck()
+    await settings.locator('input[name="retryMaxTimes"]').fill("3")
+    await settings.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"settings of {group} saved")
+    await expect(settings.locator('input[name="retryMaxTimes"]')).to_have_value("3")
+    await expect(settings.locator('input[name="consumeEnable"]')).not_to_be_checked()
+    for addr in await admin.master_addrs():
+        response = await admin.instance.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        config = SubscriptionGroupWrapper.decode(response.body).subscription_group_table[group]
+        assert (config.retry_max_times, config.consume_enable) == (3, False)
+
+    # Deleted on one broker only: the other keeps the group.
+    await page.locator('#delete-group select[name="broker_addr"]').select_option(
+        cluster.brokers["broker-a"].addr
+    )
+    await page.locator("#delete-group input[required]").check()
+    await page.locator("#delete-group button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"group {group} deleted on")
+    await expect(page.locator("main")).to_contain_text("Held by broker-b.")
+    held = {}
+    for name in ("broker-a", "broker-b"):
+        response = await admin.instance.call(
+            cluster.brokers[name].addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}
+        )
+        held[name] = group in SubscriptionGroupWrapper.decode(response.body).subscription_group_table
+    assert held == {"broker-a": False, "broker-b": True}
+
+
+async def test_acl_accounts_view_and_edit_over_tls(
+    browser: Browser, page: Page, dashboard: str, tmp_path: Path, screenshots: Path
+) -> None:
+    # The shared cluster runs without ACL: the page says so per broker.
+    await page.goto(dashboard + "/acl")
+    await expect(page.locator('#acl-brokers tr[data-broker="broker-a"]')).to_contain_text(
+        "ACL is not enabled"
+    )
+
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(
+        "globalWhiteRemoteAddresses: []\n"
+        "accounts:\n"
+        "  - {accessKey: dash_admin, secretKey: dash_admin_secret, admin: true}\n"
+        "  - {accessKey: dash_alice, secretKey: alice_secret_1, admin: false, defaultTopicPerm: DENY,"
+        " topicPerms: [Orders=PUB]}\n"
+    )
+    users = tmp_path / "users.properties"
+    users.write_text("boss=b0ss,1\nviewer=look\n")
+    # Secured as a production cluster is: ACL, and TLS only (plain text refused).
+    root = tmp_path / "secured"
+    root.mkdir()
+    pki = make_pki(root)
+    tls_file = root / "tls.properties"
+    tls_file.write_text(
+        f"tls.server.mode=enforcing\ntls.server.certPath={pki['cert']}\ntls.server.keyPath={pki['key']}\n"
+        f"tls.enable=true\ntls.client.authServer=true\ntls.client.trustCertPath={pki['ca']}\n"
+    )
+    tls: dict[str, Any] = {"tls.config.file": str(tls_file)}
+    secured = Cluster(root)
+    await secured.start_namesrv(**tls)
+    proc = None
+    try:
+        await secured.start_broker(
+            "broker-s", aclEnable="true", **{"rocketmq.acl.plain.file": str(acl_file)}, **tls
+        )
+        proc = await start_dashboard(
+            secured.namesrv_addr,
+            "--users", str(users), "--access-key", "dash_admin", "--secret-key", "dash_admin_secret",
+            "--tls", "--tls-ca-file", str(pki["ca"]),
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{proc.port}"
+
+        async def log_in(context_page: Page, user: str, password: str) -> None:
+            await context_page.goto(base + "/login?next=/acl")
+            await context_page.fill('input[name="username"]', user)
+            await context_page.fill('input[name="password"]', password)
+            await context_page.click("#login button")
+            await expect(context_page).to_have_url(base + "/acl")
+
+        await log_in(page, "boss", "b0ss")
+        alice = page.locator('#accounts tr[data-account="dash_alice"]')
+        await expect(alice).to_contain_text("alice_secret_1")
+        await expect(alice).to_contain_text("Orders=PUB")
+        await expect(alice).to_contain_text("broker-s")
+
+        form = page.locator("#acl-account")
+        await form.locator('input[name="access_key"]').fill("dash_carol")
+        await form.locator('input[name="secret_key"]').fill("carol_secret_1")
+        await form.locator('select[name="default_topic_perm"]').select_option("DENY")
+        await form.locator('textarea[name="topic_perms"]').fill("Orders=PUB|SUB\nRefunds=SUB")
+        await form.locator('textarea[name="group_perms"]').fill("billing=SUB")
+        await form.locator("button").click()
+        await expect(page.locator(".flash.ok")).to_contain_text("account dash_carol saved on broker-s")
+        carol = page.locator('#accounts tr[data-account="dash_carol"]')
+        await expect(carol).to_contain_text("Refunds=SUB")
+        await expect(carol).to_contain_text("billing=SUB")
+        await page.screenshot(path=screenshots / "acl.png")
+
+        # Edited: the form starts from the account; the secret stays when left as shown.
+        await carol.get_by_role("link", name="edit").click()
+        await expect(form.locator('input[name="access_key"]')).to_have_value("dash_carol")
+        await expect(form.locator('textarea[name="topic_perms"]')).to_have_value(
+            "Orders=PUB|SUB\nRefunds=SUB"
+        )
+        await form.locator('textarea[name="topic_perms"]').fill("Orders=SUB")
+        await form.locator("button").click()
+        await expect(page.locator(".flash.ok")).to_contain_text("account dash_carol saved")
+        await expect(carol).not_to_contain_text("Refunds")
+        signed = ClientOptions(
+            access_key="dash_admin", secret_key="dash_admin_secret", tls=True, tls_ca_file=str(pki["ca"])
+        )
+        async with Admin(secured.namesrv_addr, options=signed) as secured_admin:
+            config = await secured_admin.acl_config(secured.brokers["broker-s"].addr)
+            (held,) = [a for a in config["plainAccessConfigs"] if a["accessKey"] == "dash_carol"]
+            assert held["secretKey"] == "carol_secret_1" and held["topicPerms"] == ["Orders=SUB"]
+
+            # A bad permission is explained, not sent.
+            await form.locator('input[name="access_key"]').fill("dash_carol")
+            await form.locator('textarea[name="topic_perms"]').fill("Orders=WRITE")
+            await form.locator("button").click()
+            await expect(page.locator(".flash.error")).to_contain_text("not Name=PERM")
+
+            await carol.locator('input[type="checkbox"]').check()
+            await carol.get_by_role("button", name="Delete").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("account dash_carol deleted")
+            await expect(carol).to_have_count(0)
+            config = await secured_admin.acl_config(secured.brokers["broker-s"].addr)
+            assert "dash_carol" not in [a["accessKey"] for a in config["plainAccessConfigs"]]
+
+            await page.locator('#acl-white textarea[name="addresses"]').fill("10.10.103.*\n192.168.1.*")
+            await page.locator("#acl-white button").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("global white list saved on broker-s")
+            await expect(page.locator('#acl-brokers tr[data-broker="broker-s"]')).to_contain_text(
+                "10.10.103.*, 192.168.1.*"
+            )
+            config = await secured_admin.acl_config(secured.brokers["broker-s"].addr)
+            assert config["globalWhiteAddrs"] == ["10.10.103.*", "192.168.1.*"]
+
+        # A user who is not an admin sees no secret and may not change anything.
+        viewer_context = await browser.new_context()
+        try:
+            viewer = await viewer_context.new_page()
+            await log_in(viewer, "viewer", "look")
+            await expect(viewer.locator('#accounts tr[data-account="dash_alice"]')).not_to_contain_text(
+                "alice_secret_1"
+            )
+            refused = await viewer.request.post(base + "/acl/delete", form={"access_key": "dash_alice"})
+            assert refused.status == 403
+        finally:
+            await viewer_context.close()
+    finally:
+        if proc is not None:
+            assert await proc.stop() == 0, proc.output
+        await secured.stop()
 
 
 async def test_bad_input_is_explained_on_the_page(page: Page, dashboard: str, orders: Orders) -> None:
@@ -414,7 +821,9 @@ async def test_bad_input_is_explained_on_the_page(page: Page, dashboard: str, or
 
 
 async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page, dead_address: str) -> None:
-    proc = await start_dashboard(dead_address, "--access-key", "ops-ak", "--secret-key", "ops-sk")
+    proc = await start_dashboard(
+        dead_address, "--access-key", "ops-ak", "--secret-key", "ops-sk", "--collect-interval", "0.2"
+    )
     base = f"http://127.0.0.1:{proc.port}"
     try:
         await page.goto(base + "/")
@@ -425,6 +834,8 @@ async def test_a_silent_name_server_is_a_message_not_a_crash(page: Page, dead_ad
             await expect(page.locator("#error")).to_be_visible()
         live = await page.request.get(base + "/api/live")
         assert live.ok and "name server" in (await live.json())["error"]
+        # The collector goes on sampling, recording why it has no figures.
+        await reload_until(page, base + "/history", '#error:has-text("name server")')
     finally:
         assert await proc.stop() == 0, proc.output
 
@@ -476,6 +887,130 @@ async def test_login_and_admin_only_changes(
         assert await proc.stop() == 0, proc.output
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def collecting(cluster: Cluster) -> AsyncIterator[DashboardProcess]:
+    """A dashboard whose collector samples every half second (the shared one: every minute)."""
+    proc = await start_dashboard(cluster.namesrv_addr, "--collect-interval", "0.5", "--history-days", "2")
+    try:
+        yield proc
+    finally:
+        assert await proc.stop() == 0, proc.output
+
+
+def history_of(proc: DashboardProcess, day: date) -> list[Sample]:
+    assert proc.data_dir is not None
+    path = day_file(proc.data_dir, day)
+    return [Sample.from_line(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_history_page_shows_the_days_tps_and_top_topics(
+    page: Page, collecting: DashboardProcess, cluster: Cluster, admin: Admin, screenshots: Path
+) -> None:
+    base = f"http://127.0.0.1:{collecting.port}"
+    today = date.today()
+    topic = unique("Ledger")
+    await admin.create_topic(topic, 2)
+    # A topic has figures from its second sample on: once the page offers it, every message
+    # sent from now is counted.
+    await reload_until(page, f"{base}/history", f'#history-form option[value="{topic}"]')
+    async with Producer(unique("ledger"), cluster.namesrv_addr) as producer:
+        for i in range(30):
+            await producer.send(Message(topic, f"entry {i}"))
+    await reload_until(page, f"{base}/history", f'#top-topics tr[data-topic="{topic}"][data-messages="30"]')
+    # The day's busiest topic is this one (the other tests' topics stored their messages
+    # before this dashboard started), and its chart is the one shown.
+    await expect(page.locator("#top-topics tbody tr").first).to_have_attribute("data-topic", topic)
+    await expect(page.locator('[data-chart="topicTps"] .legend')).to_contain_text(topic)
+    for name in ("broker-a", "broker-b"):
+        label = f"{name}@{cluster.brokers[name].addr}"
+        for chart in ("brokerPutTps", "brokerGetTps"):
+            legend = page.locator(f'[data-chart="{chart}"] .legend span[data-series="{label}"]')
+            await expect(legend).not_to_have_class("down")
+    await expect(page.locator('[data-chart="brokerPutTps"] svg polyline')).not_to_have_count(0)
+    await expect(page.locator("#history-status")).to_contain_text(f"samples on {today.isoformat()}")
+    await page.screenshot(path=screenshots / "history.png")
+
+    # The file holds the same: both brokers up in every sample, the 30 messages, and the put
+    # TPS the brokers reported while they were sent.
+    samples = history_of(collecting, today)
+    assert sum(figure[1] for s in samples if (figure := s.topics.get(topic)) is not None) == 30
+    labels = {f"{n}@{cluster.brokers[n].addr}" for n in ("broker-a", "broker-b")}
+    assert all(labels <= set(s.brokers) for s in samples)
+    assert all(s.brokers[label] is not None for s in samples for label in labels)
+
+    async def put_tps_recorded() -> bool:
+        return any(
+            (s.brokers[label] or (0.0, 0.0))[0] > 0 for s in history_of(collecting, today) for label in labels
+        )
+
+    await eventually(put_tps_recorded)
+
+    # The date picker: another day, here one without samples.
+    yesterday = (today - timedelta(days=1)).isoformat()
+    await page.locator('#history-form input[name="date"]').fill(yesterday)
+    await page.locator("#history-form button").click()
+    await expect(page.locator("#history-status")).to_contain_text(f"No samples on {yesterday}")
+    await expect(page.locator("#top-topics td.empty")).to_be_visible()
+    await expect(page.locator('[data-chart="brokerPutTps"]')).to_contain_text("no data yet")
+    # Another topic of the day, chosen from the list.
+    await page.goto(f"{base}/history?date={today.isoformat()}&topic={topic}")
+    await expect(page.locator("#history-form select")).to_have_value(topic)
+    response = await page.goto(f"{base}/history?date=soon")
+    assert response is not None and response.status == 200
+    await expect(page.locator("#error")).to_contain_text("not a date")
+
+
+async def test_group_monitor_alarm_starts_and_clears(
+    page: Page, collecting: DashboardProcess, cluster: Cluster, orders: Orders, screenshots: Path
+) -> None:
+    base = f"http://127.0.0.1:{collecting.port}"
+    group = unique("watched")
+    await page.goto(base + "/groups")
+    await page.locator('#create-group input[name="group"]').fill(group)
+    await page.locator("#create-group button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"settings of {group} saved")
+    await expect(page.locator("#monitor-state")).to_contain_text("Not monitored")
+    monitor = page.locator("#monitor")
+    await monitor.locator('input[name="min_consumers"]').fill("1")
+    await monitor.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"monitor of {group} saved")
+    await expect(page.locator("#alarm")).to_contain_text("0 consumers online, fewer than the minimum 1")
+    await expect(monitor.locator('input[name="min_consumers"]')).to_have_value("1")
+    await expect(monitor.locator('input[name="max_lag"]')).to_have_value("")
+    await collecting.wait_for_line(rf"WARNING .*consumer group {group} in alarm: 0 consumers online")
+    await page.screenshot(path=screenshots / "group-monitor.png")
+    await page.goto(base + "/groups")
+    row = page.locator(f'#groups tr[data-group="{group}"]')
+    await expect(row).to_have_class("alarm")
+    await expect(row.locator(".monitor")).to_contain_text("alarm")
+    assert proc_data(collecting)["monitors.json"][group] == {"min_consumers": 1, "max_lag": None}
+
+    consumer = PushConsumer(group, cluster.namesrv_addr, options=FAST)
+    consumer.subscribe(orders.topic, "*")
+
+    @consumer.listener
+    async def take(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+    async with consumer:
+        # The collector's next check sees the member: the alarm clears, logged once.
+        await collecting.wait_for_line(rf"WARNING .*consumer group {group}: alarm cleared, min_consumers")
+        await page.goto(f"{base}/group?name={group}")
+        await expect(page.locator("#monitor-state")).to_contain_text("Within its thresholds")
+        await expect(page.locator("#alarm")).to_have_count(0)
+        await page.goto(base + "/groups")
+        await expect(row).not_to_have_class("alarm")
+        await expect(row.locator(".monitor")).to_have_text("ok")
+        said = [line for line in collecting.lines if f"consumer group {group}" in line]
+        assert len(said) == 2, said
+
+
+def proc_data(proc: DashboardProcess) -> dict[str, Any]:
+    """The JSON files in a dashboard's data folder, by name."""
+    assert proc.data_dir is not None
+    return {p.name: json.loads(p.read_text()) for p in proc.data_dir.glob("*.json")}
+
+
 async def test_a_killed_broker_shows_as_down(
     page: Page, dashboard: str, cluster: Cluster, orders: Orders, screenshots: Path
 ) -> None:
@@ -488,6 +1023,18 @@ async def test_a_killed_broker_shows_as_down(
     await expect(down).to_have_class("down")
     await expect(down.locator(".status")).to_contain_text("down")
     await expect(page.locator('#brokers tr[data-broker="broker-a"]')).to_have_class("up")
+    # The charts say it is down, rather than going on with the last rate it reported.
+    b_label = f"broker-b@{cluster.brokers['broker-b'].addr}"
+    for chart in ("brokerPutTps", "brokerGetTps"):
+        legend = page.locator(f'[data-chart="{chart}"] .legend span[data-series="{b_label}"]')
+        await expect(legend).to_have_text(f"{b_label}: down", timeout=TIMEOUT)
+        await expect(legend).to_have_class("down")
+    a_label = f"broker-a@{cluster.brokers['broker-a'].addr}"
+    await expect(
+        page.locator(f'[data-chart="brokerPutTps"] .legend span[data-series="{a_label}"]')
+    ).not_to_have_class("down")
+    live = await (await page.request.get(dashboard + "/api/live")).json()
+    assert live["brokersUp"][b_label] is False and live["brokerPutTps"][b_label][-1][1] is None
     await page.screenshot(path=screenshots / "cluster-broker-down.png")
     # The other pages still render, with what the surviving broker knows.
     for path in (
@@ -499,6 +1046,24 @@ async def test_a_killed_broker_shows_as_down(
         response = await page.goto(dashboard + path)
         assert response is not None and response.status == 200, path
         await expect(page.locator("main h1")).to_be_visible()
+
+
+async def test_history_records_a_killed_broker_as_down(
+    page: Page, collecting: DashboardProcess, cluster: Cluster
+) -> None:
+    # broker-b was killed by the test before: the collector records it as down, not at its last rate.
+    label = f"broker-b@{cluster.brokers['broker-b'].addr}"
+    await reload_until(
+        page,
+        f"http://127.0.0.1:{collecting.port}/history",
+        f'[data-chart="brokerPutTps"] .legend span.down[data-series="{label}"]',
+    )
+    await expect(
+        page.locator(f'[data-chart="brokerGetTps"] .legend span[data-series="{label}"]')
+    ).to_have_text(f"{label}: down")
+    last = history_of(collecting, date.today())[-1]
+    assert last.brokers[label] is None
+    assert last.brokers[f"broker-a@{cluster.brokers['broker-a'].addr}"] is not None
 
 
 async def test_a_slave_shows_its_commit_log_lag(

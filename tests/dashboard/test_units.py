@@ -1,14 +1,24 @@
 """Unit tests of the dashboard's pure parts: trace records, the users file and session tokens,
-message rendering, the command line. No network, no browser."""
+message rendering, the command line, the history files and the group monitor's rules. No
+network, no browser."""
 
 from __future__ import annotations
 
 import json
+import logging
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import cast
 
 import pytest
 
 from aiorocketmq.client import MessageExt
+from aiorocketmq.dashboard.app import _perm_lines, consumptions, paged
 from aiorocketmq.dashboard.cli import parse_args
+from aiorocketmq.dashboard.cluster_access import ClusterAccess, TracedMessage, _account
+from aiorocketmq.dashboard.history import Collector, HistoryStore, Sample, day_file
+from aiorocketmq.dashboard.live import Series
+from aiorocketmq.dashboard.monitor import GroupMonitor, Thresholds, breaches, load_thresholds
 from aiorocketmq.dashboard.render import body_as, hexdump, messages_csv
 from aiorocketmq.dashboard.trace import FIELD_SEPARATOR, TraceRecord, decode_trace, encode_record
 from aiorocketmq.dashboard.users import Sessions, UsersFileError, parse_users
@@ -115,3 +125,241 @@ def test_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert parse_args([]).namesrv == "c:9876"
     with pytest.raises(SystemExit):
         parse_args(["--refresh", "0"])
+
+
+def test_pager_slices_and_links() -> None:
+    rows = list(range(45))
+    first = paged(rows, {"by": "time", "topic": "T"}, "1", "20")
+    assert (first.rows, first.pages, first.near()) == (rows[:20], 3, [1, 2, 3])
+    assert first.base == "by=time&topic=T&size=20"
+    last = paged(rows, {}, "99", "20")  # past the end: the last page
+    assert (last.page, last.rows) == (3, rows[40:])
+    assert paged(rows, {}, "x", "7").size == 20  # only the offered sizes
+    wide = paged(list(range(1000)), {}, "25", "20")
+    assert wide.near() == [1, 23, 24, 25, 26, 27, 50]
+
+
+def test_trace_consumptions_pair_before_and_after() -> None:
+    def traced(record: TraceRecord) -> TracedMessage:
+        return TracedMessage(record, "10.0.0.9")
+
+    records = [
+        traced(TraceRecord("Pub", "ID", 1, "shop", "T", success=True)),
+        traced(TraceRecord("SubBefore", "ID", 2, "billing", request_id="r1", retry_times=0)),
+        traced(TraceRecord("SubAfter", "ID", 3, "billing", cost_ms=4, success=True, request_id="r1")),
+        traced(TraceRecord("SubBefore", "ID", 5, "audit", request_id="r2", retry_times=1)),
+        traced(TraceRecord("SubAfter", "ID", 6, "", cost_ms=9, success=False, request_id="r3")),
+    ]
+    calls = consumptions(records)
+    assert [(c.group, c.cost_ms, c.success, c.retry_times) for c in calls["billing"]] == [
+        ("billing", 4, True, 0)
+    ]
+    # Still running (no SubAfter yet): no cost, no outcome.
+    assert [(c.cost_ms, c.success) for c in calls["audit"]] == [(None, None)]
+    # A SubAfter of an old client (no group, no SubBefore) is still shown.
+    assert [(c.cost_ms, c.success) for c in calls["?"]] == [(9, False)]
+
+
+def test_acl_permission_lines() -> None:
+    assert _perm_lines("Orders=PUB|SUB\n Refunds = SUB ,Audit=DENY") == [
+        "Orders=PUB|SUB",
+        "Refunds=SUB",
+        "Audit=DENY",
+    ]
+    for bad in ("Orders", "Orders=WRITE", "=PUB"):
+        with pytest.raises(ValueError, match="Name=PERM"):
+            _perm_lines(bad)
+
+
+def test_acl_accounts_held_alike_merge() -> None:
+    config = {"accessKey": "alice_ak", "secretKey": "s", "admin": "false", "topicPerms": ["B=SUB", "A=PUB"]}
+    a, b = _account(config, "broker-a"), _account(config, "broker-b")
+    assert a.same_as(b) and a.topic_perms == ["A=PUB", "B=SUB"] and not a.admin
+    assert not a.same_as(_account({**config, "admin": True}, "broker-b"))
+
+
+def test_a_down_broker_is_a_gap_not_its_last_rate() -> None:
+    series = Series()
+    series.add(1.0, 5.0)
+    series.add(2.0, None)
+    assert series.to_json() == [[1.0, 5.0], [2.0, None]]
+
+
+def test_tls_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROCKETMQ_TLS_ENABLE", raising=False)
+    plain = parse_args(["--namesrv", "a:9876"])
+    assert (plain.tls, plain.tls_ca_file, plain.tls_no_verify) == (False, None, False)
+    # mqadmin's spellings work too; $ROCKETMQ_TLS_ENABLE turns TLS on as for the other tools.
+    args = parse_args(["--namesrv", "a:9876", "--tls", "--tlsCaFile", "ca.pem", "--tlsNoVerify"])
+    assert (args.tls, args.tls_ca_file, args.tls_no_verify) == (True, "ca.pem", True)
+    monkeypatch.setenv("ROCKETMQ_TLS_ENABLE", "true")
+    assert parse_args(["--namesrv", "a:9876"]).tls
+
+
+def _at(day: date, hour: int, minute: int = 0) -> float:
+    return datetime(day.year, day.month, day.day, hour, minute).timestamp()
+
+
+def test_history_line_format_round_trips() -> None:
+    sample = Sample(
+        1765030000.25,
+        {"broker-a@10.0.0.1:10911": (12.5, 3.0), "broker-b@10.0.0.2:10911": None},
+        {"Orders": (0.52, 31), "Refunds": None},
+        "topics: timed out",
+    )
+    line = sample.to_line()
+    assert "\n" not in line
+    assert json.loads(line) == {
+        "t": 1765030000.25,
+        "brokers": {"broker-a@10.0.0.1:10911": [12.5, 3.0], "broker-b@10.0.0.2:10911": None},
+        "topics": {"Orders": [0.52, 31], "Refunds": None},
+        "error": "topics: timed out",
+    }
+    assert Sample.from_line(line) == sample
+    for bad in ('{"t": 1, "brokers": {', '{"t": 1}', "[]", '{"t": 1, "brokers": {"b": [1]}, "topics": {}}'):
+        with pytest.raises(ValueError, match="not a history line"):
+            Sample.from_line(bad)
+
+
+def test_a_day_read_back_gives_series_and_the_top_ten(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    day = date(2026, 12, 5)
+    store.append(Sample(_at(day, 10, 0), {"b@a:1": (4.0, 1.0)}, {f"T{i:02}": (0.1, i) for i in range(12)}))
+    store.append(Sample(_at(day, 10, 1), {"b@a:1": None}, {"T00": (1.0, 60), "T11": None}))
+    # A line cut short by a crash, and a blank line, are skipped, not fatal.
+    with day_file(tmp_path, day).open("a") as out:
+        out.write('{"t": 17650\n\n')
+    store.append(Sample(_at(day, 10, 2), {"b@a:1": (2.0, 0.5)}, {"T01": (0.0, 0)}))
+    history = store.read(day)
+    assert (history.samples, history.skipped) == (3, 1)
+    # The down sample is a gap in the broker's series, not its last rate.
+    assert history.broker_put["b@a:1"] == [
+        [_at(day, 10, 0), 4.0],
+        [_at(day, 10, 1), None],
+        [_at(day, 10, 2), 2.0],
+    ]
+    assert history.broker_get["b@a:1"][1] == [_at(day, 10, 1), None]
+    assert history.topic_tps["T11"] == [[_at(day, 10, 0), 0.1], [_at(day, 10, 1), None]]
+    # Messages add up over the day; the ten busiest, most first (ties by name).
+    assert history.messages["T00"] == 60
+    assert history.top() == [("T00", 60), ("T11", 11), ("T10", 10), ("T09", 9), ("T08", 8),
+                             ("T07", 7), ("T06", 6), ("T05", 5), ("T04", 4), ("T03", 3)]  # fmt: skip
+    assert store.read(day + timedelta(days=1)).samples == 0
+
+
+def test_history_goes_to_the_file_of_its_local_day_and_old_days_are_removed(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path, keep_days=3)
+    today = date(2026, 12, 6)
+    for back in range(5):
+        store.append(Sample(_at(today - timedelta(days=back), 23, 59)))
+    store.append(Sample(_at(today, 0, 0)))
+    assert day_file(tmp_path, today).read_text().count("\n") == 2
+    (tmp_path / "monitors.json").write_text("{}")
+    (tmp_path / "tps-notes.jsonl").write_text("")
+    assert store.days() == [today - timedelta(days=n) for n in range(5)]
+    removed = store.prune(today)
+    assert sorted(p.name for p in removed) == ["tps-2026-12-02.jsonl", "tps-2026-12-03.jsonl"]
+    assert store.days() == [today, today - timedelta(days=1), today - timedelta(days=2)]
+    # Only day files go: what else the folder holds stays.
+    assert (tmp_path / "monitors.json").exists() and (tmp_path / "tps-notes.jsonl").exists()
+    assert store.prune(today) == []
+    assert HistoryStore(tmp_path / "none").days() == []
+
+
+class _SilentCluster:
+    """What :class:`Collector` asks of the cluster, with the name server not answering."""
+
+    seen_brokers = {"10.0.0.1:10911": ("DefaultCluster", "broker-a", 0)}
+
+    async def brokers(self) -> None:
+        raise ConnectionRefusedError("name server 10.0.0.9:9876 refused the connection")
+
+    async def topics(self, with_routes: bool = True) -> None:
+        raise ConnectionRefusedError("name server 10.0.0.9:9876 refused the connection")
+
+
+async def test_the_collector_records_a_silent_cluster_and_survives_a_bad_folder(tmp_path: Path) -> None:
+    checks: list[int] = []
+
+    async def check() -> None:
+        checks.append(1)
+
+    collector = Collector(cast(ClusterAccess, _SilentCluster()), HistoryStore(tmp_path), after_sample=check)
+    await collector.round()
+    (sample,) = history_of(tmp_path)
+    # The broker seen before is down, not at its last rate; the line says why.
+    assert sample.brokers == {"broker-a@10.0.0.1:10911": None} and sample.topics == {}
+    assert sample.error is not None and sample.error.startswith("name server: ")
+    # A folder that cannot be written is a logged failure; the monitor still runs.
+    (tmp_path / "blocker").write_text("")
+    collector.store = HistoryStore(tmp_path / "blocker" / "history")
+    await collector.round()
+    assert collector.last_error is not None and collector.rounds == 2 and len(checks) == 2
+
+
+def history_of(folder: Path) -> list[Sample]:
+    return [
+        Sample.from_line(line)
+        for f in sorted(folder.glob("tps-*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+
+
+def test_monitor_thresholds_breached() -> None:
+    both = Thresholds(min_consumers=2, max_lag=100)
+    assert breaches(both, 1, 101) == {
+        "min_consumers": "1 consumers online, fewer than the minimum 2",
+        "max_lag": "lag 101, above the maximum 100",
+    }
+    assert breaches(both, 2, 100) == {"min_consumers": None, "max_lag": None}
+    # A figure the cluster did not give is no verdict either way.
+    assert breaches(both, None, None) == {}
+    assert breaches(Thresholds(max_lag=0), 0, 1) == {"max_lag": "lag 1, above the maximum 0"}
+
+
+def test_monitor_logs_each_alarm_once_when_it_starts_and_when_it_clears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "data" / "monitors.json"
+    monitor = GroupMonitor(cast(ClusterAccess, None), path)  # no check runs: the cluster is not needed
+    monitor.set("billing", Thresholds(min_consumers=1, max_lag=10))
+    monitor.set("audit", Thresholds(max_lag=5))
+    assert load_thresholds(path) == {"billing": Thresholds(1, 10), "audit": Thresholds(None, 5)}
+    caplog.set_level(logging.WARNING, logger="aiorocketmq.dashboard.monitor")
+    for _ in range(3):
+        monitor.update("billing", breaches(monitor.limits("billing"), 0, 3))
+    assert monitor.alarms == {"billing": {"min_consumers": "0 consumers online, fewer than the minimum 1"}}
+    monitor.update("billing", breaches(monitor.limits("billing"), None, 3))  # unknown: still in alarm
+    monitor.update("billing", breaches(monitor.limits("billing"), 1, 30))
+    monitor.update("billing", breaches(monitor.limits("billing"), 1, 31))
+    monitor.update("billing", breaches(monitor.limits("billing"), 2, 0))
+    assert monitor.alarms == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        "consumer group billing in alarm: 0 consumers online, fewer than the minimum 1",
+        "consumer group billing: alarm cleared, min_consumers is within its threshold",
+        "consumer group billing in alarm: lag 30, above the maximum 10",
+        "consumer group billing: alarm cleared, max_lag is within its threshold",
+    ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+    # Dropping a threshold clears its alarm; dropping both stops monitoring the group.
+    monitor.update("audit", breaches(monitor.limits("audit"), None, 9))
+    monitor.set("audit", Thresholds())
+    assert "audit" not in monitor.alarms and load_thresholds(path) == {"billing": Thresholds(1, 10)}
+    assert (
+        caplog.records[-1].getMessage()
+        == "consumer group audit: alarm cleared, max_lag is no longer monitored"
+    )
+    # A broken settings file is reported, not fatal.
+    path.write_text("{not json")
+    assert GroupMonitor(cast(ClusterAccess, None), path).load_error is not None
+
+
+def test_history_options(tmp_path: Path) -> None:
+    args = parse_args(["--namesrv", "a:9876"])
+    assert (args.collect_interval, args.history_days) == (60.0, 7)
+    assert args.data_dir == Path.home() / ".aiorocketmq" / "dashboard"
+    args = parse_args(["--namesrv", "a:9876", "--data-dir", str(tmp_path), "--collect-interval", "0"])
+    assert (args.data_dir, args.collect_interval) == (tmp_path, 0.0)
+    for bad in (["--collect-interval", "-1"], ["--history-days", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(["--namesrv", "a:9876", *bad])

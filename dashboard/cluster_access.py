@@ -1,17 +1,25 @@
-"""What the dashboard's pages read from the cluster and do to it, each through the asyncio
-admin client (:class:`~aiorocketmq.client.Admin`), a producer for test messages and resends,
-and offset pulls for browsing: one object per dashboard process, shared by every request.
+"""The cluster as the dashboard's pages read and change it: brokers and their settings, topics,
+consumer groups, producers, messages, traces, dead letters and ACL accounts, each through the
+asyncio admin client (:class:`~aiorocketmq.client.Admin`), a producer for test messages and
+resends, and offset pulls for browsing: one :class:`ClusterAccess` per dashboard process, shared
+by every request.
 
 Nothing here renders HTML: every method returns plain data (dataclasses, SDK types) or raises
 an :class:`~aiorocketmq.protocol.errors.MQError` that the web layer turns into a message on the
-page. The one piece of state kept between requests is which brokers were seen, so a broker
-that died and dropped out of the name server's table is still listed, as down.
+page. State kept between requests: which brokers were seen, so a broker that died and dropped
+out of the name server's table is still listed, as down; and the last few time-range message
+searches, so paging through one reads the cluster once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from aiorocketmq.client import (
     Admin,
@@ -24,12 +32,18 @@ from aiorocketmq.client import (
     PullStatus,
     SendResult,
 )
+from aiorocketmq.client.cluster_admin import consumer_running_info, producer_table
+from aiorocketmq.client.cluster_admin import update_broker_config as _update_broker_config
 from aiorocketmq.client.pull import pull
+from aiorocketmq.protocol.admin_requests import ConsumerRunningInfo
 from aiorocketmq.protocol.body import (
     ConsumerConnection,
     ConsumeStats,
     ProducerConnection,
+    SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicOffset,
     TopicRouteData,
 )
@@ -47,6 +61,7 @@ from aiorocketmq.protocol.names import (
     retry_topic,
 )
 from aiorocketmq.protocol.names import SYSTEM_GROUPS as _SYSTEM_GROUPS
+from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
 
 from .trace import TRACE_TOPIC, TraceRecord, decode_trace
 
@@ -58,8 +73,23 @@ SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, T
 TOOLS_GROUP = TOOLS_CONSUMER_GROUP
 #: The producer group of test messages and resends.
 PRODUCER_GROUP = "MQDASHBOARD_PRODUCER"
-#: How many messages one browse or export returns at most.
+#: How many dead letters one browse or export returns at most.
 MAX_MESSAGES = 256
+#: How many messages one time-range search reads at most (the newest ones of the range).
+MAX_SCAN = 5000
+#: How long a time-range search's result serves its pages (seconds), and how many are kept.
+QUERY_TTL = 300.0
+QUERY_CACHE = 8
+#: The settings of a consumer group the group page shows and edits (RocketMQ's names).
+GROUP_SETTINGS = (
+    "consumeEnable",
+    "consumeBroadcastEnable",
+    "consumeFromMinEnable",
+    "retryQueueNums",
+    "retryMaxTimes",
+    "brokerId",
+    "whichBrokerWhenConsumeSlowly",
+)
 
 
 def topic_kind(topic: str, system_names: frozenset[str] = frozenset()) -> str:
@@ -124,6 +154,13 @@ class TopicRow:
     perm: int = 0
     brokers: list[str] = field(default_factory=list)
     error: str | None = None
+    #: RocketMQ 5's ``message.type`` attribute (UNSPECIFIED when the topic has none).
+    message_type: str = "UNSPECIFIED"
+
+    @property
+    def type(self) -> str:
+        """What Apache's dashboard filters topics by: RETRY, DLQ, SYSTEM or the message type."""
+        return {"retry": "RETRY", "dlq": "DLQ", "system": "SYSTEM"}.get(self.kind, self.message_type)
 
 
 @dataclass
@@ -154,11 +191,102 @@ class GroupDetail:
 
 
 @dataclass
+class TopicGroup:
+    """A consumer group of a topic and how far behind it is on that topic."""
+
+    group: str
+    lag: int | None = None
+    consume_tps: float | None = None
+    error: str | None = None
+
+
+@dataclass
 class TopicDetail:
     topic: str
     route: TopicRouteData
     offsets: dict[MessageQueue, TopicOffset]
-    groups: list[str]
+    groups: list[TopicGroup]
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """What a list of messages shows of one (no body: a search keeps thousands)."""
+
+    msg_id: str
+    topic: str
+    tags: str
+    keys: list[str]
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp: int
+    body_size: int
+
+    @classmethod
+    def of(cls, msg: MessageExt) -> MessageRow:
+        return cls(
+            msg.msg_id,
+            msg.topic,
+            msg.tags or "",
+            list(msg.keys),
+            msg.broker_name or "",
+            msg.queue_id,
+            msg.queue_offset,
+            msg.store_timestamp,
+            len(msg.body),
+        )
+
+
+@dataclass
+class TimeSearch:
+    """The messages of a topic stored in a time range, newest first."""
+
+    rows: list[MessageRow]
+    #: How many messages the queues' offsets put in the range (more than ``rows`` when the
+    #: range held more than :data:`MAX_SCAN`).
+    in_range: int
+    made_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class TracedMessage:
+    """A trace record with the host of the client that wrote it."""
+
+    record: TraceRecord
+    client_host: str
+
+
+@dataclass
+class AclAccount:
+    """A plain-ACL account (RocketMQ 4.x ``PlainAccessConfig``) as one or more brokers hold it."""
+
+    access_key: str
+    secret_key: str = ""
+    white_remote_address: str = ""
+    admin: bool = False
+    default_topic_perm: str = ""
+    default_group_perm: str = ""
+    topic_perms: list[str] = field(default_factory=list)
+    group_perms: list[str] = field(default_factory=list)
+    brokers: list[str] = field(default_factory=list)
+
+    def same_as(self, other: AclAccount) -> bool:
+        return replace(self, brokers=[]) == replace(other, brokers=[])
+
+
+@dataclass
+class BrokerAcl:
+    broker: str
+    addr: str
+    global_white: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class AclView:
+    brokers: list[BrokerAcl]
+    #: One row per distinct account definition (an account the masters hold alike is one row).
+    accounts: list[AclAccount]
 
 
 def describe(exc: BaseException) -> str:
@@ -168,7 +296,7 @@ def describe(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-class Operations:
+class ClusterAccess:
     """The cluster as the dashboard sees it. Start it once; every method may be called
     concurrently from request handlers and the chart sampler."""
 
@@ -194,6 +322,8 @@ class Operations:
         self._producer_lock = asyncio.Lock()
         #: Every broker address ever seen: (cluster, name, id), so a vanished one shows as down.
         self.seen_brokers: dict[str, tuple[str, str, int]] = {}
+        #: Recent time-range searches by (topic, begin, end), oldest first.
+        self._searches: OrderedDict[tuple[str, float, float], TimeSearch] = OrderedDict()
 
     async def start(self) -> None:
         await self.admin.start()
@@ -261,6 +391,17 @@ class Operations:
                 row.slave_lag = max(0, master.commit_log_max - row.commit_log_max)
         return ordered
 
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """A broker's settings (GET_BROKER_CONFIG), sorted by key."""
+        return dict(sorted((await self.admin.broker_config(addr)).items()))
+
+    async def update_broker_config(self, addr: str, key: str, value: str) -> str | None:
+        """Set one of a broker's settings in memory (UPDATE_BROKER_CONFIG, as ``mqadmin
+        updateBrokerConfig`` does); the value the broker then reports. A broker ignores keys
+        it does not know or will not change while running, so the caller compares."""
+        await _update_broker_config(self.admin, addr, {key: value})
+        return (await self.admin.broker_config(addr)).get(key)
+
     # -- topics -----------------------------------------------------------------------------
 
     async def topics(self, text: str = "", *, with_routes: bool = True) -> list[TopicRow]:
@@ -273,6 +414,9 @@ class Operations:
         rows = [TopicRow(t, topic_kind(t, system)) for t in names]
         if not with_routes:
             return rows
+        types = await self.message_types()
+        for row in rows:
+            row.message_type = types.get(row.topic, row.message_type)
         limit = asyncio.Semaphore(8)
 
         async def fill(row: TopicRow) -> None:
@@ -292,18 +436,80 @@ class Operations:
         await asyncio.gather(*(fill(row) for row in rows))
         return rows
 
+    async def message_types(self) -> dict[str, str]:
+        """Each topic's ``message.type`` attribute, as the masters' topic configurations hold
+        it (one GET_ALL_TOPIC_CONFIG per master; a 4.x broker keeps no attributes)."""
+        types: dict[str, str] = {}
+
+        async def ask(addr: str) -> None:
+            try:
+                response = await self.admin.instance.call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+                table = TopicConfigSerializeWrapper.decode(response.body).topic_config_table
+            except (MQError, OSError):
+                return
+            for name, config in table.items():
+                if config.attributes.get(MESSAGE_TYPE):
+                    types[name] = config.attributes[MESSAGE_TYPE]
+
+        try:
+            masters = await self.masters()
+        except MQError:
+            return types
+        await asyncio.gather(*(ask(a) for a in masters.values()))
+        return types
+
+    async def topic_config(self, topic: str, broker_addr: str) -> TopicConfig | None:
+        """One broker's configuration of ``topic`` (RocketMQ 5's GET_TOPIC_CONFIG; None from a
+        broker that does not answer it)."""
+        try:
+            response = await self.admin.instance.call(
+                broker_addr, RequestCode.GET_TOPIC_CONFIG, {"topic": topic}
+            )
+        except (MQError, OSError):
+            return None
+        return TopicConfig.decode(response.body)
+
     async def topic_detail(self, topic: str) -> TopicDetail:
         route = await self.admin.topic_route(topic)
         offsets = await self.admin.topic_stats(topic)
         try:
-            groups = await self.admin.consumer_groups_of(topic)
+            names = await self.admin.consumer_groups_of(topic)
         except MQError:
-            groups = []
+            names = []
+        groups = [TopicGroup(g) for g in names if g not in SYSTEM_GROUPS]
+
+        async def fill(row: TopicGroup) -> None:
+            try:
+                stats = await self.admin.consume_stats(row.group, topic)
+            except ClientError:
+                return  # no offsets on this topic yet
+            except (MQError, OSError) as exc:
+                row.error = describe(exc)
+                return
+            row.lag, row.consume_tps = stats.diff_total(), stats.consume_tps
+
+        await asyncio.gather(*(fill(g) for g in groups))
         return TopicDetail(topic, route, offsets, groups)
 
-    async def create_topic(self, topic: str, read_queues: int, write_queues: int, perm: int) -> None:
+    async def create_topic(
+        self,
+        topic: str,
+        read_queues: int,
+        write_queues: int,
+        perm: int,
+        broker_addr: str | None = None,
+        message_type: str | None = None,
+    ) -> None:
+        """Create or update ``topic`` on every master, or on the one at ``broker_addr``; with
+        ``message_type``, set RocketMQ 5's ``message.type`` attribute too."""
         await self.admin.create_topic(
-            topic, read_queue_nums=read_queues, write_queue_nums=write_queues, perm=perm, wait=10.0
+            topic,
+            read_queue_nums=read_queues,
+            write_queue_nums=write_queues,
+            perm=perm,
+            broker_addr=broker_addr or None,
+            attributes={"+" + MESSAGE_TYPE: message_type} if message_type else None,
+            wait=10.0,
         )
 
     async def delete_topic(self, topic: str) -> None:
@@ -381,6 +587,11 @@ class Operations:
             detail.connection_error = describe(exc)
         return detail
 
+    async def running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """What one consumer of ``group`` says about itself: its settings, subscriptions, the
+        queues it holds and its rates (GET_CONSUMER_RUNNING_INFO, relayed by a broker)."""
+        return await consumer_running_info(self.admin, group, client_id)
+
     async def reset_offset(self, group: str, topic: str, timestamp: float) -> dict[MessageQueue, int]:
         """Move ``group``'s offsets on ``topic`` to ``timestamp`` (seconds; -1: the end)."""
         return await self.admin.reset_offset_by_time(group, topic, timestamp, force=True)
@@ -393,7 +604,14 @@ class Operations:
             moved.update(await self.reset_offset(group, topic, -1))
         return moved
 
-    async def delete_group(self, group: str, *, remove_offsets: bool) -> None:
+    async def delete_group(self, group: str, *, remove_offsets: bool, broker_addr: str | None = None) -> None:
+        """Delete the group's settings (and offsets) on every master, with its retry and DLQ
+        topics; or on the master at ``broker_addr`` only, where the topics stay."""
+        if broker_addr:
+            await self.admin.delete_subscription_group(
+                group, broker_addr=broker_addr, remove_offsets=remove_offsets
+            )
+            return
         await self.admin.delete_subscription_group(group, remove_offsets=remove_offsets)
         for topic in (retry_topic(group), dlq_topic(group)):
             try:
@@ -401,7 +619,57 @@ class Operations:
             except MQError:
                 continue  # it may never have existed
 
+    async def _group_configs(self) -> dict[str, SubscriptionGroupWrapper]:
+        """Every master's consumer-group settings, by broker name (a master that does not
+        answer is left out)."""
+
+        async def ask(addr: str) -> SubscriptionGroupWrapper | None:
+            try:
+                response = await self.admin.instance.call(
+                    addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}
+                )
+            except (MQError, OSError):
+                return None
+            return SubscriptionGroupWrapper.decode(response.body)
+
+        masters = await self.masters()
+        answers = await asyncio.gather(*(ask(a) for a in masters.values()))
+        return {name: w for name, w in zip(masters, answers) if w is not None}
+
+    async def group_settings(self, group: str) -> dict[str, SubscriptionGroupConfig]:
+        """The group's settings on each master that holds them, by broker name."""
+        return {
+            name: wrapper.subscription_group_table[group]
+            for name, wrapper in (await self._group_configs()).items()
+            if group in wrapper.subscription_group_table
+        }
+
+    async def update_group_settings(self, group: str, settings: dict[str, Any]) -> None:
+        """Create or update a consumer group's settings on every master (RocketMQ's field
+        names, :data:`GROUP_SETTINGS`); what is not given keeps its current (or default) value."""
+        current = await self.group_settings(group)
+        base = next(iter(current.values()), None) or SubscriptionGroupConfig(group_name=group)
+        values = {**base.model_dump(by_alias=True), **settings, "groupName": group}
+        await self.admin.update_subscription_group(SubscriptionGroupConfig.model_validate(values))
+
     # -- producers --------------------------------------------------------------------------
+
+    async def producer_groups(self) -> dict[str, int]:
+        """Producer groups connected to any master, with how many producers each (RocketMQ
+        5's GET_ALL_PRODUCER_INFO; a 4.x broker does not answer it and adds nothing)."""
+        clients: dict[str, set[str]] = {}
+
+        async def ask(addr: str) -> None:
+            try:
+                table = await producer_table(self.admin, addr)
+            except (MQError, OSError):
+                return
+            for group, producers in table.data.items():
+                clients.setdefault(group, set()).update(p.client_id for p in producers)
+
+        await asyncio.gather(*(ask(a) for a in (await self.masters()).values()))
+        hidden = SYSTEM_GROUPS | {PRODUCER_GROUP}
+        return {g: len(ids) for g, ids in sorted(clients.items()) if g not in hidden}
 
     async def producer_connections(self, group: str, topic: str | None = None) -> ProducerConnection:
         """The group's connected producers, each once (a producer talks to every broker it
@@ -426,24 +694,40 @@ class Operations:
     # -- messages ---------------------------------------------------------------------------
 
     async def messages_by_time(
-        self, topic: str, begin: float, end: float, limit: int = MAX_MESSAGES
-    ) -> list[MessageExt]:
-        """Messages of ``topic`` stored between ``begin`` and ``end`` (seconds since the
-        epoch), newest first, at most ``limit``."""
-        found: list[MessageExt] = []
+        self, topic: str, begin: float, end: float, *, fresh: bool = True
+    ) -> TimeSearch:
+        """The messages of ``topic`` stored between ``begin`` and ``end`` (seconds since the
+        epoch), newest first: at most :data:`MAX_SCAN`, the newest of each queue's share when
+        the range holds more. With ``fresh`` false, a search made in the last
+        :data:`QUERY_TTL` seconds answers again (paging through one reads the cluster once)."""
+        key = (topic, begin, end)
+        cached = self._searches.get(key)
+        if not fresh and cached is not None and time.monotonic() - cached.made_at < QUERY_TTL:
+            return cached
+        ranges = []
         for queue in await self.admin.queues(topic):
             low = await self.admin.search_offset(queue, begin)
-            high = await self.admin.search_offset(queue, end)
-            high = max(high, low)
+            high = max(await self.admin.search_offset(queue, end), low)
             # search_offset answers the offset *at or after* a time: include the last one.
             high = min(high + 1, await self.admin.max_offset(queue))
-            found.extend(
-                m
-                for m in await self.read_queue(queue, low, high, limit)
+            ranges.append((queue, low, max(high, low)))
+        in_range = sum(high - low for _, low, high in ranges)
+        rows: list[MessageRow] = []
+        for queue, low, high in ranges:
+            if in_range > MAX_SCAN:
+                low = max(low, high - math.ceil(MAX_SCAN * (high - low) / in_range))
+            rows.extend(
+                MessageRow.of(m)
+                for m in await self.read_queue(queue, low, high, high - low)
                 if begin * 1000 <= m.store_timestamp <= end * 1000
             )
-        found.sort(key=lambda m: m.store_timestamp, reverse=True)
-        return found[:limit]
+        rows.sort(key=lambda r: (r.store_timestamp, r.queue_offset), reverse=True)
+        search = TimeSearch(rows[:MAX_SCAN], in_range)
+        self._searches[key] = search
+        self._searches.move_to_end(key)
+        while len(self._searches) > QUERY_CACHE:
+            self._searches.popitem(last=False)
+        return search
 
     async def read_queue(self, queue: MessageQueue, start: int, end: int, limit: int) -> list[MessageExt]:
         """Messages ``start <= offset < end`` of ``queue`` (at most ``limit``), read without
@@ -471,8 +755,10 @@ class Operations:
             offset = result.next_begin_offset
         return found[:limit]
 
-    async def messages_by_key(self, topic: str, key: str) -> list[MessageExt]:
-        return await self.admin.query_messages_by_key(topic, key, max_num=64)
+    async def messages_by_key(self, topic: str, key: str) -> list[MessageRow]:
+        """The messages of ``topic`` the brokers' index holds under ``key``, newest first."""
+        found = await self.admin.query_messages_by_key(topic, key, max_num=64)
+        return sorted((MessageRow.of(m) for m in found), key=lambda r: r.store_timestamp, reverse=True)
 
     async def message(self, topic: str | None, msg_id: str) -> MessageExt:
         """A message by its client id (needs the topic) or by the broker's offset id."""
@@ -486,17 +772,30 @@ class Operations:
             raise ClientError(f"{msg_id} is no offset message id of a known broker; give its topic too")
         return await self.admin.view_message(msg_id)
 
-    async def trace(self, msg: MessageExt) -> list[TraceRecord]:
-        """The trace records clients wrote for ``msg`` to the trace topic (empty when they
-        wrote none, or the topic does not exist)."""
-        ids = {msg.msg_id, msg.offset_msg_id}
+    async def trace(self, msg: MessageExt, trace_topic: str = TRACE_TOPIC) -> list[TraceRecord]:
+        """The trace records clients wrote for ``msg`` (empty when they wrote none, or the
+        trace topic does not exist)."""
+        found = await self.trace_of(msg.msg_id, trace_topic, also=(msg.offset_msg_id,))
+        return [t.record for t in found]
+
+    async def trace_of(
+        self, msg_id: str, trace_topic: str = TRACE_TOPIC, *, also: tuple[str, ...] = ()
+    ) -> list[TracedMessage]:
+        """The trace records about message ``msg_id`` in ``trace_topic``, oldest first: the
+        clients index each trace message under the traced message's id."""
+        ids = {msg_id, *also}
         try:
-            found = await self.admin.query_messages_by_key(TRACE_TOPIC, msg.msg_id, max_num=64)
+            found = await self.admin.query_messages_by_key(trace_topic, msg_id, max_num=64)
         except (MQError, OSError):
             return []
-        records = [r for m in found for r in decode_trace(m.body.decode(errors="replace")) if r.msg_id in ids]
-        records.sort(key=lambda r: r.timestamp)
-        return records
+        traced = [
+            TracedMessage(r, m.born_host.rsplit(":", 1)[0])
+            for m in found
+            for r in decode_trace(m.body.decode(errors="replace"))
+            if r.msg_id in ids
+        ]
+        traced.sort(key=lambda t: t.record.timestamp)
+        return traced
 
     async def resend(self, msg: MessageExt, group: str) -> SendResult:
         """Deliver ``msg`` again to ``group`` only: a copy goes to the group's retry topic,
@@ -536,3 +835,106 @@ class Operations:
             if msg_id in (msg.msg_id, msg.offset_msg_id):
                 return msg
         raise QueryNotFoundError(f"no dead letter {msg_id} of group {group!r}")
+
+    # -- ACL (plain_acl accounts, RocketMQ 4.x's ACL 1.0) -------------------------------------
+
+    async def masters(self) -> dict[str, str]:
+        """Master address by broker name."""
+        info = await self.admin.cluster_info()
+        return {
+            name: data.broker_addrs[MASTER_ID]
+            for name, data in sorted(info.broker_addr_table.items())
+            if MASTER_ID in data.broker_addrs
+        }
+
+    async def acl(self) -> AclView:
+        """Every master's ACL accounts and global white list (GET_BROKER_CLUSTER_ACL_CONFIG);
+        a broker with ACL off, or that refuses, says why."""
+        masters = await self.masters()
+
+        async def ask(name: str, addr: str) -> tuple[BrokerAcl, list[AclAccount]]:
+            broker = BrokerAcl(name, addr)
+            try:
+                data = await self.admin.acl_config(addr)
+            except (MQError, OSError) as exc:
+                broker.error = describe(exc)
+                return broker, []
+            broker.global_white = [str(a) for a in data.get("globalWhiteAddrs") or []]
+            return broker, [_account(c, name) for c in data.get("plainAccessConfigs") or []]
+
+        answers = await asyncio.gather(*(ask(n, a) for n, a in masters.items()))
+        accounts: list[AclAccount] = []
+        for _, held in answers:
+            for account in held:
+                same = next((a for a in accounts if a.same_as(account)), None)
+                if same is None:
+                    accounts.append(account)
+                else:
+                    same.brokers.extend(account.brokers)
+        accounts.sort(key=lambda a: (a.access_key, a.brokers))
+        return AclView([b for b, _ in answers], accounts)
+
+    async def _each_acl_master(self, call: Callable[[str], Awaitable[None]]) -> dict[str, str | None]:
+        """Run ``call(addr)`` on every master; the error of each (None: done). Raises when
+        none succeeded, with the first broker's reason."""
+        masters = await self.masters()
+        if not masters:
+            raise ClientError("no master broker is registered")
+
+        async def one(addr: str) -> str | None:
+            try:
+                await call(addr)
+            except (MQError, OSError) as exc:
+                return describe(exc)
+            return None
+
+        errors = dict(zip(masters, await asyncio.gather(*(one(a) for a in masters.values()))))
+        if all(errors.values()):
+            raise ClientError("; ".join(f"{name}: {error}" for name, error in errors.items()))
+        return errors
+
+    async def update_acl_account(self, account: AclAccount) -> dict[str, str | None]:
+        """Create or update an account on every master (UPDATE_AND_CREATE_ACL_CONFIG)."""
+        return await self._each_acl_master(
+            lambda addr: self.admin.update_acl_config(
+                addr,
+                account.access_key,
+                secret_key=account.secret_key or None,
+                white_remote_address=account.white_remote_address,
+                admin=account.admin,
+                default_topic_perm=account.default_topic_perm or None,
+                default_group_perm=account.default_group_perm or None,
+                topic_perms=account.topic_perms,
+                group_perms=account.group_perms,
+            )
+        )
+
+    async def delete_acl_account(self, access_key: str) -> dict[str, str | None]:
+        """Delete an account on every master (DELETE_ACL_CONFIG)."""
+        return await self._each_acl_master(lambda addr: self.admin.delete_acl_config(addr, access_key))
+
+    async def update_global_white(self, patterns: list[str]) -> dict[str, str | None]:
+        """Replace every master's global white list (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)."""
+        return await self._each_acl_master(lambda addr: self.admin.update_global_white_addrs(addr, patterns))
+
+
+def _account(config: dict[str, Any], broker: str) -> AclAccount:
+    def text(key: str) -> str:
+        value = config.get(key)
+        return "" if value is None else str(value)
+
+    def perms(key: str) -> list[str]:
+        value = config.get(key) or []
+        return [str(p) for p in value] if isinstance(value, list) else [str(value)]
+
+    return AclAccount(
+        access_key=text("accessKey"),
+        secret_key=text("secretKey"),
+        white_remote_address=text("whiteRemoteAddress"),
+        admin=str(config.get("admin")).lower() == "true",
+        default_topic_perm=text("defaultTopicPerm"),
+        default_group_perm=text("defaultGroupPerm"),
+        topic_perms=sorted(perms("topicPerms")),
+        group_perms=sorted(perms("groupPerms")),
+        brokers=[broker],
+    )
