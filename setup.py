@@ -10,6 +10,10 @@ Both are optional, as uvloop's, msgpack's and aiokafka's extensions are: when a 
 built (no compiler, no Python headers, mypyc missing) the build warns and goes on, and the
 package runs the Python code. ``AIOROCKETMQ_MYPYC=0`` skips the mypyc build (a faster
 install; the C codecs are still built).
+
+Two more commands are set here: ``pip install -e .`` installs a .pth line that type checkers
+follow (:class:`EditableWheel`), and an sdist build remakes aiorocketmq/'s links to the
+top-level folders, which an sdist does not keep.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.editable_wheel import editable_wheel
 
 ROOT = Path(__file__).resolve().parent
 COMPILED = runpy.run_path(str(ROOT / "aiorocketmq" / "compiled.py"))
@@ -76,11 +83,51 @@ class OptionalBuildExt(build_ext):
         )
 
 
+class EditableWheel(editable_wheel):
+    """``pip install -e .`` that static type checkers can follow.
+
+    For a layout like this one (subpackages mapped from other folders) setuptools installs an
+    import hook, which mypy and pyright do not run: a project importing aiorocketmq from an
+    editable install type-checked as if it were missing. aiorocketmq/ holds the whole package
+    through its links, so a .pth line naming a folder that holds only a link to it serves the
+    interpreter and type checkers alike, without putting the repository's other top-level
+    folders (tests, tools, client...) on ``sys.path`` as the "compat" mode would. The folder is
+    ``build/editable``; an explicit ``--config-settings editable_mode=...`` is obeyed.
+    """
+
+    def _select_strategy(self, name: str, tag: str, build_lib: Any) -> Any:
+        if self.mode:
+            return super()._select_strategy(name, tag, build_lib)
+        try:  # setuptools' own .pth strategy, the one its "compat" mode uses
+            from setuptools.command.editable_wheel import _StaticPth
+
+            folder = ROOT / "build" / "editable"
+            folder.mkdir(parents=True, exist_ok=True)
+            link = folder / "aiorocketmq"
+            if not link.is_symlink():
+                link.symlink_to(Path("..", "..", "aiorocketmq"), target_is_directory=True)
+        except (ImportError, OSError) as exc:  # an older setuptools, or no symlinks here
+            print(f"WARNING: editable install through an import hook ({exc})", file=sys.stderr)
+            return super()._select_strategy(name, tag, build_lib)
+        return _StaticPth(self.distribution, name, [folder])
+
+
+def link_package_folders() -> None:
+    """aiorocketmq/'s links to the top-level folders, made where they are missing: an sdist
+    holds the folders but not the links, which mypyc's paths go through."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in mapping.items():
+        link = ROOT.joinpath(*package.split("."))
+        if package != "aiorocketmq" and not link.exists():
+            link.symlink_to(Path("..", folder), target_is_directory=True)
+
+
 def mypyc_extensions() -> list[Extension]:
     """The hot modules as mypyc extensions, or none when mypyc is off or cannot run."""
     if os.environ.get("AIOROCKETMQ_MYPYC", "1").strip() == "0":
         return []
     try:
+        link_package_folders()
         from mypyc.build import mypycify
 
         # The paths go through aiorocketmq/'s links to the top-level folders, so that mypyc
@@ -104,5 +151,5 @@ setup(
             optional=True,
         ),
     ],
-    cmdclass={"build_ext": OptionalBuildExt},
+    cmdclass={"build_ext": OptionalBuildExt, "editable_wheel": EditableWheel},
 )

@@ -1,4 +1,5 @@
-"""Which build of the broker's hot modules runs: mypyc-compiled or the Python sources.
+"""Which build of the hot modules runs: mypyc-compiled or the Python sources; and the rules
+their sources keep so that mypyc can compile them.
 
 ``pip install`` compiles the modules named in :data:`MODULES` with mypyc when a C compiler is
 at hand (setup.py reads this file for the list). The compiled build is the same typed Python,
@@ -14,9 +15,31 @@ The sources run instead when:
 - the shared library or a module's extension is missing (no compiler at install time);
 - a module's source changed since it was compiled (an editable checkout being worked on):
   its file is newer than its extension and its SHA-256 differs from the one the build
-  recorded. Rebuilding (``pip install -e .``) brings the compiled build back.
+  recorded. Rebuilding (``pip install -e .``, or ``make``) brings the compiled build back.
 
-The two builds behave the same; CI runs the protocol, store and broker unit tests both ways.
+The last two, with a compiled build installed, cost about 1.6x the CPU per send, so
+:func:`activate` logs a WARNING naming the modules and why, and the broker's start-up line is
+a warning too. The two builds behave the same; CI runs the protocol, store and broker unit
+tests both ways.
+
+Each compiled module says so in the first line of its docstring and keeps to mypyc's rules
+(tests/ops/test_compiled.py checks the header and the last two rules):
+
+- Annotations are checked at run time: a value of another type than declared raises
+  ``TypeError`` where it crosses a function, attribute or collection boundary, so no ``cast``
+  or ``# type: ignore`` that hides a wrong type.
+- Classes are native: every attribute is declared with its type (in the class body or
+  ``__init__``); none is added later, deleted, or reached through ``setattr``/``__dict__``;
+  interpreted code subclasses one only where it is marked
+  ``@mypyc_attr(allow_interpreted_subclasses=True)``.
+- No monkeypatching: calls to functions, classes and ``Final`` constants of compiled modules
+  are bound when compiled, so replacing one afterwards (``mock.patch``, assigning to a module
+  attribute) does not reach compiled callers; tests pass doubles in, they do not patch.
+- No frame tricks (``locals()``, ``sys._getframe``, ``inspect`` on these functions).
+- No ``await`` inside an ``except`` or ``finally`` block, and one exception type per
+  ``except ... as name`` in a function (mypyc 2.4 gets both wrong at run time).
+- The module passes ``mypy`` as configured in pyproject.toml: a failed check builds none of
+  them (setup.py warns) and all of them run interpreted.
 """
 
 from __future__ import annotations
@@ -25,6 +48,7 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -104,9 +128,10 @@ def decide(environ: Mapping[str, str], root: Path = _PACKAGE_DIR) -> tuple[bool,
     """Whether the compiled build can run from the package folder ``root``, and why (or why not)."""
     if pure_requested(environ):
         return False, f"{PURE_ENV} is set"
-    if _extension(root / LIBRARY.rpartition(".")[2]) is None:
+    if not installed(root):
         return False, "not compiled (no C compiler at install time, or AIOROCKETMQ_MYPYC=0)"
     recorded = _recorded_digests(root)
+    changed = []
     for module in MODULES:
         source = source_path(module, root)
         extension = _extension(source.with_suffix(""))
@@ -117,8 +142,15 @@ def decide(environ: Mapping[str, str], root: Path = _PACKAGE_DIR) -> tuple[bool,
         except OSError:
             continue  # an installed build without its sources: the extension is all there is
         if newer and recorded.get(module) != source_digest(source):
-            return False, f"{source.name} changed since it was compiled; `pip install -e .` rebuilds"
+            changed.append(module)
+    if changed:
+        return False, f"{', '.join(changed)} changed since compiled; `pip install -e .` (or make) rebuilds"
     return True, f"{len(MODULES)} modules compiled with mypyc"
+
+
+def installed(root: Path = _PACKAGE_DIR) -> bool:
+    """Whether a compiled build (the group's shared library) sits in the package folder ``root``."""
+    return _extension(root / LIBRARY.rpartition(".")[2]) is not None
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
@@ -143,18 +175,36 @@ _MODULE_SET = frozenset(MODULES)
 COMPILED = False
 #: Why the compiled build runs or not; None until :func:`activate` decides.
 reason: str | None = None
+#: True when a compiled build is installed but the sources run without being asked to.
+degraded = False
+
+log = logging.getLogger(__name__)
 
 
-def activate() -> None:
-    """Decide once, before any of :data:`MODULES` is imported, which build runs."""
-    global COMPILED, reason
+def activate(root: Path = _PACKAGE_DIR) -> None:
+    """Decide once, before any of :data:`MODULES` is imported, which build runs; log a warning
+    when a compiled build is installed and still the sources run without being asked to."""
+    global COMPILED, reason, degraded
     if reason is not None:
         return
-    COMPILED, reason = decide(os.environ)
+    COMPILED, reason = decide(os.environ, root)
     if not COMPILED:
         sys.meta_path.insert(0, _SourceFinder())
+        degraded = installed(root) and not pure_requested(os.environ)
+        if degraded:
+            log.warning(
+                "aiorocketmq: the %d mypyc-compiled modules run interpreted, about 1.6x the CPU per send: %s",
+                len(MODULES),
+                reason,
+            )
 
 
 def describe() -> str:
     """One line for start-up logs: which build of the hot modules runs, and why."""
     return f"modules: {'mypyc' if COMPILED else 'pure'} ({reason})"
+
+
+def startup_level() -> int:
+    """The level of a server's start-up line: WARNING while a compiled build is installed but
+    not running (see :data:`degraded`), INFO otherwise."""
+    return logging.WARNING if degraded else logging.INFO

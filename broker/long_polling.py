@@ -1,4 +1,7 @@
-"""Long polling: pulls that found nothing wait here until a matching message arrives in their
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Long polling: pulls that found nothing wait here until a matching message arrives in their
 queue or their suspend timeout passes, then run again and are answered.
 
 Arrivals are pushed by the store's arrival listener the moment a message is dispatched; a

@@ -1,4 +1,7 @@
-"""Running counters the broker keeps for runtime info and metrics: messages and bytes put per
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Running counters the broker keeps for runtime info and metrics: messages and bytes put per
 topic, messages got per group and topic; TPS comes from snapshots. Put latency is the store's
 (:class:`~aiorocketmq.broker.store.StoreStats`): it times the append once, where it happens."""
 

@@ -1,4 +1,7 @@
-"""The broker's topic table: system topics, auto-creation, ``topics.json``.
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+The broker's topic table: system topics, auto-creation, ``topics.json``.
 
 The names of system topics and the rules for valid names live in
 :mod:`aiorocketmq.protocol.names`.

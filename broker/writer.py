@@ -1,4 +1,7 @@
-"""Writing messages the broker makes: a store message built from properties (tags code, keys,
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Writing messages the broker makes: a store message built from properties (tags code, keys,
 unique key, a delay level parked in the schedule topic, a delivery time parked by the timer
 store) and appended with its put counted.
 
@@ -40,7 +43,7 @@ class TimerParking(Protocol):
 
 def born_host(conn: Connection) -> bytes:
     """The peer address as stored in records; IPv6 peers become 127.0.0.1 because the C++
-    and JS clients read 4-byte hosts only (REMOTING.md §4.3)."""
+    and JS clients read 4-byte hosts only (docs/protocol.md §4.3)."""
     packed: bytes | None = conn.attrs.get("born_host")
     if packed is None:
         host, port = conn.peer

@@ -1,8 +1,11 @@
-"""One asyncio transport for every process: a bidirectional :class:`Connection` and a
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+One asyncio transport for every process: a bidirectional :class:`Connection` and a
 :class:`Server` that dispatches requests to a handler per request code.
 
 Either side of a connection may send requests; responses are matched to their requests by
-``opaque`` alone (REMOTING.md §1.1). Handlers may answer synchronously (returning the
+``opaque`` alone (docs/protocol.md §1.1). Handlers may answer synchronously (returning the
 response, fastest), return a future (answered from its callback), return another awaitable
 (run as a task), or return None and answer later with :meth:`Connection.send_response` (a
 held long poll, a send under SYNC_FLUSH, a POP ack). Requests that arrive in one read are answered with one

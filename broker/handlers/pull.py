@@ -1,4 +1,7 @@
-"""PULL_MESSAGE (11): validations in RocketMQ's order, the subscription from the request or
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+PULL_MESSAGE (11): validations in RocketMQ's order, the subscription from the request or
 from heartbeats, the tag-hash filter, the store read, and long polling when nothing is there.
 
 The response body is the stored records themselves, concatenated.

@@ -1,4 +1,7 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
 CONSUMER_SEND_MSG_BACK (36): validate, route (auto-created topics, retry → DLQ, delay levels,
 transaction half messages), store, answer with msgId / queueId / queueOffset.
 

@@ -1,6 +1,9 @@
-"""The commit log: every message of every topic, appended to one sequence of mapped files.
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
 
-A record's bytes are the stored-record layout of REMOTING.md §4.3, which is also the pull wire
+The commit log: every message of every topic, appended to one sequence of mapped files.
+
+A record's bytes are the stored-record layout of docs/protocol.md §4.3, which is also the pull wire
 format, so reads hand out slices of the files. A record that does not fit in what is left of a
 file ends that file with the 8-byte END-OF-FILE blank (its size, then magic 0xCBD43194) and goes
 to the start of the next one; a batch is never split across files.

@@ -1,4 +1,7 @@
-"""Consume queues: per topic and queue id, a log of 20-byte entries ``(commit-log offset i64,
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Consume queues: per topic and queue id, a log of 20-byte entries ``(commit-log offset i64,
 record size i32, tags code i64)``, one per message, that consumers address by entry number
 (the queue offset). Files hold ``mappedFileSizeConsumeQueue`` bytes (300,000 entries) and live
 in ``consumequeue/{topic}/{queueId}/``, named by their first byte's logical position.

@@ -1,4 +1,7 @@
-"""Flushing: forcing what the store wrote through its mappings onto the disk.
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Flushing: forcing what the store wrote through its mappings onto the disk.
 
 * The **commit log** under ASYNC_FLUSH is flushed every ``flushIntervalCommitLog`` (500 ms)
   when at least ``flushCommitLogLeastPages`` (4) pages are dirty, and in full every

@@ -1,4 +1,7 @@
-"""The message index: find messages by key (``topic#KEYS`` item, ``topic#UNIQ_KEY``) within a
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+The message index: find messages by key (``topic#KEYS`` item, ``topic#UNIQ_KEY``) within a
 time range, for QUERY_MESSAGE.
 
 Index files (``index/{yyyyMMddHHmmssSSS}``, named at creation) are hash tables with chaining:

@@ -1,4 +1,7 @@
-"""Mapped files: fixed-size files named by their 20-digit start offset, mapped read/write, and
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+Mapped files: fixed-size files named by their 20-digit start offset, mapped read/write, and
 the queue of them that backs one log (the commit log, or one consume queue).
 
 Everything here runs on the event-loop thread except the methods documented as blocking

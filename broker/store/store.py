@@ -1,4 +1,7 @@
-"""The message store: the broker's one entry point to commit log, consume queues and index.
+"""Compiled with mypyc (aiorocketmq/compiled.py, which lists the rules): declared, typed
+attributes only; no monkeypatching, setattr or frame tricks; no await in except/finally.
+
+The message store: the broker's one entry point to commit log, consume queues and index.
 
 Everything synchronous runs on the event-loop thread: a put appends the records, writes their
 consume-queue and index entries and tells the arrival listeners, all before it returns; reads

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.machinery
+import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,7 +105,16 @@ def test_an_edited_source_means_sources_for_all(tmp_path: Path) -> None:
     source = compiled.source_path(compiled.MODULES[-1], tmp_path)
     source.write_text("# edited\n")  # newer than its extension, and its digest differs
     used, reason = compiled.decide({}, tmp_path)
-    assert not used and reason.startswith(f"{source.name} changed since it was compiled")
+    assert not used and reason.startswith(f"{compiled.MODULES[-1]} changed since compiled;"), reason
+
+
+def test_every_edited_source_is_named(tmp_path: Path) -> None:
+    fake_build(tmp_path)
+    edited = [compiled.MODULES[1], compiled.MODULES[4]]
+    for module in edited:
+        compiled.source_path(module, tmp_path).write_text("# edited\n")
+    used, reason = compiled.decide({}, tmp_path)
+    assert not used and reason.startswith(f"{edited[0]}, {edited[1]} changed since compiled;"), reason
 
 
 def test_a_touched_but_unchanged_source_keeps_the_build(tmp_path: Path) -> None:
@@ -164,3 +175,75 @@ def test_an_exception_name_holds_one_type_per_function() -> None:
                     types.setdefault(node.name, set()).add(ast.unparse(node.type))
             found += [f"{module}.{function.name}: {n}" for n, t in types.items() if len(t) > 1]
     assert found == []
+
+
+def test_every_compiled_module_says_so_first() -> None:
+    """A reader of any of them learns before the rest that it is compiled, and where the rules
+    it keeps are written (compiled.py's docstring)."""
+    missing = []
+    for module, tree in compiled_trees():
+        doc = ast.get_docstring(tree) or ""
+        if not doc.startswith("Compiled with mypyc (aiorocketmq/compiled.py"):
+            missing.append(module)
+    assert missing == []
+    assert "No monkeypatching" in (compiled.__doc__ or "")
+
+
+# -- the warning when a compiled build is installed but the sources run ---------------------------
+
+
+def stale_copy(root: Path, edited: str) -> Path:
+    """A copy of the package laid out as a build leaves it (stand-in extensions, recorded
+    digests), with ``edited``'s source changed afterwards; returns the folder to import from."""
+    package = root / "aiorocketmq"
+    skip = shutil.ignore_patterns("__pycache__", "*.so", compiled.SOURCES_FILE)
+    shutil.copytree(ROOT / "aiorocketmq", package, ignore=skip)  # the links become folders
+    (package / LIBRARY_FILE).write_bytes(b"")
+    lines = []
+    for module in compiled.MODULES:
+        source = compiled.source_path(module, package)
+        os.utime(source, (1_000_000, 1_000_000))
+        source.with_suffix(SUFFIX).write_bytes(b"")  # never loaded: the sources run
+        lines.append(f"{module} {compiled.source_digest(source)}")
+    (package / compiled.SOURCES_FILE).write_text("\n".join(lines) + "\n")
+    with compiled.source_path(edited, package).open("a") as out:
+        out.write("\n# an edit since the build\n")
+    return root
+
+
+PROBE = (
+    "import importlib, aiorocketmq.compiled as c\n"
+    "print(c.startup_level(), importlib.import_module(c.MODULES[-1]).__spec__.origin)\n"
+)
+
+
+def run_probe(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV} | {
+        "PYTHONPATH": str(path),
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], env=environ, cwd=path, capture_output=True, text=True, check=True
+    )
+
+
+def test_an_edited_module_is_named_in_a_warning_at_start_up(tmp_path: Path) -> None:
+    edited = "aiorocketmq.broker.store.flush"
+    root = stale_copy(tmp_path, edited)
+    run = run_probe(root)
+    level, origin = run.stdout.split()
+    # the sources run, from the copy
+    assert origin == str(compiled.source_path(compiled.MODULES[-1], root / "aiorocketmq"))
+    assert int(level) == logging.WARNING  # the broker's start-up line is a warning too
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("aiorocketmq: the 13 mypyc-compiled modules run interpreted"), line
+    assert line.endswith(f": {edited} changed since compiled; `pip install -e .` (or make) rebuilds"), line
+
+
+def test_no_warning_when_the_sources_are_asked_for_or_nothing_was_compiled(tmp_path: Path) -> None:
+    root = stale_copy(tmp_path, compiled.MODULES[0])
+    asked = run_probe(root, **{compiled.PURE_ENV: "1"})
+    assert asked.stderr == "" and int(asked.stdout.split()[0]) == logging.INFO
+    (root / "aiorocketmq" / LIBRARY_FILE).unlink()
+    uncompiled = run_probe(root)
+    assert uncompiled.stderr == "" and int(uncompiled.stdout.split()[0]) == logging.INFO

@@ -1,7 +1,9 @@
 """The built distribution installs one import package, ``aiorocketmq``, and works from outside
 the repository: the wheel is built with ``pip wheel``, installed into a fresh virtual
 environment, the README's SDK example runs there against a real cluster, and ``mqdashboard``
-serves its pages and assets from there."""
+serves its pages and assets from there. Installed with its base dependencies only (what
+``pip install aiorocketmq`` brings), the SDK runs and the servers' scripts say which extra
+they need."""
 
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ import sys
 import sysconfig
 import venv
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from aiorocketmq import compiled
 from tests.client.test_docs import README_SNIPPETS
 from tests.cluster import Cluster
+from tests.ops.test_installs import SDK_PROBE
 from tests.support import ROOT
 
 
@@ -86,7 +91,7 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
     for asset in ("templates/base.html", "templates/cluster.html", "static/style.css", "static/live.js"):
         assert f"aiorocketmq/dashboard/{asset}" in files, asset
     for script in ("mqnamesrv", "mqbroker", "mqadmin", "mqbench", "mqdashboard"):
-        assert f"{script} = aiorocketmq." in entry_points, entry_points
+        assert f"{script} = aiorocketmq.scripts:{script}" in entry_points, entry_points
 
 
 def install_wheel(wheel: Path, env_dir: Path, app_dir: Path) -> Path:
@@ -175,6 +180,8 @@ async def test_dashboard_serves_from_an_installed_wheel(
         silent,
         "--port",
         "0",
+        "--data-dir",
+        str(tmp_path / "dashboard-data"),
         cwd=outside,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         stdout=asyncio.subprocess.DEVNULL,
@@ -201,3 +208,73 @@ async def test_dashboard_serves_from_an_installed_wheel(
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+def base_dependencies(wheel: Path) -> list[metadata.Distribution]:
+    """The distributions ``pip install`` of ``wheel`` brings without extras, transitively, as
+    installed in this environment."""
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.partition(":")[2].strip()
+            for line in zf.read(name).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
+    found: dict[str, metadata.Distribution] = {}
+    pending = list(requires)
+    while pending:
+        requirement = Requirement(pending.pop())
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        key = requirement.name.lower().replace("-", "_")
+        if key in found:
+            continue
+        found[key] = dist = metadata.distribution(requirement.name)
+        pending += dist.requires or []
+    return list(found.values())
+
+
+def install_wheel_alone(wheel: Path, env_dir: Path, app_dir: Path) -> Path:
+    """A fresh virtual environment holding the wheel and, linked from this environment, its
+    base dependencies and nothing else; returns its python."""
+    python = install_wheel(wheel, env_dir, app_dir)
+    deps = env_dir / "base-dependencies"
+    deps.mkdir()
+    for dist in base_dependencies(wheel):
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops - {"__pycache__"}:
+            source = Path(str(dist.locate_file(top)))
+            if source.exists() and not (deps / top).exists():
+                (deps / top).symlink_to(source)
+    (pth,) = env_dir.glob("lib/python*/site-packages/dependencies.pth")
+    pth.write_text(f"{deps}\n")
+    return python
+
+
+def test_the_wheel_with_its_base_dependencies_is_the_sdk(
+    wheel: Path, tmp_path: Path, dead_address: str
+) -> None:
+    """What ``pip install aiorocketmq`` gives: the SDK, compiled, and none of the extras."""
+    names = {d.metadata["Name"].lower() for d in base_dependencies(wheel)}
+    assert not names & {"grpcio", "protobuf", "pyyaml", "starlette", "uvicorn", "jinja2", "pyspark"}, names
+    app = tmp_path / "app"
+    python = install_wheel_alone(wheel, tmp_path / "venv", app)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", compiled.PURE_ENV)}
+
+    def run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-c", code, *args], capture_output=True, text=True, cwd=app, env=env
+        )
+
+    sdk = run(SDK_PROBE + "print(aiorocketmq.compiled.describe())", dead_address)
+    assert sdk.returncode == 0, sdk.stderr
+    outcome, build = sdk.stdout.splitlines()
+    assert outcome == "ConnectionClosedError" and build.startswith("modules: mypyc"), sdk.stdout
+
+    for script, extra in (("mqbroker", "server"), ("mqdashboard", "dashboard")):
+        missing = run(f"import sys; from aiorocketmq.scripts import {script}; sys.exit({script}())")
+        assert missing.returncode == 1, missing.stderr
+        assert missing.stderr.strip().endswith(f"pip install 'aiorocketmq[{extra}]' installs it"), (
+            missing.stderr
+        )
+        assert "Traceback" not in missing.stderr, missing.stderr
