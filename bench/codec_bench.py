@@ -30,6 +30,7 @@ from aiorocketmq.protocol.message import (
     encode_record,
     pack_host,
 )
+from bench.machine import summary as machine_summary
 
 BODY = bytes(range(128))
 PROPERTIES = {
@@ -187,6 +188,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="runs per figure (median reported)")
     parser.add_argument("--seconds", type=float, default=1.0, help="approximate length of one run")
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
     runs = max(5, args.runs)
     for label, make, target, unit in FIGURES:
         rate = measure(make(), runs, args.seconds)

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import summary as machine_summary
 from bench.procs import cpu_seconds
 from tests.grpc.conftest import GRPC_PORT, install_py5_client
 
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--size", type=int, default=128)
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
     client = install_py5_client()
     with tempfile.TemporaryDirectory(prefix="grpc-bench-") as tmp:
         broker, port = start_broker(Path(tmp))

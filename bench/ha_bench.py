@@ -29,6 +29,7 @@ from pathlib import Path
 
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.transport import Connection, connect
+from bench.machine import summary as machine_summary
 from tests.broker.ha.support import held_port_pair, runtime_info, slaves_connected, start_pair, start_slave
 from tests.broker.requests import send
 from tests.cluster import Cluster
@@ -206,6 +207,7 @@ async def _one_slave(port: int) -> bool:
 
 async def main(args: argparse.Namespace) -> None:
     body = os.urandom(512).hex().encode()
+    print(machine_summary(), flush=True)
     print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     if not args.skip_send:
         await send_bench(args, body)

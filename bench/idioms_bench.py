@@ -29,6 +29,7 @@ from pathlib import Path
 
 from aiorocketmq import Admin, ConsumeFrom, LitePullConsumer, Message, Producer
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from tests.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,6 +265,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000, help="messages drained per iterate run")
     parser.add_argument("--sends", type=int, default=20_000, help="messages sent and consumed per otel run")
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
     run_loop(bench(args))
 
 

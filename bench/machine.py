@@ -1,8 +1,7 @@
 """The machine a benchmark ran on, as far as it moves the figures.
 
-The benchmarks whose figures the README quotes (``side_by_side``, ``sdk_bench``,
-``broker_bench``, ``page_touch``) print :func:`summary` with their results, so a figure comes
-with the conditions it was measured under. Beyond the CPU and kernel, two settings of a
+Every benchmark prints :func:`summary` with its results (``tests/ops/test_doc_references.py``
+keeps it so), so a figure comes with the conditions it was measured under. Beyond the CPU and kernel, two settings of a
 virtual machine moved our results by more than any code change did (``docs/performance.md``;
 ``docs/sdk.md``):
 

@@ -36,6 +36,7 @@ from aiorocketmq.client import (
     SimpleConsumer,
 )
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from bench.procs import cpu_seconds
 from tests.cluster import Cluster
 
@@ -148,6 +149,7 @@ def main() -> None:
     parser.add_argument("-s", "--size", type=int, default=128)
     parser.add_argument("--consumers", type=int, default=4, help="receiving coroutines (default 4)")
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
     run_loop(bench(args))
 
 

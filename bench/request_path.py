@@ -38,6 +38,7 @@ from aiorocketmq.broker.store import StoreConfig
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.command import FrameDecoder
 from aiorocketmq.protocol.loop import run
+from bench.machine import summary as machine_summary
 from bench.side_by_side import send_frames
 
 TOPIC = "RequestPathBench"
@@ -186,8 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     figures = run(measure(args))
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps({**figures, "machine": machine_summary()}))
         return
+    print(machine_summary())
     print(
         f"batch {figures['batch']}: {figures['wall_us_per_request']} µs wall, "
         f"{figures['cpu_us_per_request']} µs CPU per request "

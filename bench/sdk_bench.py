@@ -1,4 +1,4 @@
-"""SDK benchmark, after RocketMQ's own benchmark tool (``shared/spec/BENCHMARK.md``), with
+"""SDK benchmark, after RocketMQ's own benchmark tool (``docs/operations.md#mqbench``), with
 redis-server driven by redis-py on the same machine as the peer.
 
 Starts a real name server and broker (child processes), then for each of ``--runs`` runs:

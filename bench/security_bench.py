@@ -28,6 +28,7 @@ import yaml
 
 from aiorocketmq.client import Admin, ClientOptions, Producer
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from bench.sdk_bench import CpuMeter, Figures, sync_sends
 from tests.cluster import Cluster
 from tests.security.pki import make_pki
@@ -158,6 +159,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--size", type=int, default=128)
+    print(machine_summary(), flush=True)
     run_loop(bench(parser.parse_args()))
 
 

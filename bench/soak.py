@@ -32,6 +32,7 @@ from pathlib import Path
 from aiorocketmq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.loop import run
+from bench.machine import summary as machine_summary
 from bench.procs import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--fraction", type=float, default=0.5, help="of the measured maximum (default 0.5)")
     args = parser.parse_args(argv)
+    print(machine_summary(), flush=True)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     ns_port, broker_port = free_port(), free_port()
     conf = work / "broker.conf"

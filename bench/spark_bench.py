@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from aiorocketmq.protocol.message import Message
+from bench.machine import summary as machine_summary
 from tests.pipeline.conftest import TestCluster
 
 TARGET_READ = 200_000
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--broker-conf", action="append", default=[], help="key=value for broker.conf")
     args = parser.parse_args(argv)
+    print(machine_summary(), flush=True)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.machine import summary as machine_summary
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -161,6 +163,7 @@ def main() -> None:
     if args.child:
         child(args.seconds)
         return
+    print(machine_summary(), flush=True)
     results: dict[str, list[dict[str, float]]] = {"pure": [], "C": []}
     for r in range(args.rounds):
         order = ("pure", "C") if r % 2 == 0 else ("C", "pure")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from tests.cluster import Cluster
 
 TOPIC = "BenchmarkSql92"
@@ -75,6 +76,7 @@ async def drain(namesrv: str, group: str, expected: int, *, tag: str | None, sql
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(machine_summary(), flush=True)
     with tempfile.TemporaryDirectory(prefix="sql92-bench-") as root:
         cluster = Cluster(Path(root))
         await cluster.start_namesrv()

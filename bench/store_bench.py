@@ -42,6 +42,7 @@ from typing import Any
 from aiorocketmq.broker.store import FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreMessage
 from aiorocketmq.protocol.loop import run
 from aiorocketmq.protocol.message import UniqueIdGenerator, encode_properties, pack_host, tags_code
+from bench.machine import summary as machine_summary
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 BORN_HOST = pack_host("10.0.0.7", 52001)
@@ -229,6 +230,7 @@ async def median(
 
 
 async def main(runs: int, quick: bool) -> None:
+    print(machine_summary(), flush=True)
     work = Workdir()
     scale = 0.2 if quick else 1.0
     small = messages(int(200_000 * scale), 128)

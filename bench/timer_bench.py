@@ -27,6 +27,7 @@ from pathlib import Path
 from aiorocketmq.client import Admin, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from aiorocketmq.client.errors import MQError
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from tests.cluster import Cluster
 
 PENDING_TOPIC = "BenchTimerPending"
@@ -72,6 +73,7 @@ def percentile(values: list[int], q: float) -> float:
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(machine_summary(), flush=True)
     with tempfile.TemporaryDirectory(prefix="timer-bench-") as root:
         cluster = Cluster(Path(root))
         await cluster.start_namesrv()

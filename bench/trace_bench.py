@@ -23,6 +23,7 @@ from pathlib import Path
 
 from aiorocketmq.client import Admin, Message, Producer
 from aiorocketmq.protocol.loop import run as run_loop
+from bench.machine import summary as machine_summary
 from tests.cluster import Cluster
 
 TOPIC = "BenchmarkTrace"
@@ -94,6 +95,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=64)
+    print(machine_summary(), flush=True)
     run_loop(bench(parser.parse_args()))
 
 

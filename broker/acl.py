@@ -1,4 +1,4 @@
-"""The broker's access control: RocketMQ's plain ACL (ACL 1.0, ``shared/spec/ACL.md``).
+"""The broker's access control: RocketMQ's plain ACL (ACL 1.0, ``docs/protocol.md`` §7).
 
 Accounts, their permissions and the address white lists come from ``plain_acl.yml`` and the
 ``*.yml`` files under ``conf/acl/`` (or one file named by ``rocketmq.acl.plain.file``); the
@@ -375,7 +375,7 @@ _POP_CODES = frozenset(
 
 
 def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -> dict[str, Perm]:
-    """The resources a request touches and the permission each needs (``ACL.md`` §5)."""
+    """The resources a request touches and the permission each needs (``docs/protocol.md`` §7.3)."""
     need: dict[str, Perm] = {}
 
     def group(name: Any) -> None:

@@ -1,6 +1,6 @@
 """A SEND_BATCH body turned into the messages the store appends.
 
-A batch (REMOTING.md §4.7) is many messages for one queue in one request. Each entry keeps its
+A batch (docs/protocol.md §4.7) is many messages for one queue in one request. Each entry keeps its
 own properties string, with what the broker adds (the header's properties and the cluster)
 appended; its tags, keys and unique key are read for the consume queue and the index. Entries a
 batch may not carry (a delay level, a delivery time, oversized properties) refuse the whole

@@ -1,5 +1,5 @@
 """The route registry: which brokers are alive, how they group into broker names and clusters,
-and which broker names host which topics (REMOTING.md §6).
+and which broker names host which topics (docs/protocol.md §6).
 
 Pure state, no I/O: callers pass the time (monotonic seconds) and an opaque ``channel`` (the
 connection a broker registered on) so the rules can be unit-tested without sockets or clocks.

@@ -1,7 +1,7 @@
 """The name server process's request handlers, liveness scan and lifecycle.
 
 Handlers stay thin: decode the header and body, ask :class:`~namesrv.routes.RouteRegistry` or
-:class:`~namesrv.kv_config.KVConfig`, encode the answer (REMOTING.md §3.1). Bad headers and
+:class:`~namesrv.kv_config.KVConfig`, encode the answer (docs/protocol.md §3.1). Bad headers and
 bodies raise :class:`~protocol.errors.ProtocolError`, which the transport turns into a
 SYSTEM_ERROR response naming the problem; unknown request codes get REQUEST_CODE_NOT_SUPPORTED
 from the transport.
@@ -16,6 +16,10 @@ import zlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from aiorocketmq.protocol.admin_requests import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+)
 from aiorocketmq.protocol.body import (
     ORDER_TOPIC_CONFIG,
     BrokerMemberGroup,
@@ -49,10 +53,6 @@ from aiorocketmq.protocol.headers import (
     UnregisterBrokerRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
-)
-from aiorocketmq.protocol.operations import (
-    AddWritePermOfBrokerRequestHeader,
-    AddWritePermOfBrokerResponseHeader,
 )
 from aiorocketmq.protocol.settings import read_properties
 from aiorocketmq.protocol.transport import Connection, Handler, Server
@@ -322,7 +322,7 @@ class NameServer:
         if self.settings.order_message_enable:
             route.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
         # Go clients before v2.1.2 cannot read quoted broker-id keys; every 4.9.4+ client
-        # asks for standard JSON through its version (REMOTING.md §3.1).
+        # asks for standard JSON through its version (docs/protocol.md §3.1).
         standard = cmd.version >= MQVersion.V4_9_4 or bool(header.accept_standard_json_only)
         return cmd.response(body=route.encode(standard_json=standard))
 

@@ -2,7 +2,7 @@
 static-topic mappings): codes, frames, headers, bodies, messages, transport.
 
 Pure codecs plus one asyncio transport; nothing here imports the broker, the name server or
-the client. See ``shared/protocol/REMOTING.md`` for the contract this package implements.
+the client. See ``docs/protocol.md`` for the contract this package implements.
 """
 
 from .codes import (

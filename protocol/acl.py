@@ -1,5 +1,5 @@
 """Request signing for RocketMQ's ACL 1.0: what a client adds to a request and what a broker
-recomputes to check it (``shared/spec/ACL.md`` §2, §3.1, §6).
+recomputes to check it (``docs/protocol.md`` §7.1, §7.2, §7.4).
 
 A signed request carries ``AccessKey`` (and optionally ``SecurityToken``) in its ext fields
 and ``Signature`` = Base64(HMAC-SHA1(secretKey, content)), where content is the values of all

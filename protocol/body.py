@@ -1,4 +1,4 @@
-"""Structured JSON bodies (REMOTING.md §5): routes, registrations, heartbeats, locks, admin.
+"""Structured JSON bodies (docs/protocol.md §5): routes, registrations, heartbeats, locks, admin.
 
 Models read every dialect real peers write (fastjson's unquoted keys, C++ enum ordinals and
 string ``subVersion``, absent empty sets) and :meth:`Body.encode` writes compact JSON with
@@ -211,7 +211,7 @@ class RegisterBrokerBody(Body):
     filter_server_list: list[str] = Field(default_factory=list, alias="filterServerList")
 
     def encode_compressed(self) -> bytes:
-        """The zlib form a broker sends with ``compressed=true`` (REMOTING.md §3.1)."""
+        """The zlib form a broker sends with ``compressed=true`` (docs/protocol.md §3.1)."""
         wrapper = self.topic_config_serialize_wrapper
         parts = []
         version = wrapper.data_version.encode()

@@ -1,7 +1,7 @@
 """Every number the RocketMQ 4.x remoting protocol defines: request and response codes,
 language and serialization codes, permission and system-flag bits, MQ versions.
 
-The values come from REMOTING.md §2; nothing here depends on anything else.
+The values are Apache RocketMQ's (docs/protocol.md §2); nothing here depends on anything else.
 """
 
 from __future__ import annotations

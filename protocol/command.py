@@ -1,7 +1,7 @@
 """The remoting frame: :class:`RemotingCommand`, its three header serializations, and an
 incremental :class:`FrameDecoder`.
 
-Frame layout (REMOTING.md §1.2)::
+Frame layout (docs/protocol.md §1.2)::
 
     i32 totalLen | i32 (serializeType << 24 | headerLen) | header | body
 
@@ -121,7 +121,7 @@ class RemotingCommand:
         ext_fields: dict[str, Any] | None = None,
         body: bytes = b"",
     ) -> RemotingCommand:
-        """The response to this request: same opaque, same serialization (REMOTING.md §1.5)."""
+        """The response to this request: same opaque, same serialization (docs/protocol.md §1.5)."""
         return _command(
             code,
             LANGUAGE,

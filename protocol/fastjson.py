@@ -4,7 +4,7 @@ fastjson writes maps with non-string keys *unquoted* (``{0:"10.0.0.1:10911"}``) 
 object keys, the key object itself (``{{"brokerName":"b","queueId":0,"topic":"T"}:5}``).
 :func:`loads` accepts standard JSON plus those forms (bare-number keys become strings, object
 keys become their compact JSON text) and a trailing newline; :func:`dumps` writes compact JSON,
-optionally with bare integer keys for the old clients that expect them (REMOTING.md §3.1).
+optionally with bare integer keys for the old clients that expect them (docs/protocol.md §3.1).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Typed request and response headers ("custom headers" carried in ``extFields``).
 
 Each header is declared once as a pydantic model whose aliases are the wire names
-(REMOTING.md §3). :meth:`Header.from_fields` reads a command's ``extFields`` leniently
+(docs/protocol.md §3). :meth:`Header.from_fields` reads a command's ``extFields`` leniently
 (numbers, booleans, ``"0"``/``"1"``, strings for numbers), raising :class:`ProtocolError` that
 names the bad field; :meth:`Header.to_fields` gives the map to put on the wire. The broker parses
 with these models and the SDK builds and reads with them, so a wire name is spelled only here;

@@ -2,7 +2,7 @@
 
 * :class:`Message` (what a producer sends) and :class:`MessageExt` (what a consumer receives,
   with the broker's bookkeeping);
-* the properties string (``name\\x01value\\x02``..., REMOTING.md §4.1);
+* the properties string (``name\\x01value\\x02``..., docs/protocol.md §4.1);
 * the stored record (§4.3), which is at once the commit-log record and the pull-response
   body, with IPv4 and IPv6 hosts;
 * the batch body (§4.7), offset msgIds (§4.5), client unique ids (§4.6), body compression
@@ -206,7 +206,7 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def encode_offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
-    """Offset msgId: hex of store address, port and commit-log offset (REMOTING.md §4.5)."""
+    """Offset msgId: hex of store address, port and commit-log offset (docs/protocol.md §4.5)."""
     return (store_host + commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 

@@ -16,21 +16,7 @@ import time
 
 from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.protocol import fastjson
-from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper, TopicList
-from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
-from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import MQError
-from aiorocketmq.protocol.message import decode_offset_msg_id
-from aiorocketmq.protocol.names import (
-    AUTO_CREATE_TOPIC,
-    BENCHMARK_TOPIC,
-    NOT_ALLOWED_SEND_TOPICS,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    is_retry_topic,
-)
-from aiorocketmq.protocol.operations import (
+from aiorocketmq.protocol.admin_requests import (
     BrokerStatsData,
     BrokerStatsItem,
     CloneGroupOffsetRequestHeader,
@@ -46,6 +32,20 @@ from aiorocketmq.protocol.operations import (
     QueryCorrectionOffsetBody,
     QueryCorrectionOffsetHeader,
     ViewBrokerStatsDataRequestHeader,
+)
+from aiorocketmq.protocol.body import ConsumeStats, MessageQueue, OffsetWrapper, TopicList
+from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.message import decode_offset_msg_id
+from aiorocketmq.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    is_retry_topic,
 )
 from aiorocketmq.protocol.transport import Connection, Handler
 

@@ -2,7 +2,7 @@
 time, redelivery through the group's POP retry topic, dead letters, orderly (FIFO) pops,
 long polling, and recovery of all of it after a crash.
 
-The model (GRPC-5X.md §4, Apache's 5.x broker on 4.x-style storage):
+The model (docs/broker.md#pop-consumption-brokerpop, Apache's 5.x broker on 4.x-style storage):
 
 * A group pops a queue from its own offset in the consumer-offset table (the same table pull
   consumers commit to, so pull and POP groups share a topic and each has its own progress);

@@ -1,4 +1,4 @@
-"""The ACL's pure parts: request signing (the spec's worked examples), address patterns, the
+"""The ACL's pure parts: request signing (docs/protocol.md §7.5), address patterns, the
 plain_acl.yml files (merging, reloading, editing) and the validator's decisions per request."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from aiorocketmq.protocol.body import ConsumerData, HeartbeatData, SubscriptionD
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode, SerializeType
 from aiorocketmq.protocol.command import FrameDecoder, RemotingCommand
 
-# ACL.md §7: SEND_MESSAGE_V2 from a Java 4.9.8 producer, and the same from the C++ client.
+# docs/protocol.md §7.5: SEND_MESSAGE_V2 from a Java 4.9.8 producer, and the same from the C++ client.
 JAVA_FIELDS = {
     "AccessKey": "RocketMQ",
     "a": "please_rename_unique_group_name",

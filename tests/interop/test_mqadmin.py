@@ -82,7 +82,7 @@ def commands(
         ("getNamesrvConfig", ["getNamesrvConfig", *n]),
         ("deleteSubGroup", ["deleteSubGroup", *n, "-c", "DefaultCluster", "-g", SUB_GROUP]),
         ("deleteTopic", ["deleteTopic", *n, "-c", "DefaultCluster", "-t", DOOMED]),
-        # The commands of tools/mqadmin_ops.py, most of them on requests added for them.
+        # The maintenance and diagnosis commands, most of them on requests added for them.
         ("updateTopicPerm", ["updateTopicPerm", *n, "-c", "DefaultCluster", "-t", TOPIC, "-p", "6"]),
         ("brokerConsumeStats", ["brokerConsumeStats", *n, "-b", broker_addr]),
         ("consumerStatus", ["consumerStatus", *n, "-g", GROUP]),

@@ -1,4 +1,4 @@
-"""JSON bodies (REMOTING.md §5) in every dialect real peers write: fastjson's unquoted and
+"""JSON bodies (docs/protocol.md §5) in every dialect real peers write: fastjson's unquoted and
 object map keys, C++ ordinals and string numbers, ali-ons' insertion order; and the two
 REGISTER_BROKER body forms."""
 
@@ -37,7 +37,7 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.errors import ProtocolError
 
-# §5.2, verbatim.
+# §5.2: a route as Java 4.9 writes it for a client older than V4_9_4.
 ROUTE_LEGACY = (
     b'{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}],'
     b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,'

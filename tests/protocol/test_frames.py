@@ -1,4 +1,4 @@
-"""The remoting frame (REMOTING.md §1.2-1.4): golden bytes assembled by hand from the spec's
+"""The remoting frame (docs/protocol.md §1.2-1.4): golden bytes assembled by hand from the
 layouts, the incremental decoder, and the errors bad input must produce."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Header models (REMOTING.md §3): lenient reading of every client's extFields, errors that
+"""Header models (docs/protocol.md §3): lenient reading of every client's extFields, errors that
 name the field, and the SEND_MESSAGE V1/V2 pair."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Message encodings (REMOTING.md §4): the stored record with IPv4 and IPv6 hosts, the batch
+"""Message encodings (docs/protocol.md §4): the stored record with IPv4 and IPv6 hosts, the batch
 body, the properties string, offset msgIds, compression and Java's String.hashCode. Expected
-bytes are assembled field by field from the spec's tables; hash and CRC values were computed
+bytes are assembled field by field from the layouts there; hash and CRC values were computed
 with Java 17 (``String.hashCode``, ``java.util.zip.CRC32``)."""
 
 from __future__ import annotations

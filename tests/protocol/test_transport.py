@@ -1,6 +1,6 @@
 """The transport over real loopback sockets: many requests in flight matched by opaque,
 timeouts, oneway requests, requests from the server to the client, peers that vanish, and
-the error responses a server owes a bad request (REMOTING.md §1.1, §1.5)."""
+the error responses a server owes a bad request (docs/protocol.md §1.1, §1.5)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from rocketmq.client import RecvMessage
 from rocketmq.client import SendStatus as CppSendStatus
 
 from aiorocketmq.client import Admin, ClientOptions, Producer, SendFailedError
-from aiorocketmq.dashboard.operations import Operations
+from aiorocketmq.dashboard.cluster_access import ClusterAccess
 from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import LockBatchRequestBody, MessageQueue
 from aiorocketmq.protocol.codes import MessageSysFlag, RequestCode, ResponseCode
@@ -541,14 +541,14 @@ async def test_mqadmin_acl_commands_and_signed_tools(cluster: Cluster) -> None:
 
 
 async def test_dashboard_signs_with_its_credentials(cluster: Cluster) -> None:
-    signed = Operations(cluster.namesrv_addr, access_key=ALICE.access_key, secret_key=ALICE.secret_key)
+    signed = ClusterAccess(cluster.namesrv_addr, access_key=ALICE.access_key, secret_key=ALICE.secret_key)
     await signed.start()
     try:
         result = await signed.send(TOPIC, b"from the dashboard", None, [])
         assert result.msg_id
     finally:
         await signed.shutdown()
-    unsigned = Operations(cluster.namesrv_addr)
+    unsigned = ClusterAccess(cluster.namesrv_addr)
     await unsigned.start()
     try:
         with pytest.raises(SendFailedError, match="No accessKey is configured"):
