@@ -51,3 +51,28 @@ def env_credentials(environ: Mapping[str, str] | None = None) -> Credentials | N
             f"${given[0]} is set but not ${missing[0]}: ACL credentials need both an access key and a secret key"
         )
     return Credentials(access[1], secret[1], token[1] if token is not None else None)
+
+
+def resolve_credentials(
+    access_key: str | None = None, secret_key: str | None = None, environ: Mapping[str, str] | None = None
+) -> Credentials | None:
+    """The credentials a program signs with: each key as given, else as the environment gives
+    it (:func:`env_credentials`); the environment's security token only with the environment's
+    access key (a token belongs to its account). None when neither key is set anywhere; raises
+    :class:`ValueError` for half a pair, naming where each half was looked for."""
+    try:
+        env = env_credentials(environ)
+    except ValueError:
+        if not (access_key and secret_key):
+            raise
+        env = None  # both given: the environment's half pair is not used
+    ak = access_key or (env.access_key if env else None)
+    sk = secret_key or (env.secret_key if env else None)
+    if ak is None and sk is None:
+        return None
+    if ak is None or sk is None:
+        raise ValueError(
+            "ACL credentials need both an access key and a secret key"
+            f" (given, or ${ACCESS_KEY_VARS[0]} and ${SECRET_KEY_VARS[0]})"
+        )
+    return Credentials(ak, sk, env.security_token if env and not access_key else None)

@@ -49,13 +49,20 @@ class SignalStop:
     async def __aenter__(self) -> Self:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        for sig in self._signals:
-            self._previous[sig] = signal.getsignal(sig)
-            try:
-                loop.add_signal_handler(sig, self._on_signal, sig)
-            except NotImplementedError:  # Windows' loops: a plain handler that calls into the loop
-                self._via_loop = False
-                signal.signal(sig, self._on_plain_signal)
+        try:
+            for sig in self._signals:
+                previous = signal.getsignal(sig)
+                try:
+                    loop.add_signal_handler(sig, self._on_signal, sig)
+                except NotImplementedError:  # Windows' loops: a plain handler that calls into the loop
+                    self._via_loop = False
+                    signal.signal(sig, self._on_plain_signal)
+                self._previous[sig] = previous
+        except BaseException:
+            # Off the main thread, or a signal that cannot be caught: __aexit__ will not run,
+            # so the handlers already set go now.
+            self._restore()
+            raise
         return self
 
     async def __aexit__(

@@ -76,6 +76,7 @@ class Settings:
     sessions: Sessions | None = None
     access_key: str | None = None
     secret_key: str | None = None
+    security_token: str | None = None
     #: TLS to every server (``tls_ca_file``: the CAs to check them against).
     tls: bool = False
     tls_ca_file: str | None = None
@@ -358,6 +359,29 @@ async def topic_create(request: Request) -> Response:
     return redirect(
         f"/topic?name={urllib.parse.quote(topic)}",
         ok=f"topic {topic} saved: {read} read / {write} write queues, perm {perm_text(perm)}",
+    )
+
+
+async def topic_update(request: Request) -> Response:
+    fields = await form(request)
+    topic = fields.get("topic", "").strip()
+    back = f"/topic?name={urllib.parse.quote(topic)}"
+    try:
+        read = int_field(fields, "read_queues", 8)
+        write = int_field(fields, "write_queues", 8)
+        perm = int_field(fields, "perm", PERM_READ_WRITE, low=0, high=7)
+        message_type = fields.get("message_type", "").strip()
+        if message_type and message_type not in MESSAGE_TYPES:
+            raise ValueError(f"message type must be one of {', '.join(MESSAGE_TYPES)}")
+        written = await ops(request).update_topic(
+            topic, read, write, perm, fields.get("broker_addr", "").strip() or None, message_type or None
+        )
+    except EXPECTED as exc:
+        return redirect(back, error=f"topic {topic!r} was not updated: {describe(exc)}")
+    return redirect(
+        back,
+        ok=f"topic {topic} saved: {read} read / {write} write queues, perm {perm_text(perm)}"
+        f" on {', '.join(written)}",
     )
 
 
@@ -1057,6 +1081,7 @@ def create_app(settings: Settings) -> Starlette:
                 tls=settings.tls,
                 tls_ca_file=settings.tls_ca_file,
                 tls_verify=settings.tls_verify,
+                security_token=settings.security_token,
             ),
             access_key=settings.access_key,
             secret_key=settings.secret_key,
@@ -1089,6 +1114,7 @@ def create_app(settings: Settings) -> Starlette:
         ("/broker/config", broker_config_update, ["POST"]),
         ("/topics", topics_page, ["GET"]),
         ("/topics/create", topic_create, ["POST"]),
+        ("/topic/update", topic_update, ["POST"]),
         ("/topic", topic_page, ["GET"]),
         ("/topic/delete", topic_delete, ["POST"]),
         ("/topic/send", topic_send, ["POST"]),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
-from aiorocketmq.client.credentials import env_credentials
+from aiorocketmq.client.credentials import resolve_credentials
 from aiorocketmq.protocol.loop import run
 
 from .app import DEFAULT_DATA_DIR, Settings, create_app
@@ -90,13 +90,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--access-key", help="ACL access key (default: $ROCKETMQ_ACCESS_KEY)")
     parser.add_argument("--secret-key", help="ACL secret key (default: $ROCKETMQ_SECRET_KEY)")
     args = parser.parse_args(argv)
-    if not (args.access_key or args.secret_key):
-        try:
-            env = env_credentials()  # the tools' scheme; $RMQ_ACCESS_KEY/$RMQ_SECRET_KEY still work
-        except ValueError as exc:
-            parser.error(str(exc))
-        if env is not None:
-            args.access_key, args.secret_key = env.access_key, env.secret_key
+    try:
+        # Key by key, as the tools: an option, else the environment ($ROCKETMQ_ACCESS_KEY, ...,
+        # $RMQ_ACCESS_KEY/$RMQ_SECRET_KEY still work), with its security token.
+        credentials = resolve_credentials(args.access_key, args.secret_key)
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.access_key, args.secret_key, args.security_token = (
+        (credentials.access_key, credentials.secret_key, credentials.security_token)
+        if credentials
+        else (None, None, None)
+    )
     if not args.namesrv:
         parser.error("no name server address: give --namesrv host:9876 or set NAMESRV_ADDR")
     if args.refresh <= 0 or args.timeout <= 0:
@@ -142,9 +146,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, UsersFileError) as exc:
             print(f"mqdashboard: cannot use users file {args.users}: {exc}", file=sys.stderr)
             return 2
-    if bool(args.access_key) != bool(args.secret_key):
-        print("mqdashboard: ACL credentials need both --access-key and --secret-key", file=sys.stderr)
-        return 2
     settings = Settings(
         namesrv=args.namesrv,
         refresh=args.refresh,
@@ -152,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sessions=sessions,
         access_key=args.access_key,
         secret_key=args.secret_key,
+        security_token=args.security_token,
         tls=args.tls,
         tls_ca_file=args.tls_ca_file,
         tls_verify=not args.tls_no_verify,

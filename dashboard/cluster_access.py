@@ -17,7 +17,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -391,15 +391,29 @@ class ClusterAccess:
                 row.slave_lag = max(0, master.commit_log_max - row.commit_log_max)
         return ordered
 
+    async def known_broker(self, addr: str) -> str:
+        """``addr`` when it is a broker of this cluster (one the name servers list, or listed
+        before); ValueError otherwise. Addresses come from the browser, and the dashboard's
+        requests carry its ACL signature: it must not be made to send them anywhere else."""
+        if addr not in self.seen_brokers:
+            info = await self.admin.cluster_info()
+            cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
+            for name, data in info.broker_addr_table.items():
+                for broker_id, known in data.broker_addrs.items():
+                    self.seen_brokers[known] = (cluster_of.get(name, data.cluster), name, broker_id)
+        if addr not in self.seen_brokers:
+            raise ValueError(f"{addr!r} is not a broker of this cluster")
+        return addr
+
     async def broker_config(self, addr: str) -> dict[str, str]:
         """A broker's settings (GET_BROKER_CONFIG), sorted by key."""
-        return dict(sorted((await self.admin.broker_config(addr)).items()))
+        return dict(sorted((await self.admin.broker_config(await self.known_broker(addr))).items()))
 
     async def update_broker_config(self, addr: str, key: str, value: str) -> str | None:
         """Set one of a broker's settings in memory (UPDATE_BROKER_CONFIG, as ``mqadmin
         updateBrokerConfig`` does); the value the broker then reports. A broker ignores keys
         it does not know or will not change while running, so the caller compares."""
-        await _update_broker_config(self.admin, addr, {key: value})
+        await _update_broker_config(self.admin, await self.known_broker(addr), {key: value})
         return (await self.admin.broker_config(addr)).get(key)
 
     # -- topics -----------------------------------------------------------------------------
@@ -507,10 +521,58 @@ class ClusterAccess:
             read_queue_nums=read_queues,
             write_queue_nums=write_queues,
             perm=perm,
-            broker_addr=broker_addr or None,
+            broker_addr=await self.known_broker(broker_addr) if broker_addr else None,
             attributes={"+" + MESSAGE_TYPE: message_type} if message_type else None,
             wait=10.0,
         )
+
+    async def update_topic(
+        self,
+        topic: str,
+        read_queues: int,
+        write_queues: int,
+        perm: int,
+        broker_addr: str | None = None,
+        message_type: str | None = None,
+    ) -> list[str]:
+        """Change ``topic`` where it is: on the master at ``broker_addr``, or on every master
+        its route lists (never on a broker that does not hold it); the order flag and system
+        flags each broker holds are kept. The masters written to."""
+        if broker_addr:
+            targets = [await self.known_broker(broker_addr)]
+        else:
+            route = await self.admin.topic_route(topic)
+            targets = sorted(
+                d.broker_addrs[MASTER_ID] for d in route.broker_datas if MASTER_ID in d.broker_addrs
+            )
+            if not targets:
+                raise ValueError(f"no master holds topic {topic!r}")
+        for addr in targets:
+            held = await self.held_topic_config(topic, addr)
+            await self.admin.create_topic(
+                topic,
+                read_queue_nums=read_queues,
+                write_queue_nums=write_queues,
+                perm=perm,
+                broker_addr=addr,
+                order=held.order if held else False,
+                topic_sys_flag=held.topic_sys_flag if held else 0,
+                attributes={"+" + MESSAGE_TYPE: message_type} if message_type else None,
+                wait=10.0,
+            )
+        return targets
+
+    async def held_topic_config(self, topic: str, broker_addr: str) -> TopicConfig | None:
+        """The broker's configuration of ``topic``: RocketMQ 5's GET_TOPIC_CONFIG, or from the
+        whole table where a 4.x broker does not answer that; None where it does not hold it."""
+        config = await self.topic_config(topic, broker_addr)
+        if config is not None:
+            return config
+        try:
+            response = await self.admin.instance.call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        except (MQError, OSError):
+            return None
+        return TopicConfigSerializeWrapper.decode(response.body).topic_config_table.get(topic)
 
     async def delete_topic(self, topic: str) -> None:
         await self.admin.delete_topic(topic)
@@ -609,7 +671,7 @@ class ClusterAccess:
         topics; or on the master at ``broker_addr`` only, where the topics stay."""
         if broker_addr:
             await self.admin.delete_subscription_group(
-                group, broker_addr=broker_addr, remove_offsets=remove_offsets
+                group, broker_addr=await self.known_broker(broker_addr), remove_offsets=remove_offsets
             )
             return
         await self.admin.delete_subscription_group(group, remove_offsets=remove_offsets)
@@ -646,11 +708,15 @@ class ClusterAccess:
 
     async def update_group_settings(self, group: str, settings: dict[str, Any]) -> None:
         """Create or update a consumer group's settings on every master (RocketMQ's field
-        names, :data:`GROUP_SETTINGS`); what is not given keeps its current (or default) value."""
+        names, :data:`GROUP_SETTINGS`); what is not given keeps the value that master holds
+        (or the default, on a master without the group): masters may differ in the rest."""
         current = await self.group_settings(group)
-        base = next(iter(current.values()), None) or SubscriptionGroupConfig(group_name=group)
-        values = {**base.model_dump(by_alias=True), **settings, "groupName": group}
-        await self.admin.update_subscription_group(SubscriptionGroupConfig.model_validate(values))
+        for name, addr in (await self.masters()).items():
+            base = current.get(name) or SubscriptionGroupConfig(group_name=group)
+            values = {**base.model_dump(by_alias=True), **settings, "groupName": group}
+            await self.admin.update_subscription_group(
+                SubscriptionGroupConfig.model_validate(values), broker_addr=addr
+            )
 
     # -- producers --------------------------------------------------------------------------
 
@@ -716,11 +782,11 @@ class ClusterAccess:
         for queue, low, high in ranges:
             if in_range > MAX_SCAN:
                 low = max(low, high - math.ceil(MAX_SCAN * (high - low) / in_range))
-            rows.extend(
-                MessageRow.of(m)
-                for m in await self.read_queue(queue, low, high, high - low)
-                if begin * 1000 <= m.store_timestamp <= end * 1000
-            )
+            # Bodies are dropped a pull at a time: only the rows of a search are held.
+            async for batch in self._pulled(queue, low, high, high - low):
+                rows.extend(
+                    MessageRow.of(m) for m in batch if begin * 1000 <= m.store_timestamp <= end * 1000
+                )
         rows.sort(key=lambda r: (r.store_timestamp, r.queue_offset), reverse=True)
         search = TimeSearch(rows[:MAX_SCAN], in_range)
         self._searches[key] = search
@@ -733,8 +799,17 @@ class ClusterAccess:
         """Messages ``start <= offset < end`` of ``queue`` (at most ``limit``), read without
         committing anything."""
         found: list[MessageExt] = []
+        async for batch in self._pulled(queue, start, end, limit):
+            found.extend(batch)
+        return found
+
+    async def _pulled(
+        self, queue: MessageQueue, start: int, end: int, limit: int
+    ) -> AsyncIterator[list[MessageExt]]:
+        """The messages of :meth:`read_queue`, one pull's worth at a time."""
+        given = 0
         offset = start
-        while offset < end and len(found) < limit:
+        while offset < end and given < limit:
             result = await pull(
                 self.admin.instance,
                 TOOLS_GROUP,
@@ -746,14 +821,14 @@ class ClusterAccess:
                 timeout=10.0,
             )
             if result.status is PullStatus.FOUND:
-                for msg in result.messages:
-                    if msg.queue_offset < end:
-                        msg.broker_name = queue.broker_name
-                        found.append(msg)
+                batch = [m for m in result.messages if m.queue_offset < end][: limit - given]
+                for msg in batch:
+                    msg.broker_name = queue.broker_name
+                given += len(batch)
+                yield batch
             if result.next_begin_offset <= offset:
                 break
             offset = result.next_begin_offset
-        return found[:limit]
 
     async def messages_by_key(self, topic: str, key: str) -> list[MessageRow]:
         """The messages of ``topic`` the brokers' index holds under ``key``, newest first."""
@@ -894,7 +969,13 @@ class ClusterAccess:
         return errors
 
     async def update_acl_account(self, account: AclAccount) -> dict[str, str | None]:
-        """Create or update an account on every master (UPDATE_AND_CREATE_ACL_CONFIG)."""
+        """Create or update an account on every master (UPDATE_AND_CREATE_ACL_CONFIG); an
+        existing account given no secret keeps the one the masters hold (brokers require one)."""
+        if not account.secret_key:
+            held = next((a for a in (await self.acl()).accounts if a.access_key == account.access_key), None)
+            if held is None or not held.secret_key:
+                raise ValueError(f"give account {account.access_key!r} a secret key")
+            account = replace(account, secret_key=held.secret_key)
         return await self._each_acl_master(
             lambda addr: self.admin.update_acl_config(
                 addr,

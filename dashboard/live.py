@@ -21,7 +21,7 @@ from typing import Any
 from aiorocketmq.protocol.errors import MQError
 from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 
-from .cluster_access import ClusterAccess, describe
+from .cluster_access import BrokerRow, ClusterAccess, describe
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,8 @@ class LiveSampler:
             brokers = await self.ops.brokers()
         except (MQError, OSError) as exc:
             errors.append(f"name server: {describe(exc)}")
-            brokers = []
+            # No name server, no figures: every broker seen before is unknown, drawn as down.
+            brokers = [BrokerRow(c, name, i, addr) for addr, (c, name, i) in self.ops.seen_brokers.items()]
         for row in brokers:
             label = f"{row.name}@{row.addr}"
             figures.brokers_up[label] = row.up

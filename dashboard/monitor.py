@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiorocketmq.protocol.errors import ClientError, MQError
+from aiorocketmq.protocol.errors import BrokerError, ClientError, MQError
 
 from .cluster_access import ClusterAccess, describe
 
@@ -144,13 +144,17 @@ class GroupMonitor:
             return
         consumers = await self._consumers(group) if limits.min_consumers is not None else None
         lag = await self._lag(group) if limits.max_lag is not None else None
+        if self.thresholds.get(group) is not limits:
+            return  # changed or cleared while this check waited: its outcome is for old limits
         self.update(group, breaches(limits, consumers, lag))
 
     async def _consumers(self, group: str) -> int | None:
         try:
             return len((await self.ops.admin.consumer_connections(group)).connection_set)
-        except ClientError:
-            return 0  # every master answered: none has the group online
+        except ClientError as exc:
+            # Every master answered that the group is not online there: none online. Raised
+            # without a broker's answer behind it (no route, no master), it is no figure.
+            return 0 if isinstance(exc.__cause__, BrokerError) else None
         except (MQError, OSError):
             return None
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from aiorocketmq.client.client_instance import ClientOptions
-from aiorocketmq.client.credentials import env_credentials
+from aiorocketmq.client.credentials import resolve_credentials
 from aiorocketmq.protocol.names import SUBSCRIBE_ALL, TAG_SEPARATOR, group_name_problem, topic_name_problem
 from aiorocketmq.protocol.sql92 import EXPRESSION_TYPE_SQL92, Sql92Error, compile_sql92
 
@@ -80,6 +80,7 @@ READ_OPTIONS = {
     "pullBatchSize": "messages asked for per pull request (default 32)",
     "accessKey": "ACL access key: sign every request (with secretKey)",
     "secretKey": "ACL secret key (with accessKey)",
+    "securityToken": "ACL security token of the account (with accessKey)",
     "tls": "'true' or 'false' (default): TLS to the name servers and brokers",
     "tlsCaFile": "CA certificates to check the servers against (default: the system store)",
     "tlsVerify": "'true' (default) or 'false': check the servers' certificates",
@@ -92,6 +93,7 @@ WRITE_OPTIONS = {
     "producerGroup": "producer group of the sink (default 'spark-rocketmq-sink')",
     "accessKey": "ACL access key: sign every request (with secretKey)",
     "secretKey": "ACL secret key (with accessKey)",
+    "securityToken": "ACL security token of the account (with accessKey)",
     "tls": "'true' or 'false' (default): TLS to the name servers and brokers",
     "tlsCaFile": "CA certificates to check the servers against (default: the system store)",
     "tlsVerify": "'true' (default) or 'false': check the servers' certificates",
@@ -418,28 +420,29 @@ class Security:
 
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
     tls: bool = False
     tls_ca_file: str | None = None
     tls_verify: bool = True
 
     @classmethod
     def parse(cls, given: dict[str, str]) -> Security:
+        """The options' credentials, key by key, else the driver's environment, as the tools
+        read it (``$ROCKETMQ_ACCESS_KEY``, ``$ROCKETMQ_SECRET_KEY``, ``$ROCKETMQ_SECURITY_TOKEN``)."""
         access_key = given.get("accesskey", "").strip() or None
         secret_key = given.get("secretkey", "").strip() or None
-        if access_key is None and secret_key is None:
-            # Neither option: the driver's environment, as the tools read it ($ROCKETMQ_ACCESS_KEY...).
-            try:
-                env = env_credentials()
-            except ValueError as exc:
-                raise RocketMQOptionError("accessKey", str(exc)) from None
-            if env is not None:
-                access_key, secret_key = env.access_key, env.secret_key
-        if (access_key is None) != (secret_key is None):
-            missing = "secretKey" if secret_key is None else "accessKey"
-            raise RocketMQOptionError(missing, "accessKey and secretKey go together")
+        try:
+            credentials = resolve_credentials(access_key, secret_key)
+        except ValueError as exc:
+            missing = "secretKey" if access_key and not secret_key else "accessKey"
+            raise RocketMQOptionError(missing, f"accessKey and secretKey go together: {exc}") from None
+        token = given.get("securitytoken", "").strip() or None
+        if token and credentials is None:
+            raise RocketMQOptionError("securityToken", "goes with accessKey and secretKey")
         return cls(
-            access_key=access_key,
-            secret_key=secret_key,
+            access_key=credentials.access_key if credentials else None,
+            secret_key=credentials.secret_key if credentials else None,
+            security_token=token or (credentials.security_token if credentials else None),
             tls=_bool(given, "tls", False),
             tls_ca_file=given.get("tlscafile", "").strip() or None,
             tls_verify=_bool(given, "tlsVerify", True),
@@ -449,6 +452,7 @@ class Security:
         return ClientOptions(
             access_key=self.access_key,
             secret_key=self.secret_key,
+            security_token=self.security_token,
             tls=self.tls,
             tls_ca_file=self.tls_ca_file,
             tls_verify=self.tls_verify,

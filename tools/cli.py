@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from aiorocketmq.client.credentials import ACCESS_KEY_VARS, SECRET_KEY_VARS, env_credentials
+from aiorocketmq.client.credentials import ACCESS_KEY_VARS, SECRET_KEY_VARS, resolve_credentials
 from aiorocketmq.protocol.acl import Credentials
 from aiorocketmq.protocol.body import MessageQueue
 from aiorocketmq.protocol.message import MessageExt
@@ -228,17 +228,14 @@ def tool_credentials(access_key: str | None = None, secret_key: str | None = Non
     ``$ROCKETMQ_HOME/conf/tools.yml`` as RocketMQ's tools read it; None when none is set.
     Raises :class:`CommandFailed` for half a pair."""
     try:
-        env = env_credentials()
+        given = resolve_credentials(access_key, secret_key)
     except ValueError as exc:
-        if not (access_key and secret_key):
-            raise CommandFailed(str(exc)) from None
-        env = None
-    ak = access_key or (env.access_key if env else None)
-    sk = secret_key or (env.secret_key if env else None)
-    # A token belongs to the environment's access key, not to one given on the command line.
-    token = env.security_token if env and not access_key else None
+        raise CommandFailed(str(exc)) from None
+    if given is not None:
+        return given
+    ak = sk = None
     home = os.environ.get("ROCKETMQ_HOME")
-    if ak is None and sk is None and home:
+    if home:
         path = Path(home) / TOOLS_YML
         if path.is_file():
             import yaml  # the server extra: the SDK's tools need it only here
@@ -256,7 +253,7 @@ def tool_credentials(access_key: str | None = None, secret_key: str | None = Non
         raise CommandFailed(
             f"ACL credentials need both an access key and a secret key (${ACCESS_KEY_VARS[0]}, ${SECRET_KEY_VARS[0]})"
         )
-    return Credentials(ak, sk, token)
+    return Credentials(ak, sk, None)
 
 
 def add_tls_options(parser: argparse.ArgumentParser) -> None:

@@ -131,5 +131,11 @@ async def test_the_first_signal_stops_and_puts_the_handlers_back() -> None:
         async with stop_on_signals(signals=[signal.SIGUSR1]) as stop:
             assert signal.getsignal(signal.SIGUSR1) is not previous
         assert signal.getsignal(signal.SIGUSR1) is previous and not stop.stopping
+
+        # A signal that cannot be caught fails on entry, and takes back the handler set before it.
+        with pytest.raises(RuntimeError):
+            async with stop_on_signals(signals=[signal.SIGUSR1, signal.SIGKILL]):
+                pass
+        assert signal.getsignal(signal.SIGUSR1) is previous
     finally:
         signal.signal(signal.SIGUSR1, before)

@@ -36,7 +36,7 @@ from aiorocketmq.client import (
 )
 from aiorocketmq.dashboard.history import Sample, day_file
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
-from aiorocketmq.protocol.body import SubscriptionGroupWrapper
+from aiorocketmq.protocol.body import SubscriptionGroupConfig, SubscriptionGroupWrapper, TopicConfig
 from aiorocketmq.protocol.codes import Perm, RequestCode
 from aiorocketmq.protocol.names import dlq_topic, retry_topic
 from tests.cluster import Cluster
@@ -481,6 +481,31 @@ async def test_topic_update_form_starts_from_the_topic_as_it_is(
         "broker-b": (4, 4, Perm.READ),
     }
     await expect(page.locator("#not-uniform")).to_be_visible()
+    # The brokers now differ: the form starts from broker-a and would change broker-a only.
+    await expect(form.locator('select[name="broker_addr"]')).to_have_value(cluster.brokers["broker-a"].addr)
+
+
+async def test_topic_update_stays_on_the_brokers_holding_it_and_keeps_their_flags(
+    page: Page, dashboard: str, cluster: Cluster, admin: Admin
+) -> None:
+    topic = unique("OnA")
+    broker_a = cluster.brokers["broker-a"].addr
+    await admin.create_topic(topic, 3, broker_addr=broker_a, order=True)
+    await page.goto(f"{dashboard}/topic?name={topic}")
+    form = page.locator("#update-topic")
+    await expect(form.locator('select[name="broker_addr"]')).to_have_value("")
+    await form.locator('input[name="write_queues"]').fill("2")
+    await form.locator("button").click()
+    await expect(page.locator(".flash.ok")).to_contain_text(f"3 read / 2 write queues, perm RW on {broker_a}")
+    route = await admin.topic_route(topic)
+    assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [
+        ("broker-a", 3, 2)
+    ]
+    response = await admin.instance.call(broker_a, RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+    assert TopicConfig.decode(response.body).order
+    # An address that is not one of the cluster's brokers is refused before anything is sent.
+    await page.goto(f"{dashboard}/broker?addr=127.0.0.1:1")
+    await expect(page.locator("#error")).to_contain_text("is not a broker of this cluster")
 
 
 async def test_topic_message_types(page: Page, dashboard: str, admin: Admin, orders: Orders) -> None:
@@ -604,6 +629,8 @@ async def test_broker_configuration_view_and_change(
     await page.goto(dashboard + "/")
     await page.locator('#brokers tr[data-broker="broker-a"] a.config').click()
     await expect(page.locator('#config tr[data-key="brokerName"]')).to_contain_text("broker-a")
+    await expect(page).to_have_title("Broker broker-a · mqdashboard")
+    await expect(page.locator("#runtime")).to_have_count(1)
     await expect(page.locator('#config tr[data-key="listenPort"]')).to_contain_text(
         str(cluster.brokers["broker-a"].port)
     )
@@ -639,6 +666,13 @@ async def test_consumer_group_settings(page: Page, dashboard: str, cluster: Clus
     settings = page.locator("#group-settings")
     await expect(settings.locator('input[name="retryMaxTimes"]')).to_have_value("5")
     await expect(page.locator("main")).to_contain_text("Held by broker-a, broker-b")
+    # broker-b's copy differs in a setting the form does not show: an edit must not copy
+    # broker-a's over it.
+    broker_b = cluster.brokers["broker-b"].addr
+    await admin.update_subscription_group(
+        SubscriptionGroupConfig(group_name=group, retry_max_times=5, consume_message_orderly=True),
+        broker_addr=broker_b,
+    )
     await settings.locator('input[name="consumeEnable"]').uncheck()
     await settings.locator('input[name="retryMaxTimes"]').fill("3")
     await settings.locator("button").click()
@@ -649,6 +683,7 @@ async def test_consumer_group_settings(page: Page, dashboard: str, cluster: Clus
         response = await admin.instance.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
         config = SubscriptionGroupWrapper.decode(response.body).subscription_group_table[group]
         assert (config.retry_max_times, config.consume_enable) == (3, False)
+        assert config.consume_message_orderly == (addr == broker_b)
 
     # Deleted on one broker only: the other keeps the group.
     await page.locator('#delete-group select[name="broker_addr"]').select_option(
@@ -753,6 +788,15 @@ async def test_acl_accounts_view_and_edit_over_tls(
             config = await secured_admin.acl_config(secured.brokers["broker-s"].addr)
             (held,) = [a for a in config["plainAccessConfigs"] if a["accessKey"] == "dash_carol"]
             assert held["secretKey"] == "carol_secret_1" and held["topicPerms"] == ["Orders=SUB"]
+            # The secret cleared: "unchanged when empty", the masters keep the one they hold.
+            await carol.get_by_role("link", name="edit").click()
+            await form.locator('input[name="secret_key"]').fill("")
+            await form.locator('textarea[name="topic_perms"]').fill("Orders=PUB")
+            await form.locator("button").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("account dash_carol saved")
+            config = await secured_admin.acl_config(secured.brokers["broker-s"].addr)
+            (held,) = [a for a in config["plainAccessConfigs"] if a["accessKey"] == "dash_carol"]
+            assert held["secretKey"] == "carol_secret_1" and held["topicPerms"] == ["Orders=PUB"]
 
             # A bad permission is explained, not sent.
             await form.locator('input[name="access_key"]').fill("dash_carol")

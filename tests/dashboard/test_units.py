@@ -4,6 +4,7 @@ network, no browser."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import date, datetime, timedelta
@@ -352,6 +353,31 @@ def test_monitor_logs_each_alarm_once_when_it_starts_and_when_it_clears(
     # A broken settings file is reported, not fatal.
     path.write_text("{not json")
     assert GroupMonitor(cast(ClusterAccess, None), path).load_error is not None
+
+
+async def test_a_monitor_check_outlived_by_its_thresholds_changes_no_alarm(tmp_path: Path) -> None:
+    """Thresholds cleared while a check waits on the cluster: its outcome is dropped, so no
+    alarm is left on a group nobody checks any more."""
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    class SlowCluster(GroupMonitor):
+        async def _consumers(self, group: str) -> int | None:
+            asked.set()
+            await answer.wait()
+            return 0
+
+    monitor = SlowCluster(cast(ClusterAccess, None), tmp_path / "monitors.json")
+    monitor.set("billing", Thresholds(min_consumers=1))
+    check = asyncio.ensure_future(monitor.check_group("billing"))
+    await asked.wait()
+    monitor.set("billing", Thresholds())
+    answer.set()
+    await check
+    assert monitor.alarms == {}
+    # Left alone, the same check does raise the alarm.
+    monitor.set("billing", Thresholds(min_consumers=1))
+    await monitor.check_group("billing")
+    assert monitor.alarms == {"billing": {"min_consumers": "0 consumers online, fewer than the minimum 1"}}
 
 
 def test_history_options(tmp_path: Path) -> None:

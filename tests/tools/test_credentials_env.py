@@ -91,6 +91,24 @@ def test_dashboard_reads_the_scheme(clean_env: pytest.MonkeyPatch) -> None:
     assert (args.access_key, args.secret_key) == ("ak", "sk")
     args = parse_args(["-n", "127.0.0.1:9876", "--access-key", "flag_ak", "--secret-key", "flag_sk"])
     assert (args.access_key, args.secret_key) == ("flag_ak", "flag_sk")
+    # Key by key, as the tools: a flag replaces only its own half; the token goes with the
+    # environment's access key.
+    clean_env.setenv("ROCKETMQ_SECURITY_TOKEN", "tok")
+    args = parse_args(["-n", "127.0.0.1:9876"])
+    assert (args.access_key, args.secret_key, args.security_token) == ("ak", "sk", "tok")
+    args = parse_args(["-n", "127.0.0.1:9876", "--access-key", "flag_ak"])
+    assert (args.access_key, args.secret_key, args.security_token) == ("flag_ak", "sk", None)
+
+
+def test_dashboard_refuses_half_a_pair(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aiorocketmq.dashboard.cli import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["-n", "127.0.0.1:9876", "--access-key", "flag_ak"])
+    assert exited.value.code == 2
+    assert "need both an access key and a secret key" in capsys.readouterr().err
 
 
 def test_spark_options_read_the_scheme(clean_env: pytest.MonkeyPatch) -> None:
@@ -105,3 +123,14 @@ def test_spark_options_read_the_scheme(clean_env: pytest.MonkeyPatch) -> None:
     assert (options.access_key, options.secret_key) == ("ak", "sk")
     given = Security.parse({"accesskey": "opt_ak", "secretkey": "opt_sk"})
     assert (given.access_key, given.secret_key) == ("opt_ak", "opt_sk")
+    clean_env.setenv("ROCKETMQ_SECURITY_TOKEN", "tok")
+    assert Security.parse({}).client_options().security_token == "tok"
+    assert Security.parse({"accesskey": "opt_ak"}).client_options().security_token is None
+    assert Security.parse({"securitytoken": "opt_tok"}).client_options().security_token == "opt_tok"
+    clean_env.delenv("ROCKETMQ_ACCESS_KEY")
+    clean_env.delenv("ROCKETMQ_SECRET_KEY")
+    clean_env.delenv("ROCKETMQ_SECURITY_TOKEN")
+    with pytest.raises(RocketMQOptionError, match="securityToken"):
+        Security.parse({"securitytoken": "opt_tok"})
+    with pytest.raises(RocketMQOptionError, match="secretKey"):
+        Security.parse({"accesskey": "opt_ak"})
