@@ -52,7 +52,7 @@ from .history import Collector, HistoryStore
 from .live import LiveSampler
 from .monitor import GroupMonitor, Thresholds
 from .trace import TRACE_TOPIC
-from .users import Sessions, User
+from .users import LoginThrottle, Sessions, User
 
 log = logging.getLogger(__name__)
 
@@ -1020,9 +1020,25 @@ async def login(request: Request) -> Response:
         target = "/"
     if settings.sessions is None:
         return redirect(target)
-    user = settings.sessions.login(fields.get("username", ""), fields.get("password", ""))
+    name = fields.get("username", "")
+    client = request.client.host if request.client else "unknown"
+    throttle: LoginThrottle = request.app.state.login_throttle
+    wait = throttle.locked_for(client, name)
+    if wait > 0:
+        log.warning("login for %r from %s refused: locked for %.0f s after failed logins", name, client, wait)
+        return page(
+            request,
+            "login.html",
+            status=429,
+            next=target,
+            error=f"too many failed logins: try again in {math.ceil(wait)} s",
+        )
+    user = settings.sessions.login(name, fields.get("password", ""))
     if user is None:
+        throttle.failed(client, name)
+        log.warning("failed login for %r from %s", name, client)
         return redirect(f"/login?next={urllib.parse.quote(target)}", error="wrong user name or password")
+    throttle.succeeded(client, name)
     response = redirect(target)
     response.set_cookie(
         SESSION_COOKIE, settings.sessions.token(user), httponly=True, samesite="strict", max_age=12 * 3600
@@ -1036,11 +1052,31 @@ async def logout(request: Request) -> Response:
     return response
 
 
+#: Sent with every response. The pages load only their own script and stylesheet (no inline
+#: script, handler or style), may not be framed (clickjacking) and post only to the dashboard.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
 class Guard(BaseHTTPMiddleware):
     """Login (when a users file is given), admin-only changes, same-origin posts, and the
     last line of defence: an unexpected failure becomes an error page, never a dead server."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        response = await self._guarded(request, call_next)
+        response.headers.update(SECURITY_HEADERS)
+        if request.url.scheme == "https":
+            response.headers["Strict-Transport-Security"] = "max-age=31536000"
+        return response
+
+    async def _guarded(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         settings: Settings = request.app.state.settings
         path = request.url.path
         request.state.user = None
@@ -1155,4 +1191,5 @@ def create_app(settings: Settings) -> Starlette:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.login_throttle = LoginThrottle()
     return app

@@ -88,3 +88,55 @@ class Sessions:
         except ValueError:
             return None
         return self.users.get(name)
+
+
+#: Failed logins, from one client address or for one user name, before logins from it (or for
+#: it) are refused for a while; and the first such while, which doubles with each lockout up
+#: to :data:`LOCKOUT_MAX` (a wrong guess a second is then about 1,000 guesses a day at most).
+LOGIN_FAILURES = 5
+LOCKOUT_SECONDS = 30.0
+LOCKOUT_MAX = 900.0
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    lockouts: int = 0
+    until: float = 0.0
+
+
+class LoginThrottle:
+    """Slows password guessing: after :data:`LOGIN_FAILURES` wrong passwords in a row from one
+    client address, or for one user name (a guesser spreading over addresses), logins from that
+    address or for that name are refused until the lockout ends, whatever the password; a right
+    password once allowed clears both counts. Kept in memory, per dashboard process."""
+
+    def __init__(self, failures: int = LOGIN_FAILURES, lockout: float = LOCKOUT_SECONDS) -> None:
+        self.failures = failures
+        self.lockout = lockout
+        self._by_key: dict[str, _Failures] = {}
+
+    def _keys(self, client: str, name: str) -> tuple[str, str]:
+        return f"addr:{client}", f"user:{name}"
+
+    def locked_for(self, client: str, name: str, now: float | None = None) -> float:
+        """Seconds until a login from ``client`` for ``name`` is heard again (0: now)."""
+        at = time.monotonic() if now is None else now
+        records = [self._by_key.get(key) for key in self._keys(client, name)]
+        return max([0.0] + [r.until - at for r in records if r is not None])
+
+    def failed(self, client: str, name: str, now: float | None = None) -> None:
+        at = time.monotonic() if now is None else now
+        for key in self._keys(client, name):
+            record = self._by_key.setdefault(key, _Failures())
+            record.count += 1
+            if record.count >= self.failures:
+                record.until = at + min(self.lockout * 2**record.lockouts, LOCKOUT_MAX)
+                record.lockouts += 1
+                record.count = 0
+        if len(self._by_key) > 10_000:  # a flood of made-up names: forget the ones not locked
+            self._by_key = {k: f for k, f in self._by_key.items() if f.until > at}
+
+    def succeeded(self, client: str, name: str) -> None:
+        for key in self._keys(client, name):
+            self._by_key.pop(key, None)

@@ -1,9 +1,18 @@
-// mqdashboard's only script: polls /api/live, draws the pages' charts as SVG and refreshes
-// the live lag cells (the history page embeds its figures instead: drawn once). Pages work without it; it only keeps figures moving. A null value is a
-// sample without a figure (a broker that was down): the line breaks there, and a series whose
-// latest sample is null is labelled "down" instead of with its last rate.
+// mqdashboard's only script (the pages' Content-Security-Policy allows no other): polls
+// /api/live, draws the pages' charts as SVG (the history page embeds its figures instead: drawn
+// once), refreshes the live lag cells and works the "choose all" boxes. Pages work without it;
+// it only keeps figures moving. A null value is a sample without a figure (a broker that was
+// down): the line breaks there, and a series whose latest sample is null is labelled "down"
+// instead of with its last rate.
 "use strict";
 (function () {
+  // "Choose all" boxes (the policy allows no inline handlers): data-check-all names the
+  // boxes it sets, as a selector.
+  document.querySelectorAll("[data-check-all]").forEach((box) => {
+    box.addEventListener("click", () => {
+      document.querySelectorAll(box.dataset.checkAll).forEach((b) => { b.checked = box.checked; });
+    });
+  });
   const charts = document.querySelectorAll("[data-chart]");
   const lags = document.querySelectorAll("[data-live-lag]");
   const status = document.querySelector("[data-live-status]");

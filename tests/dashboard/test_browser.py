@@ -424,7 +424,8 @@ async def test_dead_letters_browse_export_and_resend(
     chosen = json.loads(await asyncio.to_thread(Path(saved).read_text))
     assert [m["msgId"] for m in chosen] == ids[:1]
     retried = sum([await admin.max_offset(q) for q in await admin.queues(retry_topic(group))])
-    await boxes.nth(1).check()
+    await page.get_by_label("choose all").check()  # live.js: no inline handler under the policy
+    await expect(boxes.nth(1)).to_be_checked()
     await page.get_by_role("button", name="Resend chosen").click()
     await expect(page.locator(".flash.ok")).to_contain_text(f"2 dead letters resent to {group}")
     assert sum([await admin.max_offset(q) for q in await admin.queues(retry_topic(group))]) == retried + 2
@@ -925,10 +926,40 @@ async def test_login_and_admin_only_changes(
         try:
             response = await anonymous.request.get(base + "/api/live")
             assert response.status == 401
+            # Every answer carries the policy: own script and stylesheet only, never framed.
+            for path in ("/login", "/static/live.js"):
+                headers = (await anonymous.request.get(base + path)).headers
+                assert "frame-ancestors 'none'" in headers["content-security-policy"]
+                assert "script-src 'self'" in headers["content-security-policy"]
+                assert headers["x-frame-options"] == "DENY"
+                assert headers["x-content-type-options"] == "nosniff"
+                assert "strict-transport-security" not in headers  # plain HTTP here
         finally:
             await anonymous.close()
+
+        # Guessing: five wrong passwords for admin, then even the right one is refused for a while.
+        guesser = await browser.new_context()
+        try:
+            guess = await guesser.new_page()
+            await guess.goto(base + "/login")
+            for attempt in range(5):
+                await guess.fill('input[name="username"]', "admin")
+                await guess.fill('input[name="password"]', f"guess{attempt}")
+                await guess.click("#login button")
+                await expect(guess.locator(".flash.error")).to_contain_text("wrong user name or password")
+            await guess.fill('input[name="username"]', "admin")
+            await guess.fill('input[name="password"]', "s3cret")
+            async with guess.expect_response(lambda r: r.url == base + "/login") as answered:
+                await guess.click("#login button")
+            assert (await answered.value).status == 429
+            await expect(guess.locator("#error")).to_contain_text("too many failed logins: try again in")
+            assert "/login" in guess.url
+        finally:
+            await guesser.close()
     finally:
         assert await proc.stop() == 0, proc.output
+    assert "failed login for 'admin' from 127.0.0.1" in proc.output
+    assert "login for 'admin' from 127.0.0.1 refused: locked for" in proc.output
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -22,7 +22,7 @@ from aiorocketmq.dashboard.live import Series
 from aiorocketmq.dashboard.monitor import GroupMonitor, Thresholds, breaches, load_thresholds
 from aiorocketmq.dashboard.render import body_as, hexdump, messages_csv
 from aiorocketmq.dashboard.trace import FIELD_SEPARATOR, TraceRecord, decode_trace, encode_record
-from aiorocketmq.dashboard.users import Sessions, UsersFileError, parse_users
+from aiorocketmq.dashboard.users import LoginThrottle, Sessions, UsersFileError, parse_users
 
 
 def test_trace_records_round_trip() -> None:
@@ -94,6 +94,29 @@ def test_session_tokens_are_signed_and_expire() -> None:
     other_key = Sessions(sessions.users, key=b"x" * 32)
     assert other_key.user_of(token, now=1001.0) is None
     assert sessions.user_of("garbage", now=1001.0) is None
+
+
+def test_login_throttle_locks_an_address_or_a_name_and_doubles() -> None:
+    throttle = LoginThrottle(failures=3, lockout=10.0)
+    for _ in range(2):
+        throttle.failed("10.0.0.1", "admin", now=0.0)
+    assert throttle.locked_for("10.0.0.1", "admin", now=0.0) == 0.0
+    throttle.failed("10.0.0.1", "admin", now=1.0)
+    # Locked: the address for any name, and the name from any address.
+    assert throttle.locked_for("10.0.0.1", "viewer", now=1.0) == 10.0
+    assert throttle.locked_for("10.0.0.2", "admin", now=6.0) == 5.0
+    assert throttle.locked_for("10.0.0.2", "viewer", now=1.0) == 0.0
+    assert throttle.locked_for("10.0.0.1", "admin", now=11.0) == 0.0
+    # The next lockout of the same address is twice as long.
+    for _ in range(3):
+        throttle.failed("10.0.0.1", "other", now=20.0)
+    assert throttle.locked_for("10.0.0.1", "x", now=20.0) == 20.0
+    # A right password clears the counts of its address and name.
+    throttle.failed("10.0.0.3", "viewer", now=50.0)
+    throttle.failed("10.0.0.3", "viewer", now=50.0)
+    throttle.succeeded("10.0.0.3", "viewer")
+    throttle.failed("10.0.0.3", "viewer", now=50.0)
+    assert throttle.locked_for("10.0.0.3", "viewer", now=50.0) == 0.0
 
 
 def test_body_views() -> None:
