@@ -31,9 +31,18 @@ from .support import (
 FAR = 2**62
 
 
+def _copy_if_present(src: str, dst: str) -> str:
+    try:
+        return shutil.copy2(src, dst)
+    except FileNotFoundError:
+        # Listed, then gone: the store's allocator renamed its ``.alloc`` file while the copy
+        # ran. Left out, as a kill -9 before the allocation finished would leave it.
+        return dst
+
+
 def crash_copy(root: Path, target: Path) -> Path:
     """The directory as a kill -9 of the running store would leave it."""
-    shutil.copytree(root, target)
+    shutil.copytree(root, target, copy_function=_copy_if_present)
     assert (target / "abort").exists()
     return target
 
