@@ -348,17 +348,11 @@ class ClusterAccess:
     async def brokers(self) -> list[BrokerRow]:
         """Every broker the name servers know, plus those seen before and gone since, with
         their runtime figures (a broker that does not answer is listed as down)."""
-        info = await self.admin.cluster_info()
-        cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
-        rows: dict[str, BrokerRow] = {}
-        for name, data in info.broker_addr_table.items():
-            for broker_id, addr in data.broker_addrs.items():
-                cluster = cluster_of.get(name, data.cluster)
-                rows[addr] = BrokerRow(cluster, name, broker_id, addr)
-                self.seen_brokers[addr] = (cluster, name, broker_id)
-        for addr, (cluster, name, broker_id) in self.seen_brokers.items():
-            if addr not in rows:
-                rows[addr] = BrokerRow(cluster, name, broker_id, addr, registered=False)
+        registered = await self._registered_brokers()
+        rows = {
+            addr: BrokerRow(cluster, name, broker_id, addr, registered=addr in registered)
+            for addr, (cluster, name, broker_id) in self.seen_brokers.items()
+        }
 
         async def fill(row: BrokerRow) -> None:
             try:
@@ -391,16 +385,23 @@ class ClusterAccess:
                 row.slave_lag = max(0, master.commit_log_max - row.commit_log_max)
         return ordered
 
+    async def _registered_brokers(self) -> set[str]:
+        """The addresses the name servers list now, each recorded in :attr:`seen_brokers`."""
+        info = await self.admin.cluster_info()
+        cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
+        registered = set()
+        for name, data in info.broker_addr_table.items():
+            for broker_id, addr in data.broker_addrs.items():
+                self.seen_brokers[addr] = (cluster_of.get(name, data.cluster), name, broker_id)
+                registered.add(addr)
+        return registered
+
     async def known_broker(self, addr: str) -> str:
         """``addr`` when it is a broker of this cluster (one the name servers list, or listed
         before); ValueError otherwise. Addresses come from the browser, and the dashboard's
         requests carry its ACL signature: it must not be made to send them anywhere else."""
         if addr not in self.seen_brokers:
-            info = await self.admin.cluster_info()
-            cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
-            for name, data in info.broker_addr_table.items():
-                for broker_id, known in data.broker_addrs.items():
-                    self.seen_brokers[known] = (cluster_of.get(name, data.cluster), name, broker_id)
+            await self._registered_brokers()
         if addr not in self.seen_brokers:
             raise ValueError(f"{addr!r} is not a broker of this cluster")
         return addr

@@ -141,11 +141,11 @@ def copy_project(dst: Path) -> None:
         shutil.copytree(ROOT / name, dst / name, symlinks=True, ignore=skip)
 
 
-def test_mypy_finds_an_editable_install_from_another_project(tmp_path: Path) -> None:
-    """setuptools' default editable install for this layout is an import hook that type
-    checkers do not run; setup.py's is a .pth line they read."""
-    project, env_dir, app = tmp_path / "aiorocketmq", tmp_path / "venv", tmp_path / "app"
-    copy_project(project)
+def venv_with_our_dependencies(env_dir: Path) -> tuple[Path, str]:
+    """A fresh virtual environment that reaches this interpreter's site-packages (pip,
+    setuptools and the dependencies) through a .pth line: its python and its site-packages.
+    A path added by a .pth line has its own .pth files ignored, so the working tree's editable
+    install stays out of sight."""
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     purelib = subprocess.run(
@@ -154,9 +154,16 @@ def test_mypy_finds_an_editable_install_from_another_project(tmp_path: Path) -> 
         capture_output=True,
         text=True,
     ).stdout.strip()
-    # pip, setuptools and the dependencies from this interpreter (whose own .pth files, the
-    # working tree's editable install among them, are not read through this line)
     Path(purelib, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, purelib
+
+
+def test_mypy_finds_an_editable_install_from_another_project(tmp_path: Path) -> None:
+    """setuptools' default editable install for this layout is an import hook that type
+    checkers do not run; setup.py's is a .pth line they read."""
+    project, env_dir, app = tmp_path / "aiorocketmq", tmp_path / "venv", tmp_path / "app"
+    copy_project(project)
+    python, _ = venv_with_our_dependencies(env_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"AIOROCKETMQ_MYPYC": "0"}
     install = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(project)],

@@ -12,8 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import sysconfig
-import venv
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -24,7 +22,7 @@ from packaging.requirements import Requirement
 from aiorocketmq import compiled
 from tests.client.test_docs import README_SNIPPETS
 from tests.cluster import Cluster
-from tests.ops.test_installs import SDK_PROBE
+from tests.ops.test_installs import SDK_PROBE, venv_with_our_dependencies
 from tests.support import ROOT
 
 
@@ -95,21 +93,11 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
 
 
 def install_wheel(wheel: Path, env_dir: Path, app_dir: Path) -> Path:
-    """A fresh virtual environment holding the wheel (and, through a .pth line, this
-    interpreter's site-packages for the dependencies); returns its python."""
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / "bin" / "python"
-    target = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    # A path added by a .pth line has its own .pth files ignored, so the editable install of
-    # the source tree stays out of sight.
+    """A fresh virtual environment holding the wheel (:func:`venv_with_our_dependencies`);
+    returns its python."""
+    python, target = venv_with_our_dependencies(env_dir)
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(target)
-    Path(target, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     app_dir.mkdir()
     (app_dir / "client.py").write_text("raise SystemExit('the application client.py was imported')\n")
     where = subprocess.run(
