@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    start a local cluster (name server + one broker) in the foreground, and the web
-#               dashboard at http://127.0.0.1:8080; Ctrl-C stops them
+#               dashboard at http://127.0.0.1:8080; Ctrl-C stops them. Every port listens on
+#               127.0.0.1 only: HOST=0.0.0.0 opens the cluster's ports, DASHBOARD_HOST=0.0.0.0
+#               DASHBOARD_USERS=users.properties the dashboard's (it needs a users file to leave
+#               loopback)
 #   make test   lint, type-check and run the whole test suite (installs Debian's chromium for the
 #               dashboard's browser tests, strace for the broker's flush tests and xfsprogs for
 #               the small-volume tests when missing;
@@ -13,6 +16,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./.data
 DASHBOARD_PORT ?= 8080
+# Only `make run HOST=...` sets it: some shells export a HOST of their own (the machine's name).
+LISTEN_HOST := $(if $(filter command line,$(origin HOST)),$(HOST),127.0.0.1)
+DASHBOARD_HOST ?= 127.0.0.1
+DASHBOARD_USERS ?=
+# Where the dashboard reaches the name server: HOST itself, or loopback when HOST is every interface.
+NAMESRV_HOST = $(if $(filter 0.0.0.0 ::,$(LISTEN_HOST)),127.0.0.1,$(LISTEN_HOST))
 
 .PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate planted-bugs wheel
 
@@ -32,9 +41,10 @@ $(STAMP): pyproject.toml setup.py protocol/_speedups.c aiorocketmq/compiled.py $
 # The dashboard runs in the background and goes when the cluster stops (it keeps retrying the
 # name server until the cluster is up, showing why on its pages meanwhile).
 run: $(STAMP)
-	$(VENV)/bin/mqdashboard --namesrv 127.0.0.1:9876 --port $(DASHBOARD_PORT) --data-dir $(DATA)/dashboard & dashboard=$$!; \
+	$(VENV)/bin/mqdashboard --namesrv $(NAMESRV_HOST):9876 --host $(DASHBOARD_HOST) --port $(DASHBOARD_PORT) \
+		$(if $(DASHBOARD_USERS),--users $(DASHBOARD_USERS)) --data-dir $(DATA)/dashboard & dashboard=$$!; \
 	trap 'kill $$dashboard 2>/dev/null; wait $$dashboard' EXIT INT TERM; \
-	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA)
+	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA) --bind-address $(LISTEN_HOST)
 
 test: lint typecheck chromium strace xfsprogs pytest
 

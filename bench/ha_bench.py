@@ -13,7 +13,11 @@ Starts real processes (a name server, a master and its slave), then:
 * **apache** (``--apache``): the same send load against Apache RocketMQ 4.9.7's own
   SYNC_MASTER pair, started by the interop harness (needs Java and Maven).
 
-Run: ``.venv/bin/python -m bench.ha_bench [--seconds 8] [--catch-up-mib 256] [--apache]``.
+* **guards** (``--ha-auth``, ``--ha-tls``): send and catch-up with the HA port's signed
+  handshake and/or mutual TLS on master and slave (broker/ha/security.py), to compare.
+
+Run: ``.venv/bin/python -m bench.ha_bench [--seconds 8] [--catch-up-mib 256] [--apache]
+[--ha-auth] [--ha-tls]``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from aiorocketmq.protocol.codes import ResponseCode
 from aiorocketmq.protocol.transport import Connection, connect
@@ -81,6 +86,25 @@ async def send_load(port: int, writers: int, seconds: float, body: bytes) -> dic
     }
 
 
+def guards(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """The HA port's guards asked for on the command line, for master and slave alike."""
+    settings: dict[str, Any] = {}
+    if args.ha_auth:
+        settings.update(haAuthAccessKey="bench-replicator", haAuthSecretKey=os.urandom(16).hex())
+    if args.ha_tls:
+        from tests.security.pki import make_pki
+
+        pki = make_pki(root)
+        settings.update(
+            haTlsEnable="true",
+            haTlsCertPath=pki["cert"],
+            haTlsKeyPath=pki["key"],
+            haTlsTrustCertPath=pki["ca"],
+            haTlsNeedClientAuth="true",
+        )
+    return settings
+
+
 async def send_bench(args: argparse.Namespace, body: bytes) -> None:
     results: dict[tuple[str, int], dict[str, float]] = {}
     for role in ("ASYNC_MASTER", "SYNC_MASTER"):
@@ -88,7 +112,8 @@ async def send_bench(args: argparse.Namespace, body: bytes) -> None:
         cluster = Cluster(root)
         try:
             await cluster.start_namesrv()
-            master, _ = await start_pair(cluster, master={"brokerRole": role})
+            extra = guards(args, root)
+            master, _ = await start_pair(cluster, master={"brokerRole": role, **extra}, slave=extra)
             await wait_for(lambda m=master: _one_slave(m.port), 30)
             await send_load(master.port, 8, 1.0, body)  # warm up: topic, queues, files
             for writers in (16, 64):
@@ -153,12 +178,14 @@ async def catch_up_bench(args: argparse.Namespace, body: bytes) -> None:
     try:
         await cluster.start_namesrv()
         file_size = max(1 << 30, size + (64 << 20))
+        extra = guards(args, root)
         with held_port_pair() as port:
             master = await cluster.start_broker(
                 "broker-a",
                 listenPort=port,
                 brokerRole="ASYNC_MASTER",
                 mappedFileSizeCommitLog=file_size,
+                **extra,
             )
         big = body * 16  # 16 KiB messages: preloading is not what is measured
         conns = [await connect("127.0.0.1", master.port) for _ in range(CONNECTIONS)]
@@ -178,7 +205,7 @@ async def catch_up_bench(args: argparse.Namespace, body: bytes) -> None:
         end = int((await runtime_info(master.port))["commitLogMaxOffset"])
         print(f"preloaded {end / 2**20:.0f} MiB in {time.monotonic() - began:.1f}s", flush=True)
         began = time.monotonic()
-        slave = await start_slave(cluster, mappedFileSizeCommitLog=file_size)
+        slave = await start_slave(cluster, mappedFileSizeCommitLog=file_size, **extra)
 
         started = time.monotonic()
         first = -1
@@ -223,4 +250,6 @@ if __name__ == "__main__":
     parser.add_argument("--catch-up-mib", type=int, default=256)
     parser.add_argument("--skip-send", action="store_true")
     parser.add_argument("--apache", action="store_true", help="also an Apache 4.9.7 SYNC_MASTER pair (Java)")
+    parser.add_argument("--ha-auth", action="store_true", help="the HA port's signed handshake on")
+    parser.add_argument("--ha-tls", action="store_true", help="mutual TLS on the HA port")
     asyncio.run(main(parser.parse_args()))

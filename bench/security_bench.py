@@ -1,17 +1,19 @@
 """Cost of ACL and TLS on sends, with our SDK against real name server and broker processes.
 
-Starts three clusters side by side (one name server and one broker each): **plain**, **acl**
-(``aclEnable=true``, the producer signs every request) and **tls** (``tls.server.mode=enforcing``
-on both processes, the producer verifies the server against the test CA). Then, for
-``--runs`` rounds, runs the same scenarios against each cluster in turn, rotating which goes
-first so that load from other work on the machine falls on all three alike:
+Starts four clusters side by side (one name server and one broker each): **plain**, **acl**
+(ACL 1.0: ``aclEnable=true``, the producer signs every request with an account that has PUB on
+the topic), **acl2** (ACL 2.0: ``authenticationEnabled`` and ``authorizationEnabled``, the
+producer a normal user whose ACL allows ``Pub`` on the topic) and **tls**
+(``tls.server.mode=enforcing`` on both processes, the producer verifies the server against the
+test CA). Then, for ``--runs`` rounds, runs the same scenarios against each cluster in turn,
+rotating which goes first so that load from other work on the machine falls on all alike:
 
 * **sync-1**: one producer sending 128-byte messages one at a time for ``--seconds``;
 * **sync-64**: 64 coroutines sending on one producer (requests pipelined on one connection).
 
 It reports, per cluster and scenario, the median Send TPS and the client's and the broker's
 CPU time per message, and each configuration's TPS change against plain next to its target
-(ACL at most 10% lower, TLS at most 25% lower). Run:
+(either ACL at most 10% lower, TLS at most 25% lower). Run:
 ``.venv/bin/python -m bench.security_bench [--runs 5] [--seconds 5]``.
 """
 
@@ -26,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from aiorocketmq.client import Admin, ClientOptions, Producer
+from aiorocketmq.client import Admin, ClientOptions, Producer, auth_admin
+from aiorocketmq.protocol.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 from aiorocketmq.protocol.loop import run as run_loop
 from bench.machine import summary as machine_summary
 from bench.sdk_bench import CpuMeter, Figures, sync_sends
@@ -37,7 +40,8 @@ TOPIC = "BenchmarkSdk"  # the topic sdk_bench.sync_sends sends to
 ACCESS_KEY, SECRET_KEY = "bench_user", "bench_secret_1"
 ADMIN_KEY, ADMIN_SECRET = "bench_admin", "bench_admin_1"
 SCENARIOS = {"sync-1": 1, "sync-64": 64}
-TARGETS = {"acl": 0.10, "tls": 0.25}
+TARGETS = {"acl": 0.10, "acl2": 0.10, "tls": 0.25}
+KINDS = ["plain", "acl", "acl2", "tls"]
 
 
 Settings = tuple[dict[str, Any], dict[str, Any], ClientOptions, ClientOptions]
@@ -70,6 +74,15 @@ def settings(root: Path, kind: str, pki: dict[str, Path]) -> Settings:
         broker = {"aclEnable": "true", "rocketmq.acl.plain.file": str(acl)}
         options = ClientOptions(access_key=ACCESS_KEY, secret_key=SECRET_KEY)
         admin_options = ClientOptions(access_key=ADMIN_KEY, secret_key=ADMIN_SECRET)
+    elif kind == "acl2":
+        broker = {
+            "authenticationEnabled": "true",
+            "authorizationEnabled": "true",
+            "initAuthenticationUser": f'{{"username":"{ADMIN_KEY}","password":"{ADMIN_SECRET}"}}',
+            "innerClientAuthenticationCredentials": f'{{"accessKey":"{ADMIN_KEY}","secretKey":"{ADMIN_SECRET}"}}',
+        }
+        options = ClientOptions(access_key=ACCESS_KEY, secret_key=SECRET_KEY)
+        admin_options = ClientOptions(access_key=ADMIN_KEY, secret_key=ADMIN_SECRET)
     elif kind == "tls":
         tls = root / "tls.properties"
         tls.write_text(
@@ -88,6 +101,13 @@ async def start(root: Path, kind: str, pki: dict[str, Path]) -> tuple[Cluster, C
     await cluster.start_broker("broker-a", **broker)
     async with Admin(cluster.namesrv_addr, options=admin_options) as admin:
         await admin.create_topic(TOPIC, queue_nums=8)
+        if kind == "acl2":
+            # A normal user allowed to publish to the topic (the super user sets it up).
+            addr = cluster.brokers["broker-a"].addr
+            await auth_admin.create_user(admin, addr, UserInfo(username=ACCESS_KEY, password=SECRET_KEY))
+            entry = PolicyEntryInfo(resource=f"Topic:{TOPIC}", actions=["Pub"], decision="Allow")
+            policy = PolicyInfo(policy_type="Custom", entries=[entry])
+            await auth_admin.create_acl(admin, addr, AclInfo(subject=f"User:{ACCESS_KEY}", policies=[policy]))
     return cluster, options
 
 
@@ -96,7 +116,7 @@ def median(values: list[float]) -> float:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    kinds = ["plain", "acl", "tls"]
+    kinds = [k for k in KINDS if k in args.kinds]
     with tempfile.TemporaryDirectory(prefix="security-bench-") as tmp:
         work = Path(tmp)
         pki = make_pki(work)
@@ -116,7 +136,7 @@ async def bench(args: argparse.Namespace) -> None:
                 producers[kind] = producer
                 await sync_sends(producer, 1.0, 8, args.size, meters[kind])  # warm up
             for round_no in range(args.runs):
-                order = kinds[round_no % 3 :] + kinds[: round_no % 3]
+                order = kinds[round_no % len(kinds) :] + kinds[: round_no % len(kinds)]
                 for kind in order:
                     for label, workers in SCENARIOS.items():
                         f = await sync_sends(producers[kind], args.seconds, workers, args.size, meters[kind])
@@ -159,6 +179,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--size", type=int, default=128)
+    parser.add_argument(
+        "--kinds", type=lambda text: text.split(","), default=KINDS, help="a subset of " + ",".join(KINDS)
+    )
     print(machine_summary(), flush=True)
     run_loop(bench(parser.parse_args()))
 

@@ -34,7 +34,7 @@ from aiorocketmq.protocol.acl import ACCESS_KEY, SIGNATURE, verify
 from aiorocketmq.protocol.body import HeartbeatData, LockBatchRequestBody
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.errors import BrokerError, ProtocolError
-from aiorocketmq.protocol.pop import PopRequestCode
+from aiorocketmq.protocol.pop import PopRequestCode, decode_batch_ack_body
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +88,19 @@ def permitted(needed: Perm, owned: Perm) -> bool:
     return bool(want & have)
 
 
-_DENY, _ANY, _PUB_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB | Perm.SUB)
+_DENY, _ANY, _PUB, _PUB_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB), int(Perm.PUB | Perm.SUB)
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 
 
-#: Codes only admin accounts may call: RocketMQ's five, their RocketMQ 5 bulk and static-topic
-#: forms and the 5.x broker settings (cold-data thresholds, commit-log read-ahead), plus the ACL requests that change the rules or show the secrets, which RocketMQ leaves
-#: to any signed account (docs/operations.md says why we differ). Reading the ACL files'
+#: Codes only admin accounts may call. RocketMQ's ACL 1.0 names five (creating and deleting
+#: topics and groups, broker settings); we add every other request that can lose data or change
+#: how the broker keeps it: their RocketMQ 5 bulk and static-topic forms, file deletion and the
+#: cleaners (TRIGGER_DELETE_FILES, DELETE_EXPIRED_COMMITLOG, CLEAN_EXPIRED_CONSUMEQUEUE,
+#: CLEAN_UNUSED_TOPIC), forbidding a group, the replication and POP-record resets, the 5.x
+#: broker settings (cold-data thresholds, commit-log read-ahead, request modes), the ACL
+#: requests that change the rules or show the secrets, and the ACL 2.0 user and policy
+#: requests. RocketMQ leaves all of these to any signed account; docs/operations.md lists
+#: every code with the permission it needs and says why we differ. Reading the ACL files'
 #: versions stays open to any signed account.
 ADMIN_CODES = frozenset(
     {
@@ -113,6 +120,26 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_ACL_CONFIG,
         RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
         RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+        # Data loss: deleting files or index entries, dropping topics.
+        RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.CLEAN_UNUSED_TOPIC,
+        # A group forbidden to read a topic stops consuming; replication and POP-record resets.
+        RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN,
+        RequestCode.RESET_MASTER_FLUSH_OFFSET,
+        PopRequestCode.POP_ROLLBACK,
+        # ACL 2.0's users and policies (their secrets included) under ACL 1.0's rules.
+        RequestCode.AUTH_CREATE_USER,
+        RequestCode.AUTH_UPDATE_USER,
+        RequestCode.AUTH_DELETE_USER,
+        RequestCode.AUTH_GET_USER,
+        RequestCode.AUTH_LIST_USER,
+        RequestCode.AUTH_CREATE_ACL,
+        RequestCode.AUTH_UPDATE_ACL,
+        RequestCode.AUTH_DELETE_ACL,
+        RequestCode.AUTH_GET_ACL,
+        RequestCode.AUTH_LIST_ACL,
     }
 )
 
@@ -398,6 +425,12 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
                 group(fields.get("a"))
             else:
                 need[str(topic)] = Perm.PUB
+    elif code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+        # Ours, beyond RocketMQ (signature only): a reply is stored in its topic (the cluster's
+        # reply topic), so it is publishing there.
+        topic = fields.get("b" if code == RequestCode.SEND_REPLY_MESSAGE_V2 else "topic")
+        if topic:
+            need[str(topic)] = Perm.PUB
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         group(fields.get("group"))
     elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
@@ -453,6 +486,37 @@ def needed_resources(code: int, fields: Mapping[str, Any], body: bytes | None) -
         group(fields.get("consumerGroup"))
         if fields.get("topic"):
             need[str(fields["topic"])] = Perm.SUB
+    elif code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
+        # Ours, beyond RocketMQ 4.9 (signature only): moving a group's offsets is consuming as
+        # that group, so it needs what committing them needs.
+        group(fields.get("group"))
+        if fields.get("topic"):
+            need[str(fields["topic"])] = Perm.SUB
+    elif code == RequestCode.CLONE_GROUP_OFFSET:
+        # Overwrites the destination group's offsets with what the source group has read.
+        group(fields.get("srcGroup"))
+        group(fields.get("destGroup"))
+        if fields.get("topic"):
+            need[str(fields["topic"])] = Perm.SUB
+    elif code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+        # Makes a client of the group consume a stored message again.
+        group(fields.get("consumerGroup"))
+    elif code == RequestCode.END_TRANSACTION:
+        # Committing or rolling back a half message is publishing it (Apache 5 asks PUB of the
+        # topic when the client names it; 4.x clients do not).
+        if fields.get("topic"):
+            need[str(fields["topic"])] = Perm.PUB
+    elif code == PopRequestCode.BATCH_ACK_MESSAGE:
+        # Acknowledging is consuming: every group (and topic) the batch names.
+        if body:
+            try:
+                _, acks = decode_batch_ack_body(body)
+            except ValueError:
+                return need
+            for ack in acks:
+                group(ack.consumer_group)
+                if not ack.topic.startswith(RETRY_PREFIX):
+                    need[ack.topic] = Perm.SUB
     elif code in _POP_CODES:
         # RocketMQ 5's POP requests consume as a pull does: the topic (an ack names the
         # retry topic for a redelivery, which the group's own permission covers) and the group.
@@ -503,21 +567,28 @@ class AccessValidator:
             self._next_look = now + self.reload_interval
             self.reload_if_changed()
         config = self.config
-        ip = remote_ip(remote_addr)
-        if config.global_white and config.white_listed(ip):
+        # The address is parsed only when a white list may admit it (or a refusal names it).
+        if config.global_white and config.white_listed(remote_ip(remote_addr)):
             return
         access_key = fields.get(ACCESS_KEY)
         if not access_key:
-            raise self._deny(f"No accessKey is configured (request code {code} from {ip})")
-        account = config.accounts.get(str(access_key))
+            raise self._deny(
+                f"No accessKey is configured (request code {code} from {remote_ip(remote_addr)})"
+            )
+        account = config.accounts.get(access_key if type(access_key) is str else str(access_key))
         if account is None:
-            raise self._deny(f"No acl config for {access_key} (request code {code} from {ip})")
-        if account.white_listed(ip):
+            raise self._deny(
+                f"No acl config for {access_key} (request code {code} from {remote_ip(remote_addr)})"
+            )
+        if account.white_remote_address and account.white_listed(remote_ip(remote_addr)):
             return
         if SIGNATURE not in fields or not verify(fields, body, account.secret_key):
             raise self._deny(
-                f"Check signature failed for accessKey={access_key} (request code {code} from {ip})"
+                f"Check signature failed for accessKey={access_key} "
+                f"(request code {code} from {remote_ip(remote_addr)})"
             )
+        if code == _SEND_V2 and self._send_permitted(account, fields.get("b")):
+            return  # the common case, without building the resource map
         needed = needed_resources(code, fields, body)
         if needed.get(TRACE_TOPIC) == Perm.PUB:
             return
@@ -532,6 +603,19 @@ class AccessValidator:
                 f"No permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
                 f"request code {code} needs {perm_name(perm)}"
             )
+
+    @staticmethod
+    def _send_permitted(account: Account, topic: Any) -> bool:
+        """Whether a SEND_MESSAGE_V2 to ``topic`` (not a retry topic) is surely allowed: what
+        the general path decides for it, on plain ints; False sends it there (and a refusal
+        is worded there)."""
+        if type(topic) is not str or not topic or topic.startswith(RETRY_PREFIX):
+            return False
+        if topic == TRACE_TOPIC or (account.admin and not account.resource_perms):
+            return True
+        owned = account.resource_perms.get(topic)
+        have = int(owned if owned is not None else account.default_topic_perm)
+        return not have & _DENY and bool(have & _PUB)
 
     @staticmethod
     def _deny(message: str) -> AclDeniedError:

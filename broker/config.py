@@ -88,6 +88,46 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     )
     #: One ACL file instead of the defaults (RocketMQ's ``-Drocketmq.acl.plain.file``).
     acl_plain_file: str | None = Field(None, alias="rocketmq.acl.plain.file")
+    #: Apache 5.3.3's ``AuthConfig`` key: JSON ``{"accessKey": .., "secretKey": ..}`` the broker
+    #: signs its own requests with (to the name servers: ``broker.registration``).
+    inner_client_authentication_credentials: str | None = Field(
+        None, alias="innerClientAuthenticationCredentials", repr=False
+    )
+    #: ACL 2.0 (broker/auth/, docs/security.md), under Apache 5.3.3's ``AuthConfig`` keys:
+    #: either switch on replaces ACL 1.0 (``aclEnable``), as RocketMQ 5.3 has only ACL 2.0.
+    authentication_enabled: bool = Field(False, alias="authenticationEnabled")
+    authorization_enabled: bool = Field(False, alias="authorizationEnabled")
+    #: Where the users and ACLs live (``auth.json``); ``<storePathRootDir>/config`` when unset.
+    auth_config_path: str | None = Field(None, alias="authConfigPath")
+    #: JSON ``{"username": .., "password": ..}``: a super user created at start if absent.
+    init_authentication_user: str | None = Field(None, alias="initAuthenticationUser", repr=False)
+    #: Request codes (comma-separated) that skip authentication / authorization.
+    authentication_whitelist: str | None = Field(None, alias="authenticationWhitelist")
+    authorization_whitelist: str | None = Field(None, alias="authorizationWhitelist")
+    #: Turn the ACL 1.0 accounts (plain_acl.yml) into users and ACLs at start.
+    migrate_auth_from_v1_enabled: bool = Field(False, alias="migrateAuthFromV1Enabled")
+    #: Apache's plug-in class names: accepted when blank or naming Apache's defaults (the only
+    #: implementations here); the strategy and cache keys are accepted and have no effect.
+    authentication_provider: str | None = Field(None, alias="authenticationProvider")
+    authentication_metadata_provider: str | None = Field(None, alias="authenticationMetadataProvider")
+    authentication_strategy: str | None = Field(None, alias="authenticationStrategy")
+    authorization_provider: str | None = Field(None, alias="authorizationProvider")
+    authorization_metadata_provider: str | None = Field(None, alias="authorizationMetadataProvider")
+    authorization_strategy: str | None = Field(None, alias="authorizationStrategy")
+    user_cache_max_num: int = Field(1000, alias="userCacheMaxNum")
+    user_cache_expired_second: int = Field(600, alias="userCacheExpiredSecond")
+    user_cache_refresh_second: int = Field(60, alias="userCacheRefreshSecond")
+    acl_cache_max_num: int = Field(1000, alias="aclCacheMaxNum")
+    acl_cache_expired_second: int = Field(600, alias="aclCacheExpiredSecond")
+    acl_cache_refresh_second: int = Field(60, alias="aclCacheRefreshSecond")
+    stateful_authentication_cache_max_num: int = Field(10000, alias="statefulAuthenticationCacheMaxNum")
+    stateful_authentication_cache_expired_second: int = Field(
+        60, alias="statefulAuthenticationCacheExpiredSecond"
+    )
+    stateful_authorization_cache_max_num: int = Field(10000, alias="statefulAuthorizationCacheMaxNum")
+    stateful_authorization_cache_expired_second: int = Field(
+        60, alias="statefulAuthorizationCacheExpiredSecond"
+    )
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start-up.
     trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
@@ -114,6 +154,23 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     #: Always send the registration body in its compressed form (a large topic table is
     #: compressed anyway, see ``broker.registration``).
     compressed_register: bool = Field(False, alias="compressedRegister")
+    #: The HA port's guards (ours; Apache has none, so all are off or generous by default and
+    #: Apache's masters and slaves still pair with ours): the replication account a slave
+    #: signs its handshake with (both set on master and slaves, or neither), TLS on the port
+    #: (mutual with ``haTlsNeedClientAuth``; certificates default to ``tls.server.*``), the
+    #: cap on connections, and the unread bytes a slave may leave for ``haWriteTimeout`` ms.
+    #: See broker/ha/security.py and docs/broker.md.
+    ha_auth_access_key: str | None = Field(None, alias="haAuthAccessKey")
+    ha_auth_secret_key: str | None = Field(None, alias="haAuthSecretKey", repr=False)
+    ha_tls_enable: bool = Field(False, alias="haTlsEnable")
+    ha_tls_cert_path: str | None = Field(None, alias="haTlsCertPath")
+    ha_tls_key_path: str | None = Field(None, alias="haTlsKeyPath")
+    ha_tls_key_password: str | None = Field(None, alias="haTlsKeyPassword", repr=False)
+    ha_tls_trust_cert_path: str | None = Field(None, alias="haTlsTrustCertPath")
+    ha_tls_need_client_auth: bool = Field(False, alias="haTlsNeedClientAuth")
+    ha_max_connections: int = Field(16, alias="haMaxConnections", ge=1)
+    ha_write_buffer_limit: int = Field(1 << 20, alias="haWriteBufferLimit", ge=64 * 1024)
+    ha_write_timeout: int = Field(10_000, alias="haWriteTimeout", ge=100)
 
     @field_validator("message_delay_level")
     @classmethod

@@ -6,6 +6,10 @@ brokers in one cluster, each with its own store (``--brokers N``: ``broker-a``, 
 ... on ``--broker-port``, then every ``--port-step`` ports above it); topics created on the
 cluster spread their queues over all of them.
 
+Every port (name server, broker remoting and VIP, HA, gRPC, metrics) listens on
+``--bind-address``: loopback by default, so a developer's cluster is not open to the network
+(``--bind-address 0.0.0.0`` opens it; the processes' own default, as Apache's, is 0.0.0.0).
+
 Ctrl-C (or SIGTERM) stops the brokers first, so they can unregister and flush, then the name
 server. If any process dies, the others are stopped too and the exit code says so.
 """
@@ -13,6 +17,7 @@ server. If any process dies, the others are stopped too and the exit code says s
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import socket
 import subprocess
@@ -23,6 +28,10 @@ from types import FrameType
 
 from aiorocketmq import compiled
 from aiorocketmq.protocol import speedups
+from aiorocketmq.protocol.message import local_ipv4
+
+#: Where ``make run`` listens unless told otherwise.
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,7 +48,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--port-step", type=int, default=100, help="port distance between brokers (each uses port-2..port+1)"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address the broker advertises (brokerIP1)")
+    parser.add_argument(
+        "--bind-address",
+        default=DEFAULT_BIND_ADDRESS,
+        metavar="HOST",
+        help="address every port of every process listens on (bindAddress; default 127.0.0.1: "
+        "loopback only; 0.0.0.0 opens the cluster to the network)",
+    )
+    parser.add_argument(
+        "--host",
+        help="address the brokers advertise (brokerIP1; default: the bind address, or this host's "
+        "address when that is 0.0.0.0)",
+    )
     parser.add_argument("-c", "--broker-config", help="extra broker.conf (RocketMQ keys)")
     return parser.parse_args(argv)
 
@@ -54,12 +74,33 @@ def broker_names(first: str, count: int) -> list[str]:
     return [first] + [f"{first}-{i + 1}" for i in range(1, count)]
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
+def _is_wildcard(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return False
+
+
+def connect_host(bind_address: str) -> str:
+    """The address the processes reach each other at: the bind address, or loopback when that
+    is every interface."""
+    return "127.0.0.1" if _is_wildcard(bind_address) else bind_address
+
+
+def advertised_host(bind_address: str, host: str | None) -> str:
+    """``brokerIP1``: as given, else the bind address, else (bound to every interface) the
+    address other hosts see this one by, so clients elsewhere can follow the routes."""
+    if host:
+        return host
+    return local_ipv4() if _is_wildcard(bind_address) else bind_address
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
     """Until the name server accepts connections (so the broker registers at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return True
         except OSError:
             time.sleep(0.1)
@@ -70,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = Path(args.data).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    namesrv_addr = f"127.0.0.1:{args.namesrv_port}"
+    local_host = connect_host(args.bind_address)
+    host = advertised_host(args.bind_address, args.host)
+    namesrv_addr = f"{local_host}:{args.namesrv_port}"
     namesrv = subprocess.Popen(
         [
             sys.executable,
@@ -80,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             str(args.namesrv_port),
             "--store-dir",
             str(data / "namesrv"),
+            "--bind-address",
+            args.bind_address,
         ]
     )
-    if not _wait_for_port(args.namesrv_port, namesrv):
+    if not _wait_for_port(local_host, args.namesrv_port, namesrv):
         print("local cluster: the name server did not start", file=sys.stderr)
         namesrv.terminate()
         namesrv.wait(30)
@@ -95,12 +140,13 @@ def main(argv: list[str] | None = None) -> int:
             "-n", namesrv_addr,
             "--listen-port", str(port),
             "--store-dir", str(data / name),
-            "--broker-ip", args.host,
+            "--broker-ip", host,
+            "--bind-address", args.bind_address,
             "--broker-name", name,
         ]  # fmt: skip
         if args.broker_config:
             broker_cmd += ["-c", args.broker_config]
-        brokers[f"{name} at {args.host}:{port}"] = subprocess.Popen(broker_cmd)
+        brokers[f"{name} at {host}:{port}"] = subprocess.Popen(broker_cmd)
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -110,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     print(
-        f"local cluster: name server {namesrv_addr}, brokers {', '.join(brokers)}, data in {data}; Ctrl-C stops it",
+        f"local cluster: name server {namesrv_addr}, brokers {', '.join(brokers)}, every port listening"
+        f" on {args.bind_address}, data in {data}; Ctrl-C stops it",
         file=sys.stderr,
         flush=True,
     )

@@ -15,16 +15,24 @@ connection closes, so it stays open between registrations. When that connection 
 name server restarted, or the network cut it), the broker reconnects at once and then every
 ``RECONNECT_MAX`` seconds at most, and registers as soon as a connection is back: a restarted
 name server knows the broker again within about a second of listening, not 30 s later.
+
+Every request to the name servers is signed, as Apache 5.3.3's broker signs them, when the
+broker has an account for it: ``innerClientAuthenticationCredentials`` (Apache's key, JSON
+``{"accessKey": ..., "secretKey": ...}``), else, with ACL 1.0 on (``aclEnable=true``), the first
+``admin: true`` account of its own ACL files (re-read when they change). A name server with
+``authenticationEnabled=true`` refuses unsigned registrations; others ignore the signature.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import zlib
 from collections.abc import Callable
 
+from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import RegisterBrokerBody, TopicConfigSerializeWrapper, TopicRouteData
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
@@ -37,8 +45,10 @@ from aiorocketmq.protocol.headers import (
 )
 from aiorocketmq.protocol.loop import cancel_and_wait, wait_event
 from aiorocketmq.protocol.message import split_address
+from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.transport import Connection, connect
 
+from .acl import AclConfig, AclConfigError, acl_files
 from .config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -52,6 +62,75 @@ RECONNECT_MAX = 0.5
 #: JSON and 26 KB compressed. The compressed form has no topicSysFlag, so a table using one
 #: goes as JSON unless ``compressedRegister`` asks for compression anyway (as Apache does).
 COMPRESS_OVER_TOPICS = 1000
+
+
+def inner_client_credentials(text: str | None) -> Credentials | None:
+    """``innerClientAuthenticationCredentials`` as Apache 5.3.3 reads it: JSON with
+    ``accessKey`` and ``secretKey`` (and ``securityToken``); None when blank or when either key
+    is blank (Apache then signs nothing). Raises :class:`ConfigError` for text that is not such
+    JSON."""
+    if text is None or not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"innerClientAuthenticationCredentials is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError('innerClientAuthenticationCredentials must be {"accessKey": ..., "secretKey": ...}')
+    access, secret = str(data.get("accessKey") or "").strip(), str(data.get("secretKey") or "").strip()
+    if not access or not secret:
+        return None
+    return Credentials(access, secret, str(data.get("securityToken") or "") or None)
+
+
+class NameServerCredentials:
+    """The account a broker signs its name-server requests with (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.inner = inner_client_credentials(config.inner_client_authentication_credentials)
+        self._acl: AclConfig | None = None
+        self._files = (
+            acl_files(config.rocketmq_home, config.acl_plain_file)
+            if self.inner is None and config.acl_enable
+            else []
+        )
+        self._current: Credentials | None = self.inner
+        if self._files:
+            self._reload()
+
+    def _reload(self) -> None:
+        try:
+            self._acl = AclConfig.load(self._files)
+        except AclConfigError as exc:
+            # The broker's ACL check reports the file (and refuses to start on it); until the
+            # edit is fixed, keep signing as before and try again at the next request.
+            log.debug("name-server signing keeps its account: %s", exc)
+            return
+        admin = next((a for a in self._acl.accounts.values() if a.admin), None)
+        previous = self._current
+        self._current = Credentials(admin.access_key, admin.secret_key) if admin is not None else None
+        if previous != self._current:
+            if self._current is None:
+                log.warning(
+                    "aclEnable=true but no admin account in %s: name-server requests go unsigned "
+                    "(set innerClientAuthenticationCredentials)",
+                    ", ".join(map(str, self._files)),
+                )
+            else:
+                log.info(
+                    "name-server requests signed as AccessKey=%s (first admin account of the ACL files)",
+                    self._current.access_key,
+                )
+
+    def current(self) -> Credentials | None:
+        if self._acl is not None and self._acl.changed():
+            self._reload()
+        return self._current
+
+    def sign(self, cmd: RemotingCommand) -> None:
+        credentials = self.current()
+        if credentials is not None:
+            sign(cmd, credentials)
 
 
 class NameServerRegistration:
@@ -77,6 +156,12 @@ class NameServerRegistration:
         self._changes_lock = asyncio.Lock()
         #: TLS towards the name servers when ``tls.enable=true`` (RocketMQ's client-side key).
         self._ssl = config.client_ssl_context()
+        self.credentials = NameServerCredentials(config)
+        if self.credentials.inner is not None:
+            log.info(
+                "name-server requests signed as AccessKey=%s (innerClientAuthenticationCredentials)",
+                self.credentials.inner.access_key,
+            )
         self._conns: dict[str, Connection] = {}
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.Event | None = None
@@ -146,7 +231,9 @@ class NameServerRegistration:
         conn = self._conns.get(address)
         if conn is None or conn.closed:
             host, port = split_address(address)
-            conn = await connect(host, port, name="broker->namesrv", ssl_context=self._ssl)
+            conn = await connect(
+                host, port, name="broker->namesrv", ssl_context=self._ssl, signer=self.credentials.sign
+            )
             self._conns[address] = conn
             conn.add_close_callback(lambda closed: self._lost(address, closed))
         return conn

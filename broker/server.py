@@ -31,6 +31,8 @@ from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, S
 
 from .acl import AccessValidator, AclConfigError, acl_files
 from .assignment import Assigner, RequestMode, RequestModeTable
+from .auth import AuthEngine, inner_credentials
+from .auth.admin import AuthAdminHandlers
 from .clients import ClientRegistry, ConsumerGroup
 from .cold_data import SWEEP_INTERVAL, ColdDataFlowControl, advise_read_ahead
 from .config import BrokerConfig
@@ -100,6 +102,11 @@ def access_validator(config: BrokerConfig) -> AccessValidator | None:
     usable ACL file refuses to start (raises :class:`ConfigError`) rather than serve open."""
     if not config.acl_enable:
         return None
+    if config.authentication_enabled or config.authorization_enabled:
+        # RocketMQ 5.3 has ACL 2.0 only: its switches replace aclEnable (migrateAuthFromV1Enabled
+        # carries the ACL 1.0 accounts over).
+        log.warning("aclEnable=true is ignored: ACL 2.0 (authenticationEnabled/authorizationEnabled) is on")
+        return None
     files = acl_files(config.rocketmq_home, config.acl_plain_file)
     if not files:
         raise ConfigError(
@@ -127,6 +134,26 @@ def guarded(access: AccessValidator, handler: Handler) -> Handler:
 
     def checked(conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         check(cmd.code, cmd.ext_fields, cmd.body, conn.address)
+        return handler(conn, cmd)
+
+    return checked
+
+
+def auth_engine(config: BrokerConfig) -> AuthEngine:
+    """ACL 2.0's metadata and checks; a broker whose ACL 2.0 settings cannot be used refuses to
+    start (raises :class:`ConfigError`)."""
+    engine = AuthEngine(config)
+    engine.start()
+    return engine
+
+
+def auth_guarded(engine: AuthEngine, handler: Handler) -> Handler:
+    """``handler`` behind ACL 2.0: a refused request raises NO_PERMISSION with Apache's remark,
+    which the transport answers and logs (rate-limited)."""
+    check = engine.check_remoting
+
+    def checked(conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        check(cmd.code, cmd.ext_fields, cmd.body, cmd.version, conn.address)
         return handler(conn, cmd)
 
     return checked
@@ -181,7 +208,9 @@ class Broker:
         self.registration = NameServerRegistration(
             config, self._registered_topics, self.ha.registered, topics.take_changed
         )
-        self.static_router = StaticTopicRouter(self.static_topics, self.registration.route)
+        self.static_router = StaticTopicRouter(
+            self.static_topics, self.registration.route, inner_credentials(config)
+        )
         self.pop = PopService(
             config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
         )
@@ -189,6 +218,8 @@ class Broker:
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
         )
         self.access = access_validator(config)
+        #: ACL 2.0: its metadata is kept (and managed by 3001-3010) even with both switches off.
+        self.auth = auth_engine(config)
         self.request_modes = RequestModeTable(config.config_dir)
         self.assigner = Assigner(
             self.request_modes,
@@ -255,6 +286,7 @@ class Broker:
                 consumer_tps=self.metrics.consumer_tps,
             ),
             AclHandlers(config, self.access),
+            AuthAdminHandlers(self.auth.store),
             MaintenanceHandlers(
                 config,
                 store=store,
@@ -282,7 +314,9 @@ class Broker:
             handlers.update(family.handlers())
         # The 5.x front calls the handlers itself, after its own (gRPC) access check.
         self.grpc = self._grpc_endpoint(dict(handlers)) if config.enable_grpc_server else None
-        if self.access is not None:
+        if self.auth.enabled:
+            handlers = {code: auth_guarded(self.auth, handler) for code, handler in handlers.items()}
+        elif self.access is not None:
             # Every request passes the access check first; with ACL off the handlers are
             # registered as they are, so the check costs nothing.
             handlers = {code: guarded(self.access, handler) for code, handler in handlers.items()}
@@ -363,7 +397,7 @@ class Broker:
             self.config.broker_addr,
             host,
             port,
-            "on" if self.access is not None else "off",
+            "2.0" if self.auth.enabled else "on" if self.access is not None else "off",
             self.server.tls.mode if self.server.tls is not None else "disabled",
         )
         log.log(  # a warning while a compiled build is installed but not running (compiled.py)
@@ -389,6 +423,7 @@ class Broker:
             pop=self.pop,
             handlers=handlers,
             access=self.access,
+            auth=self.auth if self.auth.enabled else None,
         )
         return GrpcEndpoint(service, self.config.server_tls())
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
+from aiorocketmq.protocol.acl import Credentials, sign
 from aiorocketmq.protocol.body import (
     DataVersion,
     LogicQueueMappingItem,
@@ -136,9 +138,13 @@ class StaticTopicRouter:
         self,
         table: StaticTopicTable,
         route: Callable[[str], Awaitable[TopicRouteData | None]],
+        credentials: Credentials | None = None,
     ) -> None:
         self.table = table
         self._route = route
+        #: The broker's own account (innerClientAuthenticationCredentials): forwards are re-signed
+        #: with it, since rewriting ``lo`` and ``bname`` voids the client's signature.
+        self._signer = partial(sign, credentials=credentials) if credentials is not None else None
         self._peers: dict[str, Connection] = {}
         self._installed = False
 
@@ -442,7 +448,7 @@ class StaticTopicRouter:
             raise ServerSystemError(f"cannot find addr for broker {bname}")
         host, _, port = addr.rpartition(":")
         try:
-            conn = await connect(host, int(port), name=f"static topic peer {bname}")
+            conn = await connect(host, int(port), name=f"static topic peer {bname}", signer=self._signer)
         except (OSError, MQError) as exc:
             raise ServerSystemError(f"cannot reach broker {bname} at {addr}: {exc}") from None
         self._peers[bname] = conn

@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from aiorocketmq.client import ClientOptions
+from aiorocketmq.protocol.auth import USER_SUBJECT_PREFIX, UserInfo, user_subject
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, MQVersion, Perm
 from aiorocketmq.protocol.errors import MQError
 
@@ -43,6 +44,8 @@ from .cluster_access import (
     GROUP_SETTINGS,
     MAX_SCAN,
     AclAccount,
+    AuthEntry,
+    AuthUser,
     ClusterAccess,
     MessageRow,
     TracedMessage,
@@ -837,16 +840,16 @@ def _perm_lines(text: str) -> list[str]:
     return [e.replace(" ", "") for e in entries]
 
 
-def _outcome(what: str, errors: dict[str, str | None]) -> RedirectResponse:
+def _outcome(what: str, errors: dict[str, str | None], back: str = "/acl") -> RedirectResponse:
     failed = {name: error for name, error in errors.items() if error}
     done = [name for name, error in errors.items() if not error]
     if failed:
         return redirect(
-            "/acl",
+            back,
             error=f"{what} on {', '.join(done)}; not on "
             + "; ".join(f"{name} ({error})" for name, error in failed.items()),
         )
-    return redirect("/acl", ok=f"{what} on {', '.join(done)}")
+    return redirect(back, ok=f"{what} on {', '.join(done)}")
 
 
 async def acl_account_update(request: Request) -> Response:
@@ -889,6 +892,138 @@ async def acl_white_update(request: Request) -> Response:
     if error:
         return redirect("/acl", error=f"global white list not saved: {error}")
     return _outcome("global white list saved", errors)
+
+
+# -- ACL 2.0 --------------------------------------------------------------------------------------
+
+#: Apache 5.3.3's wire values (protocol/auth.py).
+USER_TYPES = ("Normal", "Super")
+USER_STATUSES = ("enable", "disable")
+ACTIONS = ("All", "Pub", "Sub", "Create", "Update", "Delete", "Get", "List")
+DECISIONS = ("Allow", "Deny")
+RESOURCE_TYPES = ("Cluster", "Topic", "Group")
+
+
+def _items(text: str) -> list[str]:
+    """Comma- or line-separated values."""
+    return [item.strip() for item in text.replace(",", "\n").splitlines() if item.strip()]
+
+
+def _resources(text: str) -> list[str]:
+    resources = _items(text)
+    if not resources:
+        raise ValueError("give at least one resource: Topic:Orders, Group:billing, Cluster:DefaultCluster")
+    for resource in resources:
+        kind, sep, name = resource.partition(":")
+        if resource != "*" and (not sep or kind not in RESOURCE_TYPES or not name):
+            raise ValueError(
+                f"{resource!r} is not Type:name with Type one of {', '.join(RESOURCE_TYPES)} (or *)"
+            )
+    return resources
+
+
+def _subject(text: str) -> str:
+    subject = text.strip()
+    if not subject.startswith(USER_SUBJECT_PREFIX):
+        subject = user_subject(subject)
+    if subject == USER_SUBJECT_PREFIX:
+        raise ValueError("give the policy a subject: a user name")
+    return subject
+
+
+async def acl2_page(request: Request) -> Response:
+    view, error = await attempt(ops(request).auth())
+    query = request.query_params
+    editing_user = AuthUser(query.get("user", ""))
+    editing_entry = AuthEntry(query.get("subject", ""), "Custom", query.get("resource", ""))
+    if view:
+        editing_user = next((u for u in view.users if u.username == editing_user.username), editing_user)
+        editing_entry = next(
+            (
+                e
+                for e in view.entries
+                if (e.subject, e.resource) == (editing_entry.subject, editing_entry.resource)
+            ),
+            editing_entry,
+        )
+    return page(
+        request,
+        "acl2.html",
+        view=view,
+        editing_user=editing_user,
+        editing_entry=editing_entry,
+        user_types=USER_TYPES,
+        user_statuses=USER_STATUSES,
+        actions=ACTIONS,
+        decisions=DECISIONS,
+        error=error,
+    )
+
+
+async def acl2_user_save(request: Request) -> Response:
+    fields = await form(request)
+    username = fields.get("username", "").strip()
+    try:
+        if not username:
+            raise ValueError("give the user a name")
+        if fields.get("user_type", "Normal") not in USER_TYPES:
+            raise ValueError(f"the user type must be one of {', '.join(USER_TYPES)}")
+        if fields.get("user_status", "enable") not in USER_STATUSES:
+            raise ValueError(f"the status must be one of {', '.join(USER_STATUSES)}")
+        user = UserInfo(
+            username=username,
+            password=fields.get("password") or None,
+            user_type=fields.get("user_type", "Normal"),
+            user_status=fields.get("user_status", "enable"),
+        )
+        errors = await ops(request).save_user(user)
+    except EXPECTED as exc:
+        return redirect("/acl2", error=f"user {username} not saved: {describe(exc)}")
+    return _outcome(f"user {username} saved", errors, "/acl2")
+
+
+async def acl2_user_delete(request: Request) -> Response:
+    username = (await form(request)).get("username", "").strip()
+    errors, error = await attempt(ops(request).delete_user(username))
+    if error:
+        return redirect("/acl2", error=f"user {username} not deleted: {error}")
+    return _outcome(f"user {username} deleted", errors, "/acl2")
+
+
+async def acl2_policy_save(request: Request) -> Response:
+    fields = await form_lists(request)
+
+    def one(name: str) -> str:
+        return fields.get(name, [""])[-1].strip()
+
+    subject = one("subject")
+    try:
+        subject = _subject(subject)
+        resources = _resources(one("resources"))
+        actions = [a for a in fields.get("actions", []) if a]
+        if not actions or any(a not in ACTIONS for a in actions):
+            raise ValueError(f"choose at least one action of {', '.join(ACTIONS)}")
+        decision = one("decision")
+        if decision not in DECISIONS:
+            raise ValueError(f"the decision must be one of {', '.join(DECISIONS)}")
+        errors = await ops(request).save_policy(
+            subject, resources, actions, decision, _items(one("source_ips"))
+        )
+    except EXPECTED as exc:
+        return redirect("/acl2", error=f"policy of {subject} not saved: {describe(exc)}")
+    return _outcome(f"policy of {subject} saved", errors, "/acl2")
+
+
+async def acl2_policy_delete(request: Request) -> Response:
+    fields = await form(request)
+    subject = fields.get("subject", "").strip()
+    resource = fields.get("resource", "").strip() or None
+    policy_type = fields.get("policy_type", "").strip() or None
+    errors, error = await attempt(ops(request).delete_policy(subject, resource, policy_type))
+    what = f"policy of {subject}" + (f" on {resource}" if resource else "")
+    if error:
+        return redirect("/acl2", error=f"{what} not deleted: {error}")
+    return _outcome(f"{what} deleted", errors, "/acl2")
 
 
 # -- dead letters -------------------------------------------------------------------------------
@@ -1172,6 +1307,11 @@ def create_app(settings: Settings) -> Starlette:
         ("/acl/account", acl_account_update, ["POST"]),
         ("/acl/delete", acl_account_delete, ["POST"]),
         ("/acl/white", acl_white_update, ["POST"]),
+        ("/acl2", acl2_page, ["GET"]),
+        ("/acl2/user", acl2_user_save, ["POST"]),
+        ("/acl2/user/delete", acl2_user_delete, ["POST"]),
+        ("/acl2/policy", acl2_policy_save, ["POST"]),
+        ("/acl2/policy/delete", acl2_policy_delete, ["POST"]),
         ("/dlq", dlq_page, ["GET"]),
         ("/dlq/export", dlq_export, ["GET"]),
         ("/dlq/resend", dlq_resend, ["POST"]),

@@ -1,6 +1,10 @@
 """``mqdashboard --namesrv ADDR [--port 8080] [--host 127.0.0.1]``: serve the dashboard with
 uvicorn on the project's event loop. Logs ``listening on HOST:PORT`` once the socket is bound
-(``--port 0`` picks a free port) and stops cleanly, exit code 0, on SIGTERM or Ctrl-C."""
+(``--port 0`` picks a free port) and stops cleanly, exit code 0, on SIGTERM or Ctrl-C.
+
+Without a users file anyone who reaches the port may change the cluster (delete topics, reset
+offsets), so the dashboard serves beyond loopback only with ``--users`` (``--init-users``
+creates one with a random admin password), or when ``--insecure-no-login`` says so out loud."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from aiorocketmq.client.credentials import resolve_credentials
 from aiorocketmq.protocol.loop import run
 
 from .app import DEFAULT_DATA_DIR, Settings, create_app
-from .users import Sessions, UsersFileError, load_users
+from .users import Sessions, UsersFileError, create_users_file, is_loopback, load_users
 
 log = logging.getLogger("mqdashboard")
 
@@ -61,6 +65,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (8080; 0: any free port)")
     parser.add_argument(
         "--users", type=Path, help="users file (user=password[,1]; 1 marks an admin): login required"
+    )
+    parser.add_argument(
+        "--init-users",
+        action="store_true",
+        help="create the --users file when it does not exist: one admin, 'admin', with a random "
+        "password (read it from the file, mode 0600)",
+    )
+    parser.add_argument(
+        "--insecure-no-login",
+        action="store_true",
+        help="serve a non-loopback --host without a users file: anyone who reaches the port may "
+        "change the cluster (for a dashboard behind a proxy that does the login)",
     )
     parser.add_argument("--refresh", type=float, default=5.0, help="seconds between live chart samples (5)")
     parser.add_argument("--timeout", type=float, default=3.0, help="cluster request timeout in seconds (3)")
@@ -109,6 +125,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--collect-interval must not be negative and --history-days must be at least 1")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
+    if args.init_users and args.users is None:
+        parser.error("--init-users needs --users FILE (the file to create)")
+    if args.users is None and not args.insecure_no_login and not is_loopback(args.host):
+        parser.error(
+            f"refusing to serve {args.host} without a login: anyone who reaches it could change the "
+            "cluster. Give --users FILE (user=password[,1] a line; --init-users creates one), or "
+            "--host 127.0.0.1, or --insecure-no-login if a proxy in front does the login"
+        )
     return args
 
 
@@ -142,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions = None
     if args.users is not None:
         try:
+            if args.init_users and create_users_file(args.users):
+                log.warning(
+                    "created users file %s with one admin, 'admin'; its password is in the file", args.users
+                )
             sessions = Sessions(load_users(args.users))
         except (OSError, UsersFileError) as exc:
             print(f"mqdashboard: cannot use users file {args.users}: {exc}", file=sys.stderr)
@@ -161,6 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         collect_interval=args.collect_interval,
         history_days=args.history_days,
     )
+    if sessions is None and not is_loopback(args.host):
+        log.warning(
+            "serving %s WITHOUT A LOGIN (--insecure-no-login): anyone who reaches port %d may change the cluster",
+            args.host,
+            args.port,
+        )
     try:
         run(serve(settings, args.host, args.port))
     except KeyboardInterrupt:

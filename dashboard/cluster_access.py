@@ -31,11 +31,13 @@ from aiorocketmq.client import (
     Producer,
     PullStatus,
     SendResult,
+    auth_admin,
 )
 from aiorocketmq.client.cluster_admin import consumer_running_info, producer_table
 from aiorocketmq.client.cluster_admin import update_broker_config as _update_broker_config
 from aiorocketmq.client.pull import pull
 from aiorocketmq.protocol.admin_requests import ConsumerRunningInfo
+from aiorocketmq.protocol.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 from aiorocketmq.protocol.body import (
     ConsumerConnection,
     ConsumeStats,
@@ -287,6 +289,51 @@ class AclView:
     brokers: list[BrokerAcl]
     #: One row per distinct account definition (an account the masters hold alike is one row).
     accounts: list[AclAccount]
+
+
+@dataclass
+class AuthUser:
+    """An ACL 2.0 user as one or more masters hold it (the password is never shown)."""
+
+    username: str
+    user_type: str = ""
+    user_status: str = ""
+    brokers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuthEntry:
+    """One entry of an ACL 2.0 policy: a subject's rule on one resource, on some masters."""
+
+    subject: str
+    policy_type: str
+    resource: str
+    actions: list[str] = field(default_factory=list)
+    source_ips: list[str] = field(default_factory=list)
+    decision: str = ""
+    brokers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuthView:
+    """Every master's ACL 2.0 users and policies; a master that refuses says why in
+    ``brokers`` (an :class:`BrokerAcl` whose global white list stays empty)."""
+
+    brokers: list[BrokerAcl]
+    users: list[AuthUser]
+    entries: list[AuthEntry]
+
+
+def _merge(rows: list[Any]) -> list[Any]:
+    """Rows the masters hold alike become one row naming all of them."""
+    merged: list[Any] = []
+    for row in rows:
+        same = next((m for m in merged if replace(m, brokers=[]) == replace(row, brokers=[])), None)
+        if same is None:
+            merged.append(row)
+        else:
+            same.brokers.extend(row.brokers)
+    return merged
 
 
 def describe(exc: BaseException) -> str:
@@ -998,6 +1045,97 @@ class ClusterAccess:
     async def update_global_white(self, patterns: list[str]) -> dict[str, str | None]:
         """Replace every master's global white list (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)."""
         return await self._each_acl_master(lambda addr: self.admin.update_global_white_addrs(addr, patterns))
+
+    # -- ACL 2.0 (RocketMQ 5.3's users and policies, client/auth_admin.py) ----------------------
+
+    async def auth(self) -> AuthView:
+        """Every master's users and ACL policies (AUTH_LIST_USER, AUTH_LIST_ACL)."""
+        masters = await self.masters()
+
+        async def ask(name: str, addr: str) -> tuple[BrokerAcl, list[AuthUser], list[AuthEntry]]:
+            broker = BrokerAcl(name, addr)
+            try:
+                users, acls = await asyncio.gather(
+                    auth_admin.list_users(self.admin, addr), auth_admin.list_acls(self.admin, addr)
+                )
+            except (MQError, OSError) as exc:
+                broker.error = describe(exc)
+                return broker, [], []
+            held_users = [
+                AuthUser(u.username or "", u.user_type or "", u.user_status or "", [name]) for u in users
+            ]
+            entries = [
+                AuthEntry(
+                    acl.subject or "",
+                    policy.policy_type or "",
+                    entry.resource or "",
+                    list(entry.actions or []),
+                    list(entry.source_ips or []),
+                    entry.decision or "",
+                    [name],
+                )
+                for acl in acls
+                for policy in acl.policies or []
+                for entry in policy.entries or []
+            ]
+            return broker, held_users, entries
+
+        answers = await asyncio.gather(*(ask(n, a) for n, a in masters.items()))
+        users = _merge([u for _, held, _ in answers for u in held])
+        entries = _merge([e for _, _, held in answers for e in held])
+        users.sort(key=lambda u: (u.username, u.brokers))
+        entries.sort(key=lambda e: (e.subject, e.policy_type, e.resource, e.brokers))
+        return AuthView([b for b, _, _ in answers], users, entries)
+
+    async def save_user(self, user: UserInfo) -> dict[str, str | None]:
+        """Create the user on every master that lacks it, update it where it exists (a password
+        left out stays as held)."""
+        username = user.username or ""
+
+        async def save(addr: str) -> None:
+            if await auth_admin.get_user(self.admin, addr, username) is None:
+                await auth_admin.create_user(self.admin, addr, user)
+            else:
+                await auth_admin.update_user(self.admin, addr, user)
+
+        return await self._each_acl_master(save)
+
+    async def delete_user(self, username: str) -> dict[str, str | None]:
+        return await self._each_acl_master(lambda addr: auth_admin.delete_user(self.admin, addr, username))
+
+    async def save_policy(
+        self,
+        subject: str,
+        resources: list[str],
+        actions: list[str],
+        decision: str,
+        source_ips: list[str],
+    ) -> dict[str, str | None]:
+        """Give ``subject`` an entry per resource (in its custom policy) on every master: a
+        new ACL where it has none, else its entries for these resources replaced."""
+        entries = [
+            PolicyEntryInfo(resource=r, actions=actions, source_ips=source_ips or None, decision=decision)
+            for r in resources
+        ]
+        acl = AclInfo(subject=subject, policies=[PolicyInfo(policy_type="Custom", entries=entries)])
+
+        async def save(addr: str) -> None:
+            if await auth_admin.get_acl(self.admin, addr, subject) is None:
+                await auth_admin.create_acl(self.admin, addr, acl)
+            else:
+                await auth_admin.update_acl(self.admin, addr, acl)
+
+        return await self._each_acl_master(save)
+
+    async def delete_policy(
+        self, subject: str, resource: str | None = None, policy_type: str | None = None
+    ) -> dict[str, str | None]:
+        """Delete a subject's entry for ``resource``, or its whole ACL, on every master."""
+        return await self._each_acl_master(
+            lambda addr: auth_admin.delete_acl(
+                self.admin, addr, subject, policy_type=policy_type, resource=resource
+            )
+        )
 
 
 def _account(config: dict[str, Any], broker: str) -> AclAccount:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
+import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,38 @@ def load_users(path: Path) -> dict[str, User]:
     if not users:
         raise UsersFileError(f"{path} names no user")
     return users
+
+
+def create_users_file(path: Path, name: str = "admin") -> bool:
+    """Make ``path`` a users file with one admin, ``name``, and a random password, readable by
+    its owner only; ``False`` (and nothing written) when the file exists already. For a
+    dashboard that must serve beyond loopback from its first start (a container's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(
+            f"# made by mqdashboard --init-users: user=password[,1], 1 = admin\n{name}={secrets.token_urlsafe(18)},1\n"
+        )
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback one: only this machine can connect.
+    Every interface (``0.0.0.0``, ``::``, empty) and names that do not resolve are not."""
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
 class Sessions:

@@ -61,6 +61,7 @@ def load_settings(args: argparse.Namespace) -> NamesrvSettings:
     )
     # Show and use the resolved path, so `-p` tells the operator where the file really is.
     settings.kv_config_path = str(settings.kv_config_file)
+    settings.auth_users_file = str(settings.users_file)
     return settings
 
 
@@ -97,6 +98,10 @@ async def serve(settings: NamesrvSettings) -> int:
         settings.broker_expiry,
         settings.scan_interval,
     )
+    if namesrv.auth is not None:
+        log.info("authenticated writes: %s", namesrv.auth.describe())
+    else:
+        log.info("writes are not authenticated (authenticationEnabled=false)")
     await stopping.wait()
     log.info("shutting down")
     await namesrv.close()

@@ -7,6 +7,10 @@ name server's keys; ``bindAddress`` and ``scanNotActiveBrokerInterval`` are Rock
 120 s in 4.x (here it is a setting, so tests can run on a seconds scale). ``storePathRootDir``
 is the data directory; ``kvConfigPath`` defaults to ``<storePathRootDir>/kvConfig.json``.
 RocketMQ's ``tls.server.*`` keys (or ``tls.config.file``) put the listening socket under TLS.
+
+``authenticationEnabled`` is Apache 5.3.3's ACL 2.0 switch (``AuthConfig``), which Apache's name
+server does not read: here it makes every write signed by an account of ``authUsersFile``
+(default ``<storePathRootDir>/namesrv_users.yml``; see :mod:`namesrv.auth`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from aiorocketmq.protocol.settings import ServerLimitSettings, TlsSettings
 
 DEFAULT_STORE_DIR = "~/namesrv"
 KV_CONFIG_FILE = "kvConfig.json"
+USERS_FILE = "namesrv_users.yml"
 
 
 class NamesrvSettings(TlsSettings, ServerLimitSettings):
@@ -31,8 +36,12 @@ class NamesrvSettings(TlsSettings, ServerLimitSettings):
     scan_not_active_broker_interval: int = Field(10_000, alias="scanNotActiveBrokerInterval", gt=0)
     #: Off, the topic-list queries by cluster and by unit flag answer SYSTEM_ERROR "disable".
     enable_topic_list: bool = Field(True, alias="enableTopicList")
+    #: Every write (registrations, KV config, permissions, topic deletion) signed by an account
+    #: of the users file; off by default, as Apache's name server has no authentication.
+    authentication_enabled: bool = Field(False, alias="authenticationEnabled")
+    auth_users_file: str = Field("", alias="authUsersFile")
 
-    @field_validator("kv_config_path", "store_path_root_dir", mode="before")
+    @field_validator("kv_config_path", "store_path_root_dir", "auth_users_file", mode="before")
     @classmethod
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
@@ -47,6 +56,13 @@ class NamesrvSettings(TlsSettings, ServerLimitSettings):
         if self.kv_config_path:
             return Path(self.kv_config_path).expanduser()
         return self.store_dir / KV_CONFIG_FILE
+
+    @property
+    def users_file(self) -> Path:
+        """``authUsersFile`` when set, else ``namesrv_users.yml`` in the store directory."""
+        if self.auth_users_file:
+            return Path(self.auth_users_file).expanduser()
+        return self.store_dir / USERS_FILE
 
     @property
     def broker_expiry(self) -> float:

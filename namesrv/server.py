@@ -4,7 +4,8 @@ Handlers stay thin: decode the header and body, ask :class:`~namesrv.routes.Rout
 :class:`~namesrv.kv_config.KVConfig`, encode the answer (docs/protocol.md §3.1). Bad headers and
 bodies raise :class:`~protocol.errors.ProtocolError`, which the transport turns into a
 SYSTEM_ERROR response naming the problem; unknown request codes get REQUEST_CODE_NOT_SUPPORTED
-from the transport.
+from the transport. With ``authenticationEnabled`` every write goes through
+:class:`~namesrv.auth.WriteAuthenticator` first; a refused one changes nothing.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ from aiorocketmq.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from aiorocketmq.protocol.settings import read_properties
-from aiorocketmq.protocol.transport import Connection, Handler, Server
+from aiorocketmq.protocol.settings import ConfigError, read_properties
+from aiorocketmq.protocol.transport import REFUSALS, Connection, Handler, HandlerResult, Server
 
+from .auth import WRITES, UsersFileError, WriteAuthenticator
 from .config import NamesrvSettings
 from .kv_config import KVConfig
 from .routes import LiveBroker, RouteRegistry
@@ -66,7 +68,17 @@ log = logging.getLogger(__name__)
 # Java appends this hint to its TOPIC_NOT_EXIST remark (FAQUrl.suggestTodo).
 #: Keys no request may change: where the server keeps its files and whom it serves on.
 NAMESRV_CONFIG_BLACK_LIST = frozenset(
-    {"configBlackList", "configStorePath", "kvConfigPath", "storePathRootDir", "listenPort", "bindAddress"}
+    {
+        "configBlackList",
+        "configStorePath",
+        "kvConfigPath",
+        "storePathRootDir",
+        "listenPort",
+        "bindAddress",
+        # Authentication is the file's and the restart's business: a request must not lift it.
+        "authenticationEnabled",
+        "authUsersFile",
+    }
 )
 
 _FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -86,6 +98,17 @@ class NameServer:
         self.clock = clock
         self.routes = RouteRegistry(settings.broker_expiry)
         self.kv = kv if kv is not None else KVConfig.load(settings.kv_config_file)
+        self.auth: WriteAuthenticator | None = None
+        if settings.authentication_enabled:
+            try:
+                self.auth = WriteAuthenticator(settings.users_file)
+            except UsersFileError as exc:
+                raise ConfigError(f"authenticationEnabled=true but {exc}") from None
+            if not self.auth.users.accounts:
+                raise ConfigError(
+                    f"authenticationEnabled=true but {settings.users_file} has no broker or admin "
+                    "account: no broker could register"
+                )
         # Like RocketMQ (serverChannelMaxIdleTimeSeconds): brokers and clients talk every 30 s.
         self.server = Server(
             self._handlers(),
@@ -99,6 +122,28 @@ class NameServer:
         self._scanner: asyncio.Task[None] | None = None
 
     def _handlers(self) -> dict[int, Handler]:
+        handlers = self._all_handlers()
+        if self.auth is not None:
+            for code in WRITES:
+                handlers[code] = self._authenticated(self.auth, handlers[code])
+        return handlers
+
+    @staticmethod
+    def _authenticated(auth: WriteAuthenticator, handler: Handler) -> Handler:
+        """``handler`` behind the write check: a refusal is answered (and logged, at most once a
+        minute per request code and kind) before the handler sees the request."""
+        check = auth.check
+
+        def checked(conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+            refusal = check(cmd.code, cmd.ext_fields, cmd.body)
+            if refusal is None:
+                return handler(conn, cmd)
+            REFUSALS.refused(conn.address, cmd.code, int(refusal.code), refusal.remark, logging.WARNING)
+            return cmd.response(refusal.code, refusal.remark)
+
+        return checked
+
+    def _all_handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,

@@ -1,4 +1,10 @@
-"""Signed 5.x requests under the broker's ACL: the ``authorization`` header
+"""Signed 5.x requests under the broker's ACL.
+
+ACL 2.0 (:func:`authorize_v2`): the engine of ``broker.auth`` reads the same headers and the
+request message, as Apache's proxy does; every refusal, of authentication or authorization, is
+UNAUTHORIZED with Apache's message.
+
+ACL 1.0: the ``authorization`` header
 (``MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, Signature=<hex>``) is an
 HMAC-SHA1 of the ``x-mq-date-time`` header under the account's secret key; the account's
 resource permissions then decide, as for remoting requests (``plain_acl.yml``).
@@ -13,8 +19,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from aiorocketmq.broker.acl import AccessValidator, Perm, perm_name, remote_ip
+from aiorocketmq.broker.auth.store import AuthError
+
+if TYPE_CHECKING:
+    from aiorocketmq.broker.auth import AuthEngine
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
@@ -86,3 +97,11 @@ def authorize(
             f"no permission for {kind}={name}: accessKey={access_key} holds {perm_name(owned)}, "
             f"needs {perm_name(perm)}"
         )
+
+
+def authorize_v2(engine: AuthEngine, metadata: Mapping[str, str], peer_ip: str, request: Any) -> None:
+    """ACL 2.0's check of a 5.x request; raises :class:`Unauthorized` when refused."""
+    try:
+        engine.check_grpc(metadata, peer_ip, request)
+    except AuthError as exc:
+        raise Unauthorized(str(exc)) from None

@@ -7,6 +7,13 @@ is beyond grpcio, which takes one kind per port: grpcio then listens on two loop
 one of each kind, and the public port hands each accepted connection, by its first byte (0x16
 opens a TLS handshake; an HTTP/2 preface never starts with it), to the matching one and
 copies bytes both ways. TLS, ALPN and HTTP/2 stay grpcio's; the copy costs one hop.
+
+grpcio refuses a request message over ``grpc.max_receive_message_length`` before it is
+buffered whole; that limit follows the broker's ``maxMessageSize`` plus headroom for the
+message's other fields (Apache's proxy takes 130 MiB, which lets a few unauthenticated
+clients grow the broker by hundreds of MiB). Every refusal, by grpcio (the size limit) or by
+the service (the in-band 4xx statuses: credentials, permissions, bad requests), is logged as
+remoting refusals are: at most once a minute per method and kind, with the count of repeats.
 """
 
 from __future__ import annotations
@@ -14,27 +21,194 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from aiorocketmq.protocol.tls import TLS_HANDSHAKE, ClientAuth, ServerTls, TlsMode
 
+from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
 from .service import MessagingService
 
 log = logging.getLogger(__name__)
 
-#: The proxy takes messages up to 130 MiB; clients send no larger.
-MAX_MESSAGE_SIZE = 130 * 1024 * 1024
+#: What a request may hold beyond its message bodies: topic, system and user properties
+#: (at most 16 KiB of user properties a message), the protobuf framing.
+HEADROOM = 1024 * 1024
 OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
     ("grpc.max_send_message_length", -1),
     # The Java client pings every 300 s, calls or not.
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.so_reuseport", 0),
 ]
+
+
+def receive_limit(max_message_size: int) -> int:
+    """The largest request message grpcio reads: the broker's body limit plus headroom."""
+    return max_message_size + HEADROOM
+
+
+def server_options(max_message_size: int) -> list[tuple[str, Any]]:
+    return [("grpc.max_receive_message_length", receive_limit(max_message_size)), *OPTIONS]
+
+
+class GrpcRefusalLog:
+    """Logs refused gRPC requests, at most once a minute per method and kind of refusal;
+    repeats within the interval are counted and reported with the next line (as
+    :class:`~aiorocketmq.protocol.transport.RefusalLog` does for remoting requests)."""
+
+    def __init__(self, interval: float = 60.0) -> None:
+        self.interval = interval
+        self._seen: dict[tuple[str, str], list[float]] = {}
+
+    def refused(self, peer: str, method: str, kind: str, reason: str, level: int = logging.INFO) -> None:
+        now = time.monotonic()
+        entry = self._seen.get((method, kind))
+        if entry is not None and now - entry[0] < self.interval:
+            entry[1] += 1
+            return
+        since = f" ({int(entry[1])} more since the last line)" if entry is not None and entry[1] else ""
+        self._seen[(method, kind)] = [now, 0.0]
+        log.log(level, "refused gRPC %s from %s: %s: %s%s", method, peer, kind, reason, since)
+
+
+#: One for the process, as remoting's.
+GRPC_REFUSALS = GrpcRefusalLog()
+#: In-band codes that answer a request rather than refuse it (nothing new to receive, no
+#: offset committed yet) or that are the broker's own trouble.
+_NOT_REFUSALS = frozenset({pb.Code.MESSAGE_NOT_FOUND, pb.Code.OFFSET_NOT_FOUND, pb.Code.REQUEST_TIMEOUT})
+
+
+def _refusal(response: Any) -> pb.Status | None:
+    """The status of a response that refuses its request (a 4xx in-band code), if it does;
+    for MULTIPLE_RESULTS, the first refused entry's."""
+    status = getattr(response, "status", None)
+    if status is None:
+        return None
+    code = status.code
+    if code == pb.Code.MULTIPLE_RESULTS:
+        for entry in getattr(response, "entries", ()):
+            found = _refusal(entry)
+            if found is not None:
+                return found
+        return None
+    if 40000 <= code < 50000 and code not in _NOT_REFUSALS:
+        return status
+    return None
+
+
+class _Registrar:
+    """Stands for the server while a generated ``add_*Servicer_to_server`` registers its
+    method handlers, so that they can be wrapped before the real server gets them."""
+
+    def __init__(self) -> None:
+        self.services: list[tuple[str, dict[str, grpc.RpcMethodHandler]]] = []
+
+    def add_generic_rpc_handlers(self, _handlers: Any) -> None:
+        pass  # the same handlers come again, by name, to add_registered_method_handlers
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        self.services.append((service, dict(handlers)))
+
+
+class RefusalLogger:
+    """Wraps each method handler of the service (once, at start) to see every call: those
+    grpcio refuses before the service (a request over the receive limit: no request message
+    ever reaches the handler) and the service's in-band refusals.
+
+    Unary-request handlers are served as stream-request ones so that a request grpcio threw
+    away is noticed (``read()`` answers EOF) instead of the call ending unseen."""
+
+    def __init__(self, limit: int, refusals: GrpcRefusalLog = GRPC_REFUSALS) -> None:
+        self.limit = limit
+        self.refusals = refusals
+
+    def add_service(
+        self, add_to_server: Callable[[Any, Any], None], servicer: Any, server: grpc.aio.Server
+    ) -> None:
+        """``add_to_server(servicer, server)`` (the generated ``add_*Servicer_to_server``), with
+        every method handler wrapped."""
+        registrar = _Registrar()
+        add_to_server(servicer, registrar)
+        for service, handlers in registrar.services:
+            wrapped = {name: self.wrap(name, handler) for name, handler in handlers.items()}
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
+            server.add_registered_method_handlers(service, wrapped)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if handler.unary_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._server_streaming(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._bidi(method, handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    async def _request(self, method: str, context: grpc.aio.ServicerContext) -> Any:
+        peer = context.peer()  # (empty once grpcio has ended the call)
+        request = await context.read()
+        if request is grpc.aio.EOF:
+            self.refusals.refused(
+                peer,
+                method,
+                "RESOURCE_EXHAUSTED",
+                f"no request message arrived (over the {self.limit}-byte receive limit, or the client gave up)",
+                logging.WARNING,
+            )
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "no request message")
+        return request
+
+    def _check(self, method: str, context: grpc.aio.ServicerContext, response: Any) -> None:
+        status = _refusal(response)
+        if status is not None:
+            self.refusals.refused(context.peer(), method, pb.Code.Name(status.code), status.message)
+
+    def _unary(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        async def serve(_requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            response = await behavior(await self._request(method, context), context)
+            self._check(method, context, response)
+            return response
+
+        return serve
+
+    def _server_streaming(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        async def serve(
+            _requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            async for response in behavior(await self._request(method, context), context):
+                self._check(method, context, response)
+                yield response
+
+        return serve
+
+    def _bidi(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        async def serve(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            async for response in behavior(requests, context):
+                self._check(method, context, response)
+                yield response
+
+        return serve
 
 
 def server_credentials(tls: ServerTls) -> grpc.ServerCredentials:
@@ -61,14 +235,19 @@ class GrpcEndpoint:
         self.service = service
         self.tls = tls
         self.port = 0
+        self.receive_limit = 0
         self._server: grpc.aio.Server | None = None
         self._sorter: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (``port`` 0 picks a free one)."""
-        server = grpc.aio.server(options=OPTIONS)
-        pb_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        max_message_size = self.service.store.config.max_message_size
+        self.receive_limit = receive_limit(max_message_size)
+        server = grpc.aio.server(options=server_options(max_message_size))
+        RefusalLogger(self.receive_limit).add_service(
+            pb_grpc.add_MessagingServiceServicer_to_server, self.service, server
+        )
         mode = self.tls.mode if self.tls is not None else TlsMode.DISABLED
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if mode == TlsMode.DISABLED:

@@ -26,6 +26,7 @@ import grpc
 
 from aiorocketmq.broker.acl import AccessValidator
 from aiorocketmq.broker.acl import Perm as AclPerm
+from aiorocketmq.broker.auth import AuthEngine
 from aiorocketmq.broker.clients import ClientChannel, ClientRegistry
 from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.groups import GroupTable
@@ -62,7 +63,7 @@ from aiorocketmq.protocol.transport import Handler
 
 from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
-from .auth import Forbidden, Unauthorized, authorize
+from .auth import Forbidden, Unauthorized, authorize, authorize_v2
 from .convert import (
     BORN_HOST,
     BORN_TIMESTAMP,
@@ -90,8 +91,8 @@ CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
 CLIENT_VERSION = "x-mq-client-version"
 
-#: The proxy's limits on a sent message (ProxyConfig defaults).
-MAX_BODY_SIZE = 4 * 1024 * 1024
+#: The proxy's limits on a sent message (ProxyConfig defaults; the body's is the broker's
+#: maxMessageSize).
 MAX_USER_PROPERTIES = 128
 MAX_USER_PROPERTIES_SIZE = 16 * 1024
 MAX_MESSAGE_GROUP_SIZE = 64
@@ -222,6 +223,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         pop: PopService,
         handlers: Mapping[int, Handler],
         access: AccessValidator | None,
+        auth: AuthEngine | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -233,6 +235,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.pop = pop
         self.handlers = handlers
         self.access = access
+        #: ACL 2.0 (replaces ``access`` when set).
+        self.auth = auth
         #: Where route answers send clients: the broker's address and the gRPC port.
         self.endpoints = pb.Endpoints()
         self.sessions: dict[str, Session] = {}
@@ -351,8 +355,17 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             session.last_seen = time.monotonic()
         return session
 
-    def _authorize(self, context: grpc.aio.ServicerContext, needed: Mapping[str, AclPerm]) -> None:
-        """Raise :class:`RpcError` unless ACL is off or the signed request may do this."""
+    def _authorize(
+        self, context: grpc.aio.ServicerContext, needed: Mapping[str, AclPerm], request: Any = None
+    ) -> None:
+        """Raise :class:`RpcError` unless ACL is off or the signed request may do this
+        (``needed`` for ACL 1.0; ACL 2.0 reads what it needs from the ``request`` message)."""
+        if self.auth is not None:
+            try:
+                authorize_v2(self.auth, _metadata(context), _peer(context)[0], request)
+            except Unauthorized as exc:
+                raise RpcError(Code.UNAUTHORIZED, str(exc)) from None
+            return
         access = self.access
         if access is None:
             return
@@ -384,7 +397,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
         try:
-            self._authorize(context, {})
+            self._authorize(context, {}, request)
             return pb.QueryRouteResponse(status=OK, message_queues=self._route(request.topic.name))
         except RpcError as exc:
             return pb.QueryRouteResponse(status=exc.status)
@@ -446,7 +459,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self, request_iterator: AsyncIterator[pb.TelemetryCommand], context: Any
     ) -> AsyncIterator[pb.TelemetryCommand]:
         try:
-            self._authorize(context, {})
+            self._authorize(context, {}, pb.TelemetryCommand())
             session = self._client_id_required(context)
         except RpcError as exc:
             yield pb.TelemetryCommand(status=exc.status)
@@ -455,7 +468,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if session.stream is not None:
             session.stream.close()
         session.stream = stream
-        reader = asyncio.ensure_future(self._read_telemetry(session, stream, request_iterator))
+        reader = asyncio.ensure_future(self._read_telemetry(session, stream, request_iterator, context))
         try:
             while True:
                 command = await stream.out.get()
@@ -472,7 +485,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 session.stream = None
 
     async def _read_telemetry(
-        self, session: Session, stream: TelemetryStream, requests: AsyncIterator[pb.TelemetryCommand]
+        self,
+        session: Session,
+        stream: TelemetryStream,
+        requests: AsyncIterator[pb.TelemetryCommand],
+        context: Any = None,
     ) -> None:
         error: BaseException | None = None
         try:
@@ -480,6 +497,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 session.last_seen = time.monotonic()
                 kind = command.WhichOneof("command")
                 if kind == "settings":
+                    if self.auth is not None and context is not None:
+                        try:  # ACL 2.0 checks the topics and group a client declares
+                            self._authorize(context, {}, command)
+                        except RpcError as exc:
+                            stream.send(pb.TelemetryCommand(status=exc.status))
+                            continue
                     stream.send(
                         pb.TelemetryCommand(
                             status=OK, settings=self._adopt_settings(session, command.settings)
@@ -518,7 +541,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 )
             )
         else:
-            merged.publishing.max_body_size = MAX_BODY_SIZE
+            merged.publishing.max_body_size = self.store.config.max_message_size
             merged.publishing.validate_message_type = settings.publishing.validate_message_type
             merged.backoff_policy.CopyFrom(PRODUCER_BACKOFF)
         self._register(session)
@@ -586,7 +609,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
         try:
-            self._authorize(context, {})
+            self._authorize(context, {}, request)
             session = self._client_id_required(context)
             if session.settings is None:
                 raise RpcError(
@@ -602,7 +625,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self, request: pb.NotifyClientTerminationRequest, context: Any
     ) -> pb.NotifyClientTerminationResponse:
         try:
-            self._authorize(context, {})
+            self._authorize(context, {}, request)
             session = self._session(context, create=False)
             if session is None or session.settings is None:
                 raise RpcError(Code.UNRECOGNIZED_CLIENT_TYPE, "unknown client")
@@ -648,7 +671,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if not request.messages:
             return pb.SendMessageResponse(status=status(Code.BAD_REQUEST, "no message to send"))
         try:
-            self._authorize(context, {m.topic.name: AclPerm.PUB for m in request.messages})
+            self._authorize(context, {m.topic.name: AclPerm.PUB for m in request.messages}, request)
         except RpcError as exc:
             return pb.SendMessageResponse(status=exc.status)
         session = self._session(context)
@@ -732,8 +755,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         sp = message.system_properties
         if not message.body:
             raise RpcError(Code.MESSAGE_BODY_EMPTY, "the message body is empty")
-        if len(message.body) > MAX_BODY_SIZE:
-            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"the body is over {MAX_BODY_SIZE} bytes")
+        limit = self.store.config.max_message_size  # the broker's maxMessageSize, as for remoting
+        if len(message.body) > limit:
+            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"the body is over {limit} bytes")
         topic = self._topic(name, create=True)
         props = self._properties(message, peer[0])
         expected = topic.attributes.get(MESSAGE_TYPE)
@@ -822,7 +846,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self, request: pb.EndTransactionRequest, context: Any
     ) -> pb.EndTransactionResponse:
         try:
-            self._authorize(context, {request.topic.name: AclPerm.PUB})
+            self._authorize(context, {request.topic.name: AclPerm.PUB}, request)
             self._end_transaction(request)
             return pb.EndTransactionResponse(status=OK)
         except RpcError as exc:
@@ -879,7 +903,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self, request: pb.QueryAssignmentRequest, context: Any
     ) -> pb.QueryAssignmentResponse:
         try:
-            self._authorize(context, self._group_perms(request.topic.name, request.group.name))
+            self._authorize(context, self._group_perms(request.topic.name, request.group.name), request)
             self._client_id_required(context)
             topic = self._topic(request.topic.name, create=False)
             readable = topic.perm & self.config.broker_permission & _PERM_READ
@@ -939,7 +963,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         group, mq = request.group.name, request.message_queue
         topic = mq.topic.name
         try:
-            self._authorize(context, self._group_perms(topic, group))
+            self._authorize(context, self._group_perms(topic, group), request)
             session = self._client_id_required(context)
             if request.filter_expression.type == pb.SQL:
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
@@ -1002,7 +1026,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
         try:
-            self._authorize(context, self._group_perms(topic, group))
+            self._authorize(context, self._group_perms(topic, group), request)
         except RpcError as exc:
             return pb.AckMessageResponse(status=exc.status)
         if not request.entries:
@@ -1034,7 +1058,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     ) -> pb.ChangeInvisibleDurationResponse:
         group, topic = request.group.name, request.topic.name
         try:
-            self._authorize(context, self._group_perms(topic, group))
+            self._authorize(context, self._group_perms(topic, group), request)
             invisible = request.invisible_duration.ToMilliseconds()
             if not 0 <= invisible <= MAX_INVISIBLE_MS:
                 raise RpcError(
@@ -1063,7 +1087,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     ) -> pb.ForwardMessageToDeadLetterQueueResponse:
         group, topic = request.group.name, request.topic.name
         try:
-            self._authorize(context, self._group_perms(topic, group))
+            self._authorize(context, self._group_perms(topic, group), request)
             await self.pop.forward_to_dlq(
                 group=group, topic=topic, receipt_handle=self._current_handle(request.receipt_handle)
             )
@@ -1080,7 +1104,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     ) -> AsyncIterator[pb.PullMessageResponse]:
         mq = request.message_queue
         try:
-            self._authorize(context, self._group_perms(mq.topic.name, request.group.name))
+            self._authorize(context, self._group_perms(mq.topic.name, request.group.name), request)
             self._topic(mq.topic.name, create=False)
             codes = _tag_codes(request.filter_expression)
             batch = max(1, min(request.batch_size or RECEIVE_BATCH_SIZE, RECEIVE_BATCH_SIZE))
@@ -1117,7 +1141,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: Any) -> pb.UpdateOffsetResponse:
         mq = request.message_queue
         try:
-            self._authorize(context, self._group_perms(mq.topic.name, request.group.name))
+            self._authorize(context, self._group_perms(mq.topic.name, request.group.name), request)
             self._topic(mq.topic.name, create=False)
             if request.offset < 0:
                 raise RpcError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
@@ -1129,7 +1153,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def GetOffset(self, request: pb.GetOffsetRequest, context: Any) -> pb.GetOffsetResponse:
         mq = request.message_queue
         try:
-            self._authorize(context, self._group_perms(mq.topic.name, request.group.name))
+            self._authorize(context, self._group_perms(mq.topic.name, request.group.name), request)
             self._topic(mq.topic.name, create=False)
             offset = self.offsets.query(request.group.name, mq.topic.name, mq.id)
             if offset < 0:
@@ -1143,7 +1167,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def QueryOffset(self, request: pb.QueryOffsetRequest, context: Any) -> pb.QueryOffsetResponse:
         mq = request.message_queue
         try:
-            self._authorize(context, {mq.topic.name: AclPerm.SUB})
+            self._authorize(context, {mq.topic.name: AclPerm.SUB}, request)
             self._topic(mq.topic.name, create=False)
             policy = request.query_offset_policy
             if policy == pb.BEGINNING:

@@ -3,7 +3,8 @@
 A master (ASYNC_MASTER or SYNC_MASTER) serves its commit log on the HA port (``listenPort + 1``,
 :mod:`.master`); a SLAVE (``brokerId > 0``) copies it from there (:mod:`.slave`) and copies the
 master's metadata over the remoting port every 10 s (:mod:`.slave_sync`). The byte format is
-in :mod:`.wire`; docs/operations.md says how to run a pair.
+in :mod:`.wire`; what guards the HA port (the signed handshake, TLS, the connection cap and
+the bound on unread bytes) in :mod:`.security`; docs/operations.md says how to run a pair.
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ from ..groups import GroupTable
 from ..offsets import OffsetTable
 from ..topics import TopicTable
 from .master import ReplicationMaster
+from .security import HaSecurity
 from .slave import ReplicationSlave
 from .slave_sync import MetadataSync
 
-__all__ = ["HighAvailability", "MetadataSync", "ReplicationMaster", "ReplicationSlave", "check_role"]
+__all__ = [
+    "HaSecurity",
+    "HighAvailability",
+    "MetadataSync",
+    "ReplicationMaster",
+    "ReplicationSlave",
+    "check_role",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +73,9 @@ class HighAvailability:
         self.master: ReplicationMaster | None = None
         self.slave: ReplicationSlave | None = None
         self.sync: MetadataSync | None = None
+        security = HaSecurity.from_config(config, master=self.role is not BrokerRole.SLAVE)
         if self.role is BrokerRole.SLAVE:
-            self.slave = ReplicationSlave(store, store_config)
+            self.slave = ReplicationSlave(store, store_config, security)
             self.sync = MetadataSync(
                 own_addr=config.broker_addr,
                 topics=topics,
@@ -77,7 +87,9 @@ class HighAvailability:
                 delay_changed=delay_changed,
             )
         else:
-            self.master = ReplicationMaster(store, store_config, sync=self.role is BrokerRole.SYNC_MASTER)
+            self.master = ReplicationMaster(
+                store, store_config, sync=self.role is BrokerRole.SYNC_MASTER, security=security
+            )
             if self.master.sync:
                 store.replica = self.master
 

@@ -7,6 +7,12 @@ writer streams the commit log to it from where it asked, in frames of at most
 every ``haSendHeartbeatInterval``. A send waiting for replication awaits a future keyed by its
 end offset; acks resolve the futures they pass, so nothing polls and no connection waits on
 another.
+
+Before any of that, :mod:`.security` has its say: past ``haMaxConnections`` a connection is
+refused; with the replication account configured a peer must pass the signed handshake before
+it is a slave (gets a byte of the log, or its acks count); and a slave that leaves more than
+``haWriteBufferLimit`` bytes unread for ``haWriteTimeout`` is disconnected, so what the master
+holds for its slaves stays bounded.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from aiorocketmq.broker.store import MessageStore, PutStatus, StoreConfig
 from aiorocketmq.protocol.loop import cancel_and_wait
 
+from .security import HandshakeError, HaSecurity, RefusalLog
 from .wire import OffsetReader, encode_header
 
 log = logging.getLogger(__name__)
@@ -30,8 +37,6 @@ log = logging.getLogger(__name__)
 #: The writer looks for new commit-log bytes at least this often without a wake-up (RocketMQ's
 #: 100 ms), so replication never depends on a notification alone.
 IDLE_CHECK = 0.1
-#: Bytes queued on a slave's socket before the writer waits for them to drain.
-WRITE_HIGH_WATER = 4 << 20
 
 
 @dataclass(eq=False)
@@ -57,11 +62,21 @@ class SlaveLink:
 class ReplicationMaster:
     """The HA port of an ASYNC_MASTER or SYNC_MASTER."""
 
-    def __init__(self, store: MessageStore, config: StoreConfig, *, sync: bool) -> None:
+    def __init__(
+        self, store: MessageStore, config: StoreConfig, *, sync: bool, security: HaSecurity | None = None
+    ) -> None:
         self.store = store
         self.config = config
         self.sync = sync
+        self.security = security or HaSecurity()
+        #: The slaves: connections past the cap and (when configured) the handshake.
         self.links: set[SlaveLink] = set()
+        #: Every open connection, slave or not yet (what the cap counts).
+        self.connections = 0
+        #: Connections turned away at the cap or the handshake (and the log of them).
+        self.refusals = RefusalLog()
+        #: Slaves dropped for leaving what they were sent unread.
+        self.stalled = 0
         #: The highest offset any slave has acknowledged (RocketMQ's ``push2SlaveMaxOffset``).
         self.acked_offset = 0
         #: Slaves turned away because they reported more log than the master has.
@@ -75,9 +90,24 @@ class ReplicationMaster:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        tls = self.security.server_ssl
+        self._server = await asyncio.start_server(
+            self._accept,
+            host,
+            port,
+            reuse_address=True,
+            ssl=tls,
+            ssl_handshake_timeout=self.security.handshake_timeout if tls is not None else None,
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("HA port open on %s:%d (%s)", host, self.port, "SYNC_MASTER" if self.sync else "ASYNC")
+        log.info(
+            "HA port guards: %s; at most %d connections; a slave leaving %d bytes unread for %.0fs is dropped",
+            self.security.describe(),
+            self.security.max_connections,
+            self.security.write_buffer_limit,
+            self.security.write_timeout,
+        )
         return self.port
 
     async def stop(self) -> None:
@@ -141,10 +171,33 @@ class ReplicationMaster:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        security = self.security
+        if self.connections >= security.max_connections:
+            writer.transport.abort()
+            self.refusals.refused(
+                "HA port: refused %s: already %d connections (haMaxConnections)", address, self.connections
+            )
+            return
+        self.connections += 1
+        try:
+            await self._serve(address, reader, writer)
+        finally:
+            self.connections -= 1
+
+    async def _serve(self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        security = self.security
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        writer.transport.set_write_buffer_limits(high=security.write_buffer_limit)
+        if security.auth:
+            try:
+                await security.admit_slave(reader, writer)
+            except (HandshakeError, OSError) as exc:
+                writer.transport.abort()
+                self.refusals.refused("HA port: refused %s: %s", address, exc)
+                return
         link = SlaveLink(address, reader=reader, writer=writer)
         self.links.add(link)
         log.info("slave %s connected to the HA port (%d connected)", address, len(self.links))
@@ -222,8 +275,8 @@ class ReplicationMaster:
                 link.next_offset = offset + len(data)
                 link.bytes_sent += len(data)
                 last_write = time.monotonic()
-                if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    await writer.drain()
+                if transport.get_write_buffer_size() > self.security.write_buffer_limit:
+                    await self._drain(link)
                 continue
             if link.next_offset < commit_log.min_offset and not gone_logged:
                 gone_logged = True
@@ -233,7 +286,7 @@ class ReplicationMaster:
                     link.next_offset,
                     commit_log.min_offset,
                 )
-            await writer.drain()
+            await self._drain(link)
             now = time.monotonic()
             if now - last_write >= heartbeat:
                 writer.write(encode_header(link.next_offset, 0))
@@ -241,6 +294,25 @@ class ReplicationMaster:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(IDLE_CHECK, heartbeat)):
                     await link.wake.wait()
+
+    async def _drain(self, link: SlaveLink) -> None:
+        """Wait until the slave has read what is queued for it, but not for ever: a peer that
+        stops reading would otherwise pin a full buffer each."""
+        assert link.writer is not None
+        timeout = self.security.write_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await link.writer.drain()
+        except TimeoutError:
+            self.stalled += 1
+            waiting = link.writer.transport.get_write_buffer_size()
+            self.refusals.note(
+                "HA port: dropping %s: it read nothing of %d bytes for %.0fs (haWriteTimeout)",
+                link.address,
+                waiting,
+                timeout,
+            )
+            raise ConnectionError(f"not reading: {waiting} bytes unread for {timeout:.0f}s") from None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -266,6 +338,8 @@ class ReplicationMaster:
             "commitLogDiff": str(end - max(acks) if acks else 0),
             "haPush2SlaveMaxOffset": str(self.acked_offset),
             "haSlavesRefused": str(self.refused),
+            "haConnectionsRefused": str(self.refusals.count),
+            "haUnreadDropped": str(self.stalled),
         }
         for i, slave in enumerate(self.slaves()):
             info[f"haSlave{i}"] = (

@@ -7,6 +7,9 @@ this broker's registration. A failed connect is retried every second (RocketMQ w
 connection is replaced at once. A frame that does not start where the local log ends, or bytes
 that are not records where records must start, mean the two logs have diverged: the slave
 refuses them, says so, and reconnects (the master then resends from the slave's true end).
+With ``haTlsEnable`` the link is TLS, and with the replication account configured the slave
+passes the signed handshake (and checks the master's answer) before it reports an offset
+(:mod:`.security`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from aiorocketmq.broker.store.mapped_file import StoreError
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import split_address
 
+from .security import HaSecurity
 from .wire import FrameReader, encode_offset
 
 log = logging.getLogger(__name__)
@@ -41,9 +45,10 @@ def _epoch_ms(monotonic: float) -> int:
 class ReplicationSlave:
     """A SLAVE's link to its master's HA port."""
 
-    def __init__(self, store: MessageStore, config: StoreConfig) -> None:
+    def __init__(self, store: MessageStore, config: StoreConfig, security: HaSecurity | None = None) -> None:
         self.store = store
         self.config = config
+        self.security = security or HaSecurity()
         self.static_master = config.ha_master_address
         #: The master's HA address in use (``haMasterAddress`` or the name server's answer).
         self.master_address: str | None = self.static_master
@@ -112,12 +117,26 @@ class ReplicationSlave:
     async def _replicate(self, address: str) -> None:
         self._made_progress = False
         host, port = split_address(address)
-        async with asyncio.timeout(CONNECT_TIMEOUT):
-            reader, writer = await asyncio.open_connection(host, port)
+        security = self.security
+        tls = security.client_ssl
+        async with asyncio.timeout(CONNECT_TIMEOUT + (security.handshake_timeout if tls else 0)):
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                ssl=tls,
+                server_hostname=host if tls is not None else None,
+                ssl_handshake_timeout=security.handshake_timeout if tls is not None else None,
+            )
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security.auth:
+            try:
+                await security.prove_slave(reader, writer)
+            except BaseException:
+                writer.transport.abort()
+                raise
         self._writer = writer
         self.connected = True
         self.connects += 1

@@ -1,13 +1,21 @@
 """The bytes of RocketMQ's HA port (classic master/slave replication), without sockets.
 
-Raw TCP, big-endian, no handshake. The slave sends a stream of 8-byte commit-log offsets (its
+Raw TCP, big-endian, no handshake in Apache's protocol. The slave sends a stream of 8-byte commit-log offsets (its
 max physical offset: where to send from, and an ack of everything before it); the master sends
 frames ``[physical offset: int64][body size: int32][body: raw commit-log bytes]``. A frame with
 an empty body is a heartbeat. Bodies are not aligned to records: a record may span frames.
+
+Ours adds a signed handshake in front when the replication account is configured (see
+:mod:`.security`): the master sends ``[magic: 8 bytes][master nonce: 32 bytes]``; the slave
+answers ``[slave nonce: 32][access key size: uint16][access key: UTF-8][HMAC: 32]``; the
+master answers with its own HMAC (32 bytes). Each HMAC-SHA256 is over the signer's role, both
+nonces and the access key, under the account's secret. Apache's offsets and frames follow.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 
 HEADER = struct.Struct(">qi")
@@ -80,3 +88,52 @@ class FrameReader:
     def pending(self) -> int:
         """Bytes received that do not complete a frame yet."""
         return len(self._buffer)
+
+
+# -- the signed handshake (ours, only when haAuthSecretKey is set) ------------------------------
+
+#: Starts the master's challenge; as a transfer frame's header it would declare an offset
+#: beyond any commit log, so a slave without the handshake refuses it rather than storing it.
+MAGIC = b"RMQHAUTH"
+NONCE_SIZE = 32
+MAC_SIZE = 32
+CHALLENGE_SIZE = len(MAGIC) + NONCE_SIZE
+_KEY_SIZE = struct.Struct(">H")
+PROOF_HEAD_SIZE = NONCE_SIZE + _KEY_SIZE.size
+MAX_ACCESS_KEY = 255
+SLAVE = b"slave"
+MASTER = b"master"
+
+
+def encode_challenge(nonce: bytes) -> bytes:
+    """The master's first bytes when the handshake is on."""
+    return MAGIC + nonce
+
+
+def decode_challenge(data: bytes) -> bytes:
+    """The master's nonce; ValueError if ``data`` is not a challenge."""
+    if len(data) != CHALLENGE_SIZE or not data.startswith(MAGIC):
+        raise ValueError("the master sent no handshake challenge")
+    return data[len(MAGIC) :]
+
+
+def sign(secret: bytes, role: bytes, master_nonce: bytes, slave_nonce: bytes, access_key: str) -> bytes:
+    """The HMAC one side sends: over its role, both nonces and the access key."""
+    key = access_key.encode()
+    message = role + master_nonce + slave_nonce + _KEY_SIZE.pack(len(key)) + key
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+def encode_proof(slave_nonce: bytes, access_key: str, mac: bytes) -> bytes:
+    """The slave's answer to the challenge."""
+    key = access_key.encode()
+    return slave_nonce + _KEY_SIZE.pack(len(key)) + key + mac
+
+
+def decode_proof_head(data: bytes) -> tuple[bytes, int]:
+    """The slave's nonce and the size of the access key that follows; ValueError for a size
+    no slave sends."""
+    (size,) = _KEY_SIZE.unpack_from(data, NONCE_SIZE)
+    if size > MAX_ACCESS_KEY:
+        raise ValueError(f"not a handshake answer (access key of {size} bytes)")
+    return data[:NONCE_SIZE], int(size)

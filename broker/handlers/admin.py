@@ -419,6 +419,16 @@ class AdminHandlers:
 
     def broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         text = self.config.to_properties() + self.store_config.to_properties()
+        # Secrets (fields declared repr=False: key passwords, haAuthSecretKey) are listed but
+        # not served: without ACL anyone who reaches this port may ask for the listing.
+        fields = type(self.config).model_fields.items()
+        hidden = tuple(f"{info.alias or name}=" for name, info in fields if not info.repr)
+        text = "".join(
+            f"{line.partition('=')[0]}=******\n"
+            if line.startswith(hidden) and line.partition("=")[2].strip()
+            else line
+            for line in text.splitlines(keepends=True)
+        )
         # Apache's listing includes its remoting client's switch (``tls.enable``) as useTLS,
         # which tools such as ``mqadmin exportConfigs`` read.
         text += f"useTLS={'true' if self.config.tls_enable else 'false'}\n"

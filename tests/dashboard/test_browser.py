@@ -33,6 +33,7 @@ from aiorocketmq.client import (
     Producer,
     PushConsumer,
     SendResult,
+    auth_admin,
 )
 from aiorocketmq.dashboard.history import Sample, day_file
 from aiorocketmq.dashboard.trace import TRACE_TOPIC, TraceRecord, encode_record
@@ -830,6 +831,154 @@ async def test_acl_accounts_view_and_edit_over_tls(
                 "alice_secret_1"
             )
             refused = await viewer.request.post(base + "/acl/delete", form={"access_key": "dash_alice"})
+            assert refused.status == 403
+        finally:
+            await viewer_context.close()
+    finally:
+        if proc is not None:
+            assert await proc.stop() == 0, proc.output
+        await secured.stop()
+
+
+async def test_acl2_users_and_policies_view_and_edit(
+    browser: Browser, page: Page, tmp_path: Path, screenshots: Path
+) -> None:
+    """A broker with ACL 2.0 on (authentication and authorization), the dashboard signing as the
+    super user the broker was started with: an admin creates, edits and deletes a user and a
+    policy through /acl2, and the broker holds what the page shows."""
+    users = tmp_path / "users.properties"
+    users.write_text("boss=b0ss,1\nviewer=look\n")
+    secured = Cluster(tmp_path / "acl2")
+    await secured.start_namesrv()
+    proc = None
+    try:
+        broker = await secured.start_broker(
+            "broker-v2",
+            authenticationEnabled="true",
+            authorizationEnabled="true",
+            initAuthenticationUser='{"username":"dash_super","password":"dash_super_secret"}',
+        )
+        proc = await start_dashboard(
+            secured.namesrv_addr,
+            "--users", str(users), "--access-key", "dash_super", "--secret-key", "dash_super_secret",
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{proc.port}"
+
+        async def log_in(context_page: Page, user: str, password: str) -> None:
+            await context_page.goto(base + "/login?next=/acl2")
+            await context_page.fill('input[name="username"]', user)
+            await context_page.fill('input[name="password"]', password)
+            await context_page.click("#login button")
+            await expect(context_page).to_have_url(base + "/acl2")
+
+        await log_in(page, "boss", "b0ss")
+        await expect(page.locator('#auth-brokers tr[data-broker="broker-v2"]')).to_contain_text("answers")
+        await expect(page.locator('#auth-users tr[data-user="dash_super"]')).to_contain_text("Super")
+        await expect(page.locator("#auth-users")).not_to_contain_text("dash_super_secret")
+
+        user_form = page.locator("#auth-user")
+        await user_form.locator('input[name="username"]').fill("app_carol")
+        await user_form.locator('input[name="password"]').fill("carol_secret_1")
+        await user_form.locator('select[name="user_type"]').select_option("Normal")
+        await user_form.locator("button").click()
+        await expect(page.locator(".flash.ok")).to_contain_text("user app_carol saved on broker-v2")
+        carol = page.locator('#auth-users tr[data-user="app_carol"]')
+        await expect(carol).to_contain_text("Normal")
+        await expect(carol).to_contain_text("enable")
+
+        policy_form = page.locator("#auth-policy")
+        await policy_form.locator('input[name="subject"]').fill("app_carol")
+        await policy_form.locator('textarea[name="resources"]').fill("Topic:Orders\nGroup:billing")
+        for action in ("Pub", "Sub"):
+            await policy_form.locator(f'input[name="actions"][value="{action}"]').check()
+        await policy_form.locator('textarea[name="source_ips"]').fill("10.0.0.0/8")
+        await policy_form.locator('select[name="decision"]').select_option("Allow")
+        await policy_form.locator("button").click()
+        await expect(page.locator(".flash.ok")).to_contain_text("policy of User:app_carol saved on broker-v2")
+        orders = page.locator(
+            '#auth-policies tr[data-subject="User:app_carol"][data-resource="Topic:Orders"]'
+        )
+        billing = page.locator(
+            '#auth-policies tr[data-subject="User:app_carol"][data-resource="Group:billing"]'
+        )
+        for row in (orders, billing):
+            await expect(row).to_contain_text("Pub, Sub")
+            await expect(row).to_contain_text("10.0.0.0/8")
+            await expect(row).to_contain_text("Allow")
+        await page.screenshot(path=screenshots / "acl2.png")
+
+        signed = ClientOptions(access_key="dash_super", secret_key="dash_super_secret")
+        async with Admin(secured.namesrv_addr, options=signed) as admin:
+            held_user = await auth_admin.get_user(admin, broker.addr, "app_carol")
+            assert held_user is not None and held_user.user_type == "Normal"
+            held_acl = await auth_admin.get_acl(admin, broker.addr, "User:app_carol")
+            assert held_acl is not None and held_acl.policies
+            entries = {e.resource: e for policy in held_acl.policies for e in policy.entries or []}
+            assert set(entries) == {"Topic:Orders", "Group:billing"}
+            assert entries["Topic:Orders"].actions == ["Pub", "Sub"]
+            assert entries["Topic:Orders"].source_ips == ["10.0.0.0/8"]
+            assert entries["Topic:Orders"].decision == "Allow"
+
+            # Edited: the forms start from what the masters hold.
+            await carol.get_by_role("link", name="edit").click()
+            await expect(user_form.locator('input[name="username"]')).to_have_value("app_carol")
+            await user_form.locator('select[name="user_status"]').select_option("disable")
+            await user_form.locator("button").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("user app_carol saved")
+            await expect(carol).to_contain_text("disable")
+            held_user = await auth_admin.get_user(admin, broker.addr, "app_carol")
+            assert held_user is not None and held_user.user_status == "disable"
+
+            await orders.get_by_role("link", name="edit").click()
+            await expect(policy_form.locator('textarea[name="resources"]')).to_have_value("Topic:Orders")
+            await expect(policy_form.locator('input[name="actions"][value="Pub"]')).to_be_checked()
+            await policy_form.locator('input[name="actions"][value="Sub"]').uncheck()
+            await policy_form.locator('select[name="decision"]').select_option("Deny")
+            await policy_form.locator("button").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("policy of User:app_carol saved")
+            await expect(orders).to_contain_text("Deny")
+            held_acl = await auth_admin.get_acl(admin, broker.addr, "User:app_carol")
+            assert held_acl is not None and held_acl.policies
+            entries = {e.resource: e for policy in held_acl.policies for e in policy.entries or []}
+            assert (entries["Topic:Orders"].actions, entries["Topic:Orders"].decision) == (["Pub"], "Deny")
+            assert entries["Group:billing"].decision == "Allow"
+
+            # A resource of no known type is explained, not sent.
+            await policy_form.locator('input[name="subject"]').fill("app_carol")
+            await policy_form.locator('textarea[name="resources"]').fill("Queue:Orders")
+            await policy_form.locator('input[name="actions"][value="Sub"]').check()
+            await policy_form.locator("button").click()
+            await expect(page.locator(".flash.error")).to_contain_text("is not Type:name")
+
+            await orders.locator('input[type="checkbox"]').check()
+            await orders.get_by_role("button", name="Delete").click()
+            await expect(page.locator(".flash.ok")).to_contain_text(
+                "policy of User:app_carol on Topic:Orders deleted"
+            )
+            await expect(orders).to_have_count(0)
+            await expect(billing).to_have_count(1)
+            held_acl = await auth_admin.get_acl(admin, broker.addr, "User:app_carol")
+            assert held_acl is not None and held_acl.policies
+            assert [e.resource for policy in held_acl.policies for e in policy.entries or []] == [
+                "Group:billing"
+            ]
+
+            await billing.locator('input[type="checkbox"]').check()
+            await billing.get_by_role("button", name="Delete").click()
+            await expect(billing).to_have_count(0)
+            await carol.locator('input[type="checkbox"]').check()
+            await carol.get_by_role("button", name="Delete").click()
+            await expect(page.locator(".flash.ok")).to_contain_text("user app_carol deleted on broker-v2")
+            await expect(carol).to_have_count(0)
+            assert await auth_admin.get_user(admin, broker.addr, "app_carol") is None
+
+        # A user who is not an admin may look but not change anything.
+        viewer_context = await browser.new_context()
+        try:
+            viewer = await viewer_context.new_page()
+            await log_in(viewer, "viewer", "look")
+            await expect(viewer.locator('#auth-users tr[data-user="dash_super"]')).to_be_visible()
+            refused = await viewer.request.post(base + "/acl2/user/delete", form={"username": "dash_super"})
             assert refused.status == 403
         finally:
             await viewer_context.close()

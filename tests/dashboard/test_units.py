@@ -14,7 +14,7 @@ from typing import cast
 import pytest
 
 from aiorocketmq.client import MessageExt
-from aiorocketmq.dashboard.app import _perm_lines, consumptions, paged
+from aiorocketmq.dashboard.app import _perm_lines, _resources, _subject, consumptions, paged
 from aiorocketmq.dashboard.cli import parse_args
 from aiorocketmq.dashboard.cluster_access import ClusterAccess, TracedMessage, _account
 from aiorocketmq.dashboard.history import Collector, HistoryStore, Sample, day_file
@@ -22,7 +22,15 @@ from aiorocketmq.dashboard.live import Series
 from aiorocketmq.dashboard.monitor import GroupMonitor, Thresholds, breaches, load_thresholds
 from aiorocketmq.dashboard.render import body_as, hexdump, messages_csv
 from aiorocketmq.dashboard.trace import FIELD_SEPARATOR, TraceRecord, decode_trace, encode_record
-from aiorocketmq.dashboard.users import LoginThrottle, Sessions, UsersFileError, parse_users
+from aiorocketmq.dashboard.users import (
+    LoginThrottle,
+    Sessions,
+    UsersFileError,
+    create_users_file,
+    is_loopback,
+    load_users,
+    parse_users,
+)
 
 
 def test_trace_records_round_trip() -> None:
@@ -78,6 +86,39 @@ def test_users_file_roles() -> None:
         parse_users("nobody=\n")
     with pytest.raises(UsersFileError, match="0 or 1"):
         parse_users("x=pw,admin\n")
+
+
+def test_only_loopback_hosts_count_as_loopback() -> None:
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "", "192.0.2.1", "fe80::1", "no-such-host.invalid"):
+        assert not is_loopback(host), host
+
+
+def test_init_users_makes_one_admin_once(tmp_path: Path) -> None:
+    path = tmp_path / "conf" / "users.properties"
+    assert create_users_file(path)
+    first = load_users(path)
+    assert list(first) == ["admin"] and first["admin"].admin and len(first["admin"].password) >= 20
+    assert path.stat().st_mode & 0o777 == 0o600
+    # A second start keeps the file and its password.
+    assert not create_users_file(path)
+    assert load_users(path) == first
+    other = tmp_path / "other.properties"
+    create_users_file(other)
+    assert load_users(other)["admin"].password != first["admin"].password
+
+
+def test_beyond_loopback_needs_users(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "x:9876", "--host", "0.0.0.0"])
+    assert "refusing to serve 0.0.0.0 without a login" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "x:9876", "--init-users"])
+    assert "--init-users needs --users" in capsys.readouterr().err
+    assert parse_args(["-n", "x:9876", "--host", "0.0.0.0", "--users", str(tmp_path / "u")]).host == "0.0.0.0"
+    assert parse_args(["-n", "x:9876", "--host", "::", "--insecure-no-login"]).insecure_no_login
+    assert parse_args(["-n", "x:9876", "--host", "localhost"]).users is None
 
 
 def test_session_tokens_are_signed_and_expire() -> None:
@@ -193,6 +234,21 @@ def test_acl_permission_lines() -> None:
     for bad in ("Orders", "Orders=WRITE", "=PUB"):
         with pytest.raises(ValueError, match="Name=PERM"):
             _perm_lines(bad)
+
+
+def test_acl2_form_values() -> None:
+    assert _subject("app") == "User:app" and _subject(" User:app ") == "User:app"
+    with pytest.raises(ValueError, match="subject"):
+        _subject("User:")
+    assert _resources("Topic:Orders, Group:bill*\nCluster:*\n*") == [
+        "Topic:Orders",
+        "Group:bill*",
+        "Cluster:*",
+        "*",
+    ]
+    for bad in ("", "Orders", "Queue:Orders", "Topic:", "topic:Orders"):
+        with pytest.raises(ValueError):
+            _resources(bad)
 
 
 def test_acl_accounts_held_alike_merge() -> None:

@@ -76,7 +76,7 @@ NOT_RUN = {
             *("createUser", "updateUser", "deleteUser", "getUser", "listUser", "copyUser"),
             *("createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyAcl"),
         ],
-        "ACL 2.0 (a broker with authenticationEnabled/authorizationEnabled)",
+        "ACL 2.0: run by test_acl2_differential.py on brokers with authentication and authorization on",
     ),
     "addBroker": "answered by a BrokerContainer, not by a broker",
     "removeBroker": "answered by a BrokerContainer, not by a broker",

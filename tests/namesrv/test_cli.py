@@ -37,6 +37,8 @@ def test_print_config_merges_defaults_file_and_options(tmp_path: Path) -> None:
         "brokerChannelExpiredTime=120000",
         "scanNotActiveBrokerInterval=5000",
         "enableTopicList=true",
+        "authenticationEnabled=false",
+        f"authUsersFile={tmp_path / 'data' / 'namesrv_users.yml'}",
         "serverSocketBacklog=1024",
         "serverFrameMaxBytes=16777216",
         "serverBufferedFrameBytesMax=268435456",

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 import yaml
 
 from aiorocketmq.client import Admin
+from aiorocketmq.dashboard.users import load_users
 from aiorocketmq.protocol.body import ClusterInfo
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
@@ -343,15 +345,47 @@ async def test_compose_services_run_together(compose: StartCompose) -> None:
         body = await asyncio.wait_for(reader.read(), 10)
         writer.close()
         assert body.startswith(b"HTTP/1.1 200 OK") and b"rocketmq_broker_tps" in body
-    # The dashboard reached the name server through the file's address and shows both brokers.
+    # The dashboard asks for a login: it made its users file in its volume on the first start.
     dashboard = cluster.port(8080)
-    reader, writer = await asyncio.open_connection("127.0.0.1", dashboard)
-    writer.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{dashboard}\r\nConnection: close\r\n\r\n".encode())
-    page = await asyncio.wait_for(reader.read(), 20)
-    writer.close()
+    page = await _http(dashboard, "GET / HTTP/1.1\r\n")
+    assert page.startswith(b"HTTP/1.1 303 See Other") and b"location: /login" in page.lower(), page[:300]
+    users = Path(cluster.mounts(cluster.services["dashboard"])["/data"]) / "users.properties"
+    password = load_users(users)["admin"].password
+    body = f"username=admin&password={urllib.parse.quote(password)}&next=/"
+    answer = await _http(
+        dashboard,
+        "POST /login HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {len(body)}\r\n",
+        body,
+    )
+    cookie = re.search(rb"set-cookie: ([^;\r]+)", answer, re.I)
+    assert cookie, answer[:300]
+    # Logged in, it shows both brokers, found through the file's name server address.
+    page = await _http(dashboard, f"GET / HTTP/1.1\r\nCookie: {cookie[1].decode()}\r\n")
     assert page.startswith(b"HTTP/1.1 200 OK"), page[:200]
     for name in (b"broker-a", b"broker-b"):
         assert b'data-broker="' + name + b'"' in page, page.decode(errors="replace")
+
+
+async def _http(port: int, head: str, body: str = "") -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"{head}Host: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n{body}".encode())
+    answer = await asyncio.wait_for(reader.read(), 20)
+    writer.close()
+    return answer
+
+
+def test_compose_publishes_every_port_on_loopback_only() -> None:
+    """Nothing in the file asks for a password by default, so no port is offered beyond the
+    host; and the dashboard, which must listen on the container's own interface for Docker to
+    forward to it, runs with a users file."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    published = [(name, mapping) for name, spec in services.items() for mapping in spec.get("ports", [])]
+    assert len(published) >= 9
+    for name, mapping in published:
+        assert isinstance(mapping, str) and re.fullmatch(r"127\.0\.0\.1:(\d+):\1", mapping), (name, mapping)
+    dashboard = services["dashboard"]["command"]
+    assert dashboard[dashboard.index("--users") + 1].startswith("/data/") and "--init-users" in dashboard
 
 
 def test_dockerfile_installs_what_the_compose_commands_run() -> None:

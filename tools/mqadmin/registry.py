@@ -8,6 +8,7 @@ from types import ModuleType
 
 from . import (
     acl,
+    auth,
     broker,
     cluster,
     consumer,
@@ -35,6 +36,7 @@ MODULES: tuple[ModuleType, ...] = (
     cluster,
     namesrv,
     acl,
+    auth,
     stats,
     export,
 )

@@ -42,6 +42,8 @@ def test_a_master_without_slaves_reports_nothing_replicated(tmp_path: Path) -> N
         "commitLogDiff": "0",
         "haPush2SlaveMaxOffset": "0",
         "haSlavesRefused": "0",
+        "haConnectionsRefused": "0",
+        "haUnreadDropped": "0",
     }
     assert ha.slaves() == []
 
@@ -64,6 +66,8 @@ def test_each_slave_is_reported_oldest_connection_first_with_its_lag(tmp_path: P
         "commitLogDiff": "0",
         "haPush2SlaveMaxOffset": "10000",
         "haSlavesRefused": "0",
+        "haConnectionsRefused": "0",
+        "haUnreadDropped": "0",
         "haSlave0": "10.0.0.8:40001 ackOffset=4000 lagBytes=6000",
         "haSlave1": "10.0.0.9:40002 ackOffset=-1 lagBytes=10000",
         "haSlave2": "10.0.0.10:40003 ackOffset=10000 lagBytes=0",

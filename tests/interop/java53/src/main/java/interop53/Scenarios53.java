@@ -469,6 +469,28 @@ public final class Scenarios53 {
         }
     }
 
+    /**
+     * commitSync() only records the offsets in the client: they reach the broker with the next
+     * persist (every 5 s, and oneway at shutdown, which a closing connection can lose). Commit
+     * until the broker holds every queue's end, so the scenario checks the broker's handling of
+     * the commits rather than the timing of the client's oneway persist.
+     */
+    private void commitUntilStored(DefaultLitePullConsumer consumer, List<MessageQueue> queues) throws Exception {
+        long until = System.currentTimeMillis() + 15_000;
+        while (true) {
+            consumer.commitSync();
+            boolean stored = true;
+            for (MessageQueue mq : queues) {
+                stored &= brokerOffset(group, mq) == maxOffset(mq);
+            }
+            if (stored || System.currentTimeMillis() >= until) {
+                record("commit").put("stored", stored).put("assigned", consumer.assignment().size()).emit();
+                return;
+            }
+            Thread.sleep(250);
+        }
+    }
+
     // ---- scenarios ----------------------------------------------------------------------
 
     /**
@@ -537,8 +559,8 @@ public final class Scenarios53 {
         List<MessageQueue> queues;
         try {
             got = pollUntil(consumer, "c1", count, 500);
-            consumer.commitSync();
             queues = sorted(consumer.fetchMessageQueues(topic));
+            commitUntilStored(consumer, queues);
         } finally {
             consumer.shutdown();
         }
