@@ -62,19 +62,6 @@ def compile_expression(expression: str, expression_type: str) -> Sql92Filter:
     return compile_sql92(expression)
 
 
-def record_properties(record: memoryview) -> dict[str, str]:
-    """The properties of one stored record, read straight from its bytes."""
-    sys_flag = record[_SYS_FLAG_LOW]
-    head = 88 + (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
-    (body_length,) = _BODY_LENGTH.unpack_from(record, head - 4)
-    topic_pos = head + body_length
-    props_pos = topic_pos + 1 + record[topic_pos]
-    (props_length,) = _PROPS_LENGTH.unpack_from(record, props_pos)
-    if props_length <= 0:
-        return {}
-    return decode_properties(bytes(record[props_pos + 2 : props_pos + 2 + props_length]).decode())
-
-
 class RecordMatcher:
     """A store-side filter: the record's properties must satisfy the expression.
 
@@ -120,6 +107,10 @@ class RecordMatcher:
                     start = at + len(inner)
                 stop = raw.find(_SEPARATOR, start)
                 value = raw[start:stop] if stop >= 0 else raw[start:]
+                if raw.find(inner, start) >= 0:
+                    # The name given again (a batch entry's own and the batch's): RocketMQ
+                    # decodes the properties into a map, so its last non-empty value counts.
+                    value = decode_properties(raw[props:].decode()).get(name, "").encode()
                 if value:  # an empty value counts as absent, as RocketMQ decodes properties
                     found[name] = value.decode()
             return self._evaluate(found) is True
@@ -175,10 +166,6 @@ class ConsumerFilters:
                 self._data.pop(key, None)
                 continue
             self._data[key] = FilterData(sub.sub_string, sub.expression_type, sub.sub_version, compiled)
-
-    def unregister_group(self, group: str) -> None:
-        for key in [k for k in self._data if k[0] == group]:
-            del self._data[key]
 
     def get(self, group: str, topic: str) -> FilterData | None:
         return self._data.get((group, topic))

@@ -164,7 +164,6 @@ class TransactionService:
             topic = props.pop(PropertyKey.REAL_TOPIC, "")
             queue_id = int(props.pop(PropertyKey.REAL_QUEUE_ID, "0") or 0)
             props.pop(PropertyKey.TRANSACTION_PREPARED, None)
-            props.pop(PropertyKey.TRANSACTION_CHECK_TIMES, None)
             msg = self.writer.build(
                 topic,
                 queue_id,

@@ -502,7 +502,8 @@ def _tokens(text: str) -> Iterator[_Token]:
             kind = word.upper()
         yield _Token(kind, word, match.start() + 1)
     while True:
-        yield _Token("end", "<EOF>", len(text) + 1)
+        # RocketMQ's parser puts the end at the last character's column, not one past it.
+        yield _Token("end", "<EOF>", len(text))
 
 
 class _Parser:

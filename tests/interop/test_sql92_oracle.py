@@ -20,6 +20,8 @@ from aiorocketmq.protocol.message import encode_properties
 from aiorocketmq.protocol.sql92 import Sql92Error, compile_sql92
 from tests.client.conftest import start_cluster
 from tests.interop.harness import SERVER_HEAP, Toolchain
+from tests.protocol.test_mutants_sql92 import CASES as MUTANT_CASES
+from tests.protocol.test_mutants_sql92 import REASONS
 from tests.protocol.test_sql92 import CASES, MALFORMED
 
 ORACLE = Path(__file__).resolve().parent / "sql92" / "Sql92Oracle.java"
@@ -35,7 +37,8 @@ def ours(expression: str, properties: dict[str, str]) -> str:
 
 
 def test_our_filter_agrees_with_apaches(java_toolchain: Toolchain) -> None:
-    cases = [(e, p) for e, p, _ in CASES] + [(m, {}) for m in MALFORMED if m.strip()]
+    cases = [(e, p) for e, p, _ in CASES + MUTANT_CASES] + [(m, {}) for m in MALFORMED if m.strip()]
+    cases += [(e, {}) for e, _ in REASONS if e.strip()]
     cases = [(e, p) for e, p in cases if not any(word in e.upper() for word in _FIVE_X)]
     lines = "".join(
         base64.b64encode(e.encode()).decode()
