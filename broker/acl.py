@@ -271,7 +271,8 @@ class Account:
         for key, prefix in (("topicPerms", ""), ("groupPerms", RETRY_PREFIX)):
             for item in entry.get(key) or []:
                 name, sep, perm = str(item).partition("=")
-                if not sep or not name.strip():
+                # Apache refuses an entry that does not split into exactly name and PERM.
+                if not sep or not name.strip() or not perm.strip() or "=" in perm:
                     raise AclConfigError(
                         f"{where}account {access_key}: {key} entry {item!r} is not name=PERM"
                     )
