@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from aiorocketmq.protocol.acl import ACCESS_KEY, SIGNATURE, verify
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 
@@ -100,6 +98,10 @@ class Users:
 
     @classmethod
     def parse(cls, text: str, source: Path | str = "users file") -> Users:
+        # Imported here: a name server without authentication runs from the SDK's install,
+        # which has no YAML library (the [server] extra brings it).
+        import yaml
+
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

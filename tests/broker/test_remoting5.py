@@ -373,7 +373,6 @@ APACHE_BROKER_CODES = frozenset(
 #: list is in docs/interop.md). A code served since must leave this list.
 NOT_SERVED = {
     **{code: "controller mode is issue 41's" for code in (905, 906, 1007, 1008)},
-    **{code: "ACL 2.0 is issue 42's" for code in range(3001, 3011)},
 }
 
 

@@ -823,6 +823,44 @@ def test_cluster_list_more_stats(sides: dict[str, Side]) -> None:
 
 #: Broker configuration keys ours has that 5.3.3 does not, and why.
 OUR_OWN_BROKER_KEYS = {
+    # ACL 2.0's keys (RocketMQ 5.3's AuthConfig, which Apache's broker keeps apart from its
+    # BrokerConfig listing; docs/security.md)
+    "innerClientAuthenticationCredentials",
+    "authenticationEnabled",
+    "authorizationEnabled",
+    "authConfigPath",
+    "initAuthenticationUser",
+    "authenticationWhitelist",
+    "authorizationWhitelist",
+    "migrateAuthFromV1Enabled",
+    "authenticationProvider",
+    "authenticationMetadataProvider",
+    "authenticationStrategy",
+    "authorizationProvider",
+    "authorizationMetadataProvider",
+    "authorizationStrategy",
+    "userCacheMaxNum",
+    "userCacheExpiredSecond",
+    "userCacheRefreshSecond",
+    "aclCacheMaxNum",
+    "aclCacheExpiredSecond",
+    "aclCacheRefreshSecond",
+    "statefulAuthenticationCacheMaxNum",
+    "statefulAuthenticationCacheExpiredSecond",
+    "statefulAuthorizationCacheMaxNum",
+    "statefulAuthorizationCacheExpiredSecond",
+    # the replication port's guards, which Apache's HA has not (docs/broker.md)
+    "haAuthAccessKey",
+    "haAuthSecretKey",
+    "haTlsEnable",
+    "haTlsCertPath",
+    "haTlsKeyPath",
+    "haTlsKeyPassword",
+    "haTlsTrustCertPath",
+    "haTlsNeedClientAuth",
+    "haMaxConnections",
+    "haWriteBufferLimit",
+    "haWriteTimeout",
     # ours takes from broker.conf what Apache reads as JVM system properties or not at all
     "rebalanceLockMaxLiveTime",
     "clientHousekeepingInterval",
@@ -846,6 +884,9 @@ OUR_OWN_BROKER_KEYS = {
 }
 
 OUR_OWN_NAMESRV_KEYS = {
+    # authenticated writes, which Apache's name server has not (docs/namesrv.md)
+    "authenticationEnabled",
+    "authUsersFile",
     # limits on peers that Apache's name server does not have (docs/operations.md)
     "serverBufferedFrameBytesMax",
     "serverFrameMaxBytes",

@@ -63,15 +63,24 @@ async def _check_ports(cluster: Cluster, metrics_port: int) -> None:
 # -- `make run`: loopback by default, HOST=0.0.0.0 opens it -----------------------------------
 
 
+def outside_make() -> dict[str, str]:
+    """The environment without what a parent make (``make test``) passes down, which would turn
+    ``make -n``'s output into a sub-make's (directory lines, inherited flags)."""
+    return {
+        k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    }
+
+
 def make_run_commands(**variables: str) -> tuple[list[str], list[str]]:
     """The dashboard's and the local cluster's command lines as ``make run VAR=...`` runs them
     (``make -n`` prints the recipe without running it)."""
     printed = subprocess.run(
-        ["make", "-n", "run", *(f"{k}={v}" for k, v in variables.items())],
+        ["make", "-n", "--no-print-directory", "run", *(f"{k}={v}" for k, v in variables.items())],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
+        env=outside_make(),
     ).stdout.replace("\\\n", " ")
     recipe = printed[printed.index(".venv/bin/mqdashboard") :]
     lexer = shlex.shlex(recipe, posix=True, punctuation_chars=True)
@@ -238,12 +247,12 @@ async def test_make_run_host_option_opens_every_port(tmp_path: Path) -> None:
 def test_make_run_ignores_a_host_from_the_environment() -> None:
     """zsh and some CI images export HOST (the machine's name); only ``make run HOST=...`` opens."""
     printed = subprocess.run(
-        ["make", "-n", "run"],
+        ["make", "-n", "--no-print-directory", "run"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "HOST": "0.0.0.0"},
+        env={**outside_make(), "HOST": "0.0.0.0"},
     ).stdout
     assert "--bind-address 127.0.0.1" in printed and "--host 127.0.0.1" in printed, printed
 
