@@ -41,6 +41,7 @@ from tests.client.conftest import wait_until
 from tests.cluster import Cluster
 from tests.interop.conftest import ApacheCluster
 from tests.interop.harness import CLIENT_HEAP, LOGBACK5_PROPERTY, build_java53_admin, rocketmq_home
+from tests.interop.test_mqadmin import SECURITY_KEYS
 from tests.support import die_with_parent
 
 PID = str(os.getpid())
@@ -823,44 +824,7 @@ def test_cluster_list_more_stats(sides: dict[str, Side]) -> None:
 
 #: Broker configuration keys ours has that 5.3.3 does not, and why.
 OUR_OWN_BROKER_KEYS = {
-    # ACL 2.0's keys (RocketMQ 5.3's AuthConfig, which Apache's broker keeps apart from its
-    # BrokerConfig listing; docs/security.md)
-    "innerClientAuthenticationCredentials",
-    "authenticationEnabled",
-    "authorizationEnabled",
-    "authConfigPath",
-    "initAuthenticationUser",
-    "authenticationWhitelist",
-    "authorizationWhitelist",
-    "migrateAuthFromV1Enabled",
-    "authenticationProvider",
-    "authenticationMetadataProvider",
-    "authenticationStrategy",
-    "authorizationProvider",
-    "authorizationMetadataProvider",
-    "authorizationStrategy",
-    "userCacheMaxNum",
-    "userCacheExpiredSecond",
-    "userCacheRefreshSecond",
-    "aclCacheMaxNum",
-    "aclCacheExpiredSecond",
-    "aclCacheRefreshSecond",
-    "statefulAuthenticationCacheMaxNum",
-    "statefulAuthenticationCacheExpiredSecond",
-    "statefulAuthorizationCacheMaxNum",
-    "statefulAuthorizationCacheExpiredSecond",
-    # the replication port's guards, which Apache's HA has not (docs/broker.md)
-    "haAuthAccessKey",
-    "haAuthSecretKey",
-    "haTlsEnable",
-    "haTlsCertPath",
-    "haTlsKeyPath",
-    "haTlsKeyPassword",
-    "haTlsTrustCertPath",
-    "haTlsNeedClientAuth",
-    "haMaxConnections",
-    "haWriteBufferLimit",
-    "haWriteTimeout",
+    *SECURITY_KEYS,
     # ours takes from broker.conf what Apache reads as JVM system properties or not at all
     "rebalanceLockMaxLiveTime",
     "clientHousekeepingInterval",
