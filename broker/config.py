@@ -11,12 +11,13 @@ import socket
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 
 from aiorocketmq.broker.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, Perm
 from aiorocketmq.protocol.message import local_ipv4
-from aiorocketmq.protocol.settings import ServerLimitSettings, TlsSettings
+from aiorocketmq.protocol.settings import ConfigError, ServerLimitSettings, TlsSettings
+from aiorocketmq.protocol.tls import ServerTls, default_permissive
 
 _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
@@ -146,6 +147,14 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     #: the broker process as the proxy's "local" mode does.
     enable_grpc_server: bool = Field(True, alias="enableGrpcServer")
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
+    #: The proxy's ``tlsTestModeEnable`` (also under its system-property name): with
+    #: ``tls.server.mode`` unset and no certificate, the gRPC port serves TLS with a
+    #: self-signed certificate made at start beside plain text; off, plain text only.
+    tls_test_mode_enable: bool = Field(
+        True,
+        alias="tlsTestModeEnable",
+        validation_alias=AliasChoices("tlsTestModeEnable", "tls.test.mode.enable"),
+    )
     #: The address slaves reach the HA port at (``haServerAddr``); ``brokerIP1`` when unset.
     broker_ip2: str | None = Field(None, alias="brokerIP2")
     #: Let the master steer slow consumers to a slave (``suggestWhichBrokerId``), and let a
@@ -182,6 +191,19 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+    def grpc_server_tls(self) -> ServerTls:
+        """The gRPC port's TLS: Apache's proxy's default (TLS and plain text) unless
+        ``tls.server.mode`` is set (:func:`~aiorocketmq.protocol.tls.default_permissive`);
+        the remoting ports keep :meth:`server_tls`."""
+        values = self.tls_values()
+        test_mode = self.tls_test_mode_enable
+        if "tls_test_mode_enable" not in self.model_fields_set and "tls.test.mode.enable" in values:
+            test_mode = values["tls.test.mode.enable"].strip().lower() == "true"  # from tls.config.file
+        try:
+            return default_permissive(values, test_mode)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def readable(self) -> bool:

@@ -3,26 +3,22 @@
 
 A level ``n`` message waits in queue ``n - 1`` of the schedule topic (one queue per level, so
 each queue is FIFO with one delay); its consume-queue tags slot holds its delivery time, and
-``REAL_TOPIC``/``REAL_QID`` remember where it goes. The store rebuilds the same delivery time
+``REAL_TOPIC``/``REAL_QID`` remember where it goes (:mod:`.parked`, shared with timer messages,
+says which messages may wait and records that). The store rebuilds the same delivery time
 when it recovers the schedule topic's consume queues; :mod:`.delay` delivers due messages.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from aiorocketmq.protocol.codes import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, transaction_type
 from aiorocketmq.protocol.message import PropertyKey
-from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from aiorocketmq.protocol.names import SCHEDULE_TOPIC
+
+from .parked import now_ms, parkable, remember_real_queue
 
 _DELAY = PropertyKey.DELAY_TIME_LEVEL
-_REAL_TOPIC = PropertyKey.REAL_TOPIC
-_REAL_QID = PropertyKey.REAL_QUEUE_ID
-#: A delay applies to plain messages and to committed transactional ones, never to a half
-#: message (its delay applies once its producer commits it).
-_DELAYABLE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
 
 class Parked(NamedTuple):
@@ -47,7 +43,7 @@ class DelayLevels:
         """Divert a message with a delay level to the schedule topic: records its real topic
         and queue in ``properties`` and says where it goes; ``None`` when no delay applies."""
         delay = properties.get(_DELAY)
-        if not delay or topic == TRANS_HALF_TOPIC or transaction_type(sys_flag) not in _DELAYABLE:
+        if not delay or not parkable(topic, sys_flag):
             return None
         try:
             level = int(delay)
@@ -57,8 +53,7 @@ class DelayLevels:
             return None
         # Levels past the last one wait as long as the last one.
         level = min(level, len(self.delays))
-        properties[_REAL_TOPIC] = topic
-        properties[_REAL_QID] = str(queue_id)
+        remember_real_queue(properties, topic, queue_id)
         # The store keeps this time, so recovery finds the same delivery time again.
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         return Parked(SCHEDULE_TOPIC, level - 1, now, now + self.delays[level - 1])

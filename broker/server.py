@@ -424,8 +424,10 @@ class Broker:
             handlers=handlers,
             access=self.access,
             auth=self.auth if self.auth.enabled else None,
+            route=self.registration.route,
+            signer=self.registration.credentials.sign,
         )
-        return GrpcEndpoint(service, self.config.server_tls())
+        return GrpcEndpoint(service, self.config.grpc_server_tls())
 
     async def _start_grpc(self, endpoint: GrpcEndpoint, host: str) -> None:
         """The 5.x endpoint; a busy port is reported and the broker serves 4.x clients on
@@ -437,7 +439,10 @@ class Broker:
             return
         self.store.add_arrival_listener(endpoint.service.on_arrival)
         endpoint.service.bind(resolve_ipv4(self.config.broker_ip1), port)
-        log.info("gRPC endpoint for 5.x clients on %s port %d", host, port)
+        # The port bound (grpcServerPort=0 picks one) is what the config listing reports, so
+        # that other brokers route 5.x clients here (grpc/routes.py).
+        self.config.grpc_server_port = port
+        log.info("gRPC endpoint for 5.x clients on %s port %d accepts %s", host, port, endpoint.accepts)
 
     async def shutdown(self) -> None:
         """Unregister, stop serving, persist everything, close the store. Works on a broker

@@ -23,6 +23,10 @@ Persistence, and what survives kill -9:
   from ``enqueuedUpTo`` on were never seen. At start the wheel is rebuilt by reading the log
   from ``scanFrom`` and keeping what the checkpoint does not account for; an entry released
   after the last checkpoint is released again (at least once, as Apache's timer store).
+
+This module owns the timer properties, recalls, the wheel and its checkpoint; storing a due
+message again under its real topic (without ``REAL_TOPIC``/``REAL_QID``) is :mod:`.parked`'s,
+shared with delay levels.
 """
 
 from __future__ import annotations
@@ -39,9 +43,8 @@ from collections import deque
 from pathlib import Path
 
 from aiorocketmq.broker.store import MessageStore
-from aiorocketmq.protocol.codes import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, transaction_type
 from aiorocketmq.protocol.errors import MessageIllegalError, ServerSystemError
-from aiorocketmq.protocol.message import PropertyKey
+from aiorocketmq.protocol.message import MessageExt, PropertyKey
 from aiorocketmq.protocol.names import (
     START_DELIVER_TIME,
     TIMER_DELAY_MS,
@@ -49,10 +52,10 @@ from aiorocketmq.protocol.names import (
     TIMER_DELIVER_MS,
     TIMER_OUT_MS,
     TIMER_TOPIC,
-    TRANS_HALF_TOPIC,
 )
 from aiorocketmq.protocol.recall import delete_key
 
+from .parked import ParkedKind, ParkedMessages, now_ms, parkable, remember_real_queue
 from .writer import MessageWriter
 
 log = logging.getLogger(__name__)
@@ -70,11 +73,14 @@ _ADVANCE_INTERVAL = 0.1
 _CHECKPOINT_INTERVAL = 1.0
 _RETRY_DELAY = 0.1
 _SCAN_CHUNK = 4096
-_TIMEABLE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+#: A released message loses ``REAL_TOPIC``/``REAL_QID``, as Apache's timer store clears them.
+_KIND = ParkedKind(
+    noun="timer message",
+    verb="releasing",
+    log=log,
+    removed=(PropertyKey.REAL_TOPIC, PropertyKey.REAL_QUEUE_ID),
+    refuse_half_topic=False,
+)
 
 
 def _java_long(text: str) -> int:
@@ -103,8 +109,10 @@ class _Slot:
         self.size.append(size)
 
 
-class TimerStore:
+class TimerStore(ParkedMessages):
     """Parks timer messages (through :class:`MessageWriter`) and releases them on time."""
+
+    writer: MessageWriter  # it also builds recall markers
 
     def __init__(
         self,
@@ -115,8 +123,7 @@ class TimerStore:
         enabled: bool = True,
         max_delay_sec: int = 3 * 24 * 3600,
     ) -> None:
-        self.store = store
-        self.writer = writer
+        super().__init__(store, writer, _KIND)
         self.checkpoint_path = checkpoint_path
         self.enabled = enabled
         self.max_delay_ms = max_delay_sec * 1000
@@ -126,7 +133,6 @@ class TimerStore:
         self._enqueued_up_to = 0  # the next timer-log offset to read
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for = 0
-        self._tasks: list[asyncio.Task[None]] = []
         self._saved: tuple[int, int, int] | None = None
         self.pending = 0
         self.released = 0
@@ -147,15 +153,11 @@ class TimerStore:
     def park(self, topic: str, queue_id: int, properties: dict[str, str], sys_flag: int) -> int | None:
         """Divert a timer message: records its real topic and queue and its delivery time in
         ``properties`` and returns the delivery time; ``None`` when it is not one."""
-        if (
-            topic in (TIMER_TOPIC, TRANS_HALF_TOPIC)
-            or TIMER_OUT_MS in properties
-            or transaction_type(sys_flag) not in _TIMEABLE
-        ):
+        if topic == TIMER_TOPIC or TIMER_OUT_MS in properties or not parkable(topic, sys_flag):
             return None
         if not self.enabled:
             raise ServerSystemError("accurate timer message is not enabled, timerWheelEnable is false")
-        now = _now_ms()
+        now = now_ms()
         try:
             if TIMER_DELAY_SEC in properties:
                 deliver = now + _java_long(properties[TIMER_DELAY_SEC]) * 1000
@@ -181,8 +183,7 @@ class TimerStore:
                 f"{self.max_delay_ms}ms (timerMaxDelaySec); it is {deliver - now}ms"
             )
         properties[TIMER_OUT_MS] = str(deliver)
-        properties[PropertyKey.REAL_TOPIC] = topic
-        properties[PropertyKey.REAL_QUEUE_ID] = str(queue_id)
+        remember_real_queue(properties, topic, queue_id)
         # A recall marker stands for one message less waiting, as in Apache's timer metrics.
         self._count(topic, -1 if TIMER_DEL_UNIQKEY in properties else 1, now)
         self.parked += 1
@@ -252,7 +253,7 @@ class TimerStore:
         behind the clock (ms), timer-log entries not read yet, messages waiting, and the
         enqueue and dequeue rates over the last samples (per second)."""
         cursor, _scan_from, enqueued = self._position()
-        behind = max(0, _now_ms() - cursor) if self.pending else 0
+        behind = max(0, now_ms() - cursor) if self.pending else 0
         enqueue = dequeue = 0.0
         if len(self._rates) >= 2:
             (t0, p0, r0), (t1, p1, r1) = self._rates[0], self._rates[-1]
@@ -269,7 +270,7 @@ class TimerStore:
     def metrics(self) -> bytes:
         """GET_TIMER_METRICS's body (Apache's ``TimerMetricsSerializeWrapper``)."""
         counts = {t: {"count": c, "timeStamp": ts} for t, (c, ts) in sorted(self.timing.items())}
-        version = {"counter": self.released, "stateVersion": 0, "timestamp": _now_ms()}
+        version = {"counter": self.released, "stateVersion": 0, "timestamp": now_ms()}
         return json.dumps({"dataVersion": version, "timingCount": counts}).encode()
 
     def checkpoint_record(self) -> bytes:
@@ -277,7 +278,7 @@ class TimerStore:
         timer-log flush position, last timer-queue offset, the master's, data version). Our
         timer log is the timer topic's consume queue, so positions are its 20-byte entries."""
         cursor, _scan_from, enqueued = self._position()
-        return struct.pack(">7q", cursor, enqueued * 20, enqueued, enqueued, 0, _now_ms(), self.released)
+        return struct.pack(">7q", cursor, enqueued * 20, enqueued, enqueued, 0, now_ms(), self.released)
 
     # -- the wheel --------------------------------------------------------------------------
 
@@ -316,7 +317,7 @@ class TimerStore:
 
     def _advance(self) -> None:
         """Move the slots starting within the lookahead into the due heap."""
-        horizon = _now_ms() + _LOOKAHEAD_MS
+        horizon = now_ms() + _LOOKAHEAD_MS
         moved = False
         while self._loaded_until <= horizon:
             slot = self._slots.pop(self._loaded_until // _SLOT_MS, None)
@@ -345,11 +346,12 @@ class TimerStore:
     def _fire(self) -> None:
         self._handle = None
         due = self._due
-        now = _now_ms()
+        now = now_ms()
         failed: list[tuple[int, int, int, int]] = []
         while due and due[0][0] <= now:
             item = heapq.heappop(due)
-            if self._release(item):
+            deliver, _queue_offset, phy, _size = item
+            if self.release(phy, deliver):
                 self.pending -= 1
             else:
                 failed.append(item)
@@ -361,30 +363,18 @@ class TimerStore:
         else:
             self._arm()
 
-    def _release(self, item: tuple[int, int, int, int]) -> bool:
-        """Store one due message under its real topic; False to try again shortly."""
-        deliver, _queue_offset, phy, _size = item
-        msg = self.store.look_message(phy)
-        if msg is None:
-            log.warning("timer message at %d (due %d) is gone; skipping it", phy, deliver)
-            return True
-        props = dict(msg.properties)
-        topic = props.pop(PropertyKey.REAL_TOPIC, None)
-        real_qid = props.pop(PropertyKey.REAL_QUEUE_ID, "")
-        if not topic or not real_qid.isdigit():
-            log.error("timer message at %d has no usable real topic/queue; dropped", phy)
-            return True
-        if self._dropped_as_recalled(props, topic):
-            return True
-        props[TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
-        props[TIMER_DEQUEUE_MS] = str(_now_ms())
-        result = self.writer.put(self.writer.build_copy(msg, topic, int(real_qid), props))
-        if not result.ok:
-            log.warning("releasing timer message to %s failed: %s", topic, result.status.name)
+    def _admit(self, msg: MessageExt, topic: str, properties: dict[str, str]) -> bool:
+        """A recalled message or a recall marker is dropped; the rest say when they were parked
+        and released."""
+        if self._dropped_as_recalled(properties, topic):
             return False
-        self.released += 1
-        self._count(topic, -1, _now_ms())
+        properties[TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
+        properties[TIMER_DEQUEUE_MS] = str(now_ms())
         return True
+
+    def _released(self, topic: str) -> None:
+        self.released += 1
+        self._count(topic, -1, now_ms())
 
     # -- checkpoint and recovery ------------------------------------------------------------
 
@@ -418,7 +408,7 @@ class TimerStore:
     def load(self) -> None:
         """Rebuild the wheel from the timer log and the checkpoint (the store is started)."""
         self._load_recalls()
-        now = _now_ms()
+        now = now_ms()
         self._loaded_until = now - now % _SLOT_MS
         saved = None
         try:
@@ -440,30 +430,19 @@ class TimerStore:
 
     def start(self) -> None:
         self._advance()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._advance_periodically()))
-        self._tasks.append(loop.create_task(self._checkpoint_periodically()))
+        self._every(_ADVANCE_INTERVAL, self._advance)
+        self._every(_CHECKPOINT_INTERVAL, self._sample_and_checkpoint)
 
-    async def _advance_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(_ADVANCE_INTERVAL)
-            self._advance()
-
-    async def _checkpoint_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(_CHECKPOINT_INTERVAL)
-            self._rates.append((time.monotonic(), self.parked, self.released))
-            try:
-                self.checkpoint()
-            except OSError as exc:
-                log.warning("cannot write the timer checkpoint: %s", exc)
+    def _sample_and_checkpoint(self) -> None:
+        self._rates.append((time.monotonic(), self.parked, self.released))
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            log.warning("cannot write the timer checkpoint: %s", exc)
 
     async def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await super().stop()
         self.checkpoint()

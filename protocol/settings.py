@@ -79,6 +79,8 @@ class Settings(BaseModel):
         if overrides:
             values.update({k: v for k, v in overrides.items() if v is not None})
         known = {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
+        for info in cls.model_fields.values():  # a key's other spellings (AliasChoices)
+            known.update(c for c in getattr(info.validation_alias, "choices", ()) if isinstance(c, str))
         unknown = sorted(set(values) - known)
         try:
             settings = cls.model_validate(values)

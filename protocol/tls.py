@@ -11,6 +11,12 @@ checked against ``tls.server.trustCertPath``.
 Clients (``tls.client.*``) verify the server against a CA file or the system store when
 ``verify`` is on; RocketMQ's own clients default to not verifying (their "test mode"), which
 ``verify=False`` reproduces for self-signed test clusters.
+
+The broker's 5.x gRPC port defaults as Apache's proxy does (:func:`default_permissive`): with
+``tls.server.mode`` unset it takes both kinds, with the configured certificate or, without
+one, a self-signed certificate made at start (:func:`self_signed_certificate`, Apache's
+``tlsTestModeEnable``). The remoting ports keep ``disabled`` as their default, as 4.x clients
+and Apache's broker do.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -55,6 +61,11 @@ class ServerTls:
     key_password: str | None = None
     trust_cert_path: str | None = None
     need_client_auth: ClientAuth = ClientAuth.NONE
+    #: No certificate files: the server makes a self-signed certificate and key at start
+    #: (Apache's test mode), which clients that verify the server refuse.
+    self_signed: bool = False
+    #: Why a port that defaults to ``permissive`` serves plain text only (empty otherwise).
+    fallback: str = ""
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> ServerTls:
@@ -109,6 +120,84 @@ class ServerTls:
             else:
                 ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         return ctx
+
+
+def default_permissive(props: Mapping[str, Any], test_mode: bool) -> ServerTls:
+    """The TLS of a port whose default is Apache's proxy's (the broker's gRPC port):
+    ``tls.server.mode`` as set, or, when it is not, ``permissive`` with the configured
+    certificate, else (``test_mode``) a self-signed one made at start, else plain text only
+    with :attr:`ServerTls.fallback` saying why. Raises ``ValueError`` as
+    :meth:`ServerTls.from_properties` does."""
+    if str(props.get("tls.server.mode") or "").strip():
+        return ServerTls.from_properties(props)
+    configured = ServerTls.from_properties(
+        {**props, "tls.server.mode": "permissive"} if _has_cert(props) else props
+    )
+    if configured.enabled and not configured.key_password:
+        return configured
+    # grpcio reads only unencrypted keys (endpoint.server_credentials): an encrypted one is
+    # left to the remoting ports that can use it.
+    why = (
+        "tls.server.keyPassword is set (the gRPC port cannot use an encrypted key)"
+        if configured.enabled
+        else ""
+    )
+    if test_mode:
+        return replace(
+            configured,
+            mode=TlsMode.PERMISSIVE,
+            cert_path=None,
+            key_path=None,
+            key_password=None,
+            self_signed=True,
+            fallback=why,
+        )
+    why = why or "no tls.server.certPath/keyPath"
+    return replace(
+        configured,
+        mode=TlsMode.DISABLED,
+        fallback=f"tls.server.mode unset, {why} and tlsTestModeEnable=false",
+    )
+
+
+def _has_cert(props: Mapping[str, Any]) -> bool:
+    return all(str(props.get(key) or "").strip() for key in ("tls.server.certPath", "tls.server.keyPath"))
+
+
+def self_signed_certificate(hostname: str = "localhost") -> tuple[bytes, bytes]:
+    """A throwaway certificate and its unencrypted key (PEM), made in memory: RSA 2048 as
+    Netty's ``SelfSignedCertificate`` that Apache's test mode serves, for ``hostname``,
+    ``localhost`` and 127.0.0.1, valid from a day ago for ten years. Needs ``cryptography``
+    (the ``server`` extra)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys((hostname, "localhost"))]
+    names.append(x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def client_context(

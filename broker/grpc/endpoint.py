@@ -8,6 +8,13 @@ one of each kind, and the public port hands each accepted connection, by its fir
 opens a TLS handshake; an HTTP/2 preface never starts with it), to the matching one and
 copies bytes both ways. TLS, ALPN and HTTP/2 stay grpcio's; the copy costs one hop.
 
+With ``tls.server.mode`` unset the port is ``permissive``, as the proxy's: the official Java
+and Go 5.x clients dial TLS unless told not to, the Python and Node.js ones plain text. Without
+a configured certificate one is made at start, self-signed, in memory (``tlsTestModeEnable``,
+the proxy's test mode; :meth:`BrokerConfig.grpc_server_tls
+<aiorocketmq.broker.config.BrokerConfig.grpc_server_tls>`); the start line says what the port
+accepts (:attr:`GrpcEndpoint.accepts`).
+
 grpcio refuses a request message over ``grpc.max_receive_message_length`` before it is
 buffered whole; that limit follows the broker's ``maxMessageSize`` plus headroom for the
 message's other fields (Apache's proxy takes 130 MiB, which lets a few unauthenticated
@@ -23,12 +30,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from aiorocketmq.protocol.tls import TLS_HANDSHAKE, ClientAuth, ServerTls, TlsMode
+from aiorocketmq.protocol.tls import TLS_HANDSHAKE, ClientAuth, ServerTls, TlsMode, self_signed_certificate
 
 from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
@@ -211,14 +219,18 @@ class RefusalLogger:
         return serve
 
 
-def server_credentials(tls: ServerTls) -> grpc.ServerCredentials:
-    """grpcio's form of the broker's certificate, key and (for client auth) trust."""
-    if tls.cert_path is None or tls.key_path is None:
-        raise ValueError("tls.server.certPath and tls.server.keyPath are required for TLS")
-    if tls.key_password:
-        raise ValueError("the gRPC port cannot use an encrypted key (tls.server.keyPassword)")
-    cert = Path(tls.cert_path).read_bytes()
-    key = Path(tls.key_path).read_bytes()
+def server_credentials(tls: ServerTls, made: tuple[bytes, bytes] | None = None) -> grpc.ServerCredentials:
+    """grpcio's form of the broker's certificate, key and (for client auth) trust; ``made``
+    is the certificate and key of a ``self_signed`` ``tls``."""
+    if made is not None:
+        cert, key = made
+    else:
+        if tls.cert_path is None or tls.key_path is None:
+            raise ValueError("tls.server.certPath and tls.server.keyPath are required for TLS")
+        if tls.key_password:
+            raise ValueError("the gRPC port cannot use an encrypted key (tls.server.keyPassword)")
+        cert = Path(tls.cert_path).read_bytes()
+        key = Path(tls.key_path).read_bytes()
     trust = Path(tls.trust_cert_path).read_bytes() if tls.trust_cert_path else None
     ask_client = tls.need_client_auth != ClientAuth.NONE and trust is not None
     return grpc.ssl_server_credentials(
@@ -236,6 +248,8 @@ class GrpcEndpoint:
         self.tls = tls
         self.port = 0
         self.receive_limit = 0
+        #: What the port takes, for the start line: "TLS (...) and plain text", ...
+        self.accepts = ""
         self._server: grpc.aio.Server | None = None
         self._sorter: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
@@ -248,17 +262,27 @@ class GrpcEndpoint:
         RefusalLogger(self.receive_limit).add_service(
             pb_grpc.add_MessagingServiceServicer_to_server, self.service, server
         )
-        mode = self.tls.mode if self.tls is not None else TlsMode.DISABLED
+        tls = self.tls or ServerTls()
+        made = None
+        if tls.self_signed and tls.enabled:
+            try:
+                made = await asyncio.to_thread(self_signed_certificate)
+            except ImportError:  # `cryptography` comes with the server extra
+                tls = replace(
+                    tls,
+                    mode=TlsMode.DISABLED,
+                    self_signed=False,
+                    fallback="no certificate configured and `cryptography` (for a self-signed one) is not installed",
+                )
+        self.accepts = describe(tls)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if mode == TlsMode.DISABLED:
+        if tls.mode == TlsMode.DISABLED:
             bound = server.add_insecure_port(address)
-        elif mode == TlsMode.ENFORCING:
-            assert self.tls is not None
-            bound = server.add_secure_port(address, server_credentials(self.tls))
+        elif tls.mode == TlsMode.ENFORCING:
+            bound = server.add_secure_port(address, server_credentials(tls, made))
         else:
-            assert self.tls is not None
             plain = server.add_insecure_port("127.0.0.1:0")
-            secure = server.add_secure_port("127.0.0.1:0", server_credentials(self.tls))
+            secure = server.add_secure_port("127.0.0.1:0", server_credentials(tls, made))
             self._sorter = await asyncio.start_server(
                 lambda r, w: self._sort(r, w, plain, secure), host, port, reuse_address=True
             )
@@ -309,6 +333,22 @@ class GrpcEndpoint:
                     session.stream.close()
             await self._server.stop(grace)
             self._server = None
+
+
+def describe(tls: ServerTls) -> str:
+    """What a port with ``tls`` accepts, in words, with why when it is not the default."""
+    if tls.mode == TlsMode.DISABLED:
+        return (
+            f"plain text only ({tls.fallback})"
+            if tls.fallback
+            else "plain text only (tls.server.mode=disabled)"
+        )
+    certificate = "self-signed test certificate" if tls.self_signed else f"certificate {tls.cert_path}"
+    if tls.self_signed and tls.fallback:
+        certificate += f"; {tls.fallback}"
+    if tls.mode == TlsMode.ENFORCING:
+        return f"TLS only ({certificate})"
+    return f"TLS ({certificate}) and plain text"
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -35,7 +35,7 @@ from aiorocketmq.broker.pop import InvalidReceiptHandleError, PopService, Receip
 from aiorocketmq.broker.store import MessageStore
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
-from aiorocketmq.protocol.body import ConsumerData, ConsumeType, SubscriptionData, TopicConfig
+from aiorocketmq.protocol.body import ConsumerData, ConsumeType, QueueData, SubscriptionData, TopicConfig
 from aiorocketmq.protocol.codes import (
     CURRENT_VERSION,
     TRANSACTION_COMMIT_TYPE,
@@ -59,7 +59,7 @@ from aiorocketmq.protocol.message import (
 )
 from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, retry_topic, topic_name_problem
 from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
-from aiorocketmq.protocol.transport import Handler
+from aiorocketmq.protocol.transport import Handler, Signer
 
 from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
@@ -83,6 +83,7 @@ from .convert import (
     timestamp_ms,
     to_message,
 )
+from .routes import ClusterRoutes, RoutedBroker, RouteSource, assignments, message_queues
 from .sessions import GrpcChannel, Session, TelemetryStream, TransactionCheck
 
 log = logging.getLogger(__name__)
@@ -224,6 +225,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         handlers: Mapping[int, Handler],
         access: AccessValidator | None,
         auth: AuthEngine | None = None,
+        route: RouteSource | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -239,6 +242,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.auth = auth
         #: Where route answers send clients: the broker's address and the gRPC port.
         self.endpoints = pb.Endpoints()
+        #: The cluster's brokers of a topic, from the name servers (``route``: none in tests
+        #: of one broker without a name server).
+        self.routes = ClusterRoutes(config.broker_name, config.broker_id, route=route, signer=signer)
         self.sessions: dict[str, Session] = {}
         #: (topic, transaction id) -> (half message's queue offset, its commit-log offset)
         self.half_messages: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
@@ -259,6 +265,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self._renewing = asyncio.ensure_future(self._renew_periodically())
 
     async def stop(self) -> None:
+        await self.routes.close()
         task, self._renewing = self._renewing, None
         if task is not None:
             task.cancel()
@@ -307,12 +314,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     def bind(self, host: str, port: int) -> None:
         """Advertise ``host:port`` (the gRPC listener) in routes and assignments."""
-        scheme = pb.IPv4
-        if ":" in host:
-            scheme = pb.IPv6
-        elif not host.replace(".", "").isdigit():
-            scheme = pb.DOMAIN_NAME
-        self.endpoints = pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+        self.routes.bind(host, port)
+        self.endpoints = self.routes.endpoints
 
     # -- arrivals (PullMessage's long polling) -------------------------------------------
 
@@ -398,7 +401,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
         try:
             self._authorize(context, {}, request)
-            return pb.QueryRouteResponse(status=OK, message_queues=self._route(request.topic.name))
+            brokers, accepted = await self._cluster(request.topic.name, create=True)
+            queues = message_queues(request.topic.name, brokers, accepted)
+            return pb.QueryRouteResponse(status=OK, message_queues=queues)
         except RpcError as exc:
             return pb.QueryRouteResponse(status=exc.status)
 
@@ -417,41 +422,31 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {name} does not exist")
         return topic
 
-    def _route(self, name: str) -> list[pb.MessageQueue]:
-        topic = self._topic(name, create=True)
-        perm = topic.perm & self.config.broker_permission
-        readable, writable = bool(perm & _PERM_READ), bool(perm & _PERM_WRITE)
-        reads, writes = topic.read_queue_nums, topic.write_queue_nums
-        both = min(reads, writes)
-        kinds = (
-            [pb.READ if readable else pb.NONE] * (reads - both)
-            + [pb.WRITE if writable else pb.NONE] * (writes - both)
-            + [
-                pb.READ_WRITE
-                if readable and writable
-                else pb.READ
-                if readable
-                else pb.WRITE
-                if writable
-                else pb.NONE
-            ]
-            * both
+    async def _cluster(self, name: str, *, create: bool) -> tuple[list[RoutedBroker], list[pb.MessageType]]:
+        """The brokers of topic ``name`` across the cluster and the message types its queues
+        accept. A topic this broker lacks is looked up in the name servers before it is
+        created here (``create``: autoCreateTopicEnable permitting), so a client asking this
+        broker for a topic that lives elsewhere is sent there instead."""
+        topic = self.topics.get(name) if name else None
+        if topic is None:
+            problem = topic_name_problem(name) if name else "the topic name is empty"
+            if problem is not None:
+                raise RpcError(Code.ILLEGAL_TOPIC, problem)
+            elsewhere = await self.routes.brokers(name, None)
+            if elsewhere:
+                return elsewhere, _EVERY_TYPE
+            topic = self._topic(name, create=create)
+        return await self.routes.brokers(name, self._own_queues(topic)), _accepted_types(topic)
+
+    def _own_queues(self, topic: TopicConfig) -> QueueData:
+        """This broker's queues of ``topic`` as a route shows them (its permission applied)."""
+        return QueueData(
+            broker_name=self.config.broker_name,
+            read_queue_nums=topic.read_queue_nums,
+            write_queue_nums=topic.write_queue_nums,
+            perm=topic.perm & self.config.broker_permission,
+            topic_sys_flag=topic.topic_sys_flag,
         )
-        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self.endpoints)
-        # A typed client checks its messages against this list before it sends. A topic
-        # without a message.type attribute accepts every type here (Apache's proxy takes it as
-        # NORMAL only); one with the attribute, what Apache's proxy accepts.
-        accepted = _accepted_types(topic)
-        return [
-            pb.MessageQueue(
-                topic=pb.Resource(name=name),
-                id=i,
-                permission=kind,
-                broker=broker,
-                accept_message_types=accepted,
-            )
-            for i, kind in enumerate(kinds)
-        ]
 
     # -- Telemetry ------------------------------------------------------------------------
 
@@ -905,27 +900,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         try:
             self._authorize(context, self._group_perms(request.topic.name, request.group.name), request)
             self._client_id_required(context)
-            topic = self._topic(request.topic.name, create=False)
-            readable = topic.perm & self.config.broker_permission & _PERM_READ
-            if not readable or topic.read_queue_nums <= 0:
+            brokers, accepted = await self._cluster(request.topic.name, create=False)
+            fifo = self._fifo(request.group.name)
+            given = assignments(request.topic.name, brokers, fifo=fifo, accepted=accepted)
+            if not given:
                 raise RpcError(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
-            broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self.endpoints)
-            # The whole broker is one assignment (queue -1: a receive pops from any queue),
-            # except for a FIFO group, which is handed every queue so each is received in order.
-            ids = range(topic.read_queue_nums) if self._fifo(request.group.name) else [-1]
-            assignments = [
-                pb.Assignment(
-                    message_queue=pb.MessageQueue(
-                        topic=pb.Resource(name=request.topic.name),
-                        id=i,
-                        permission=pb.READ_WRITE,
-                        broker=broker,
-                        accept_message_types=_accepted_types(topic),
-                    )
-                )
-                for i in ids
-            ]
-            return pb.QueryAssignmentResponse(status=OK, assignments=assignments)
+            return pb.QueryAssignmentResponse(status=OK, assignments=given)
         except RpcError as exc:
             return pb.QueryAssignmentResponse(status=exc.status)
 

@@ -159,3 +159,31 @@ async def stub(grpc5: Grpc5) -> AsyncIterator[pb_grpc.MessagingServiceStub]:
     never sends: malformed requests, the pull RPCs, server-initiated commands)."""
     async with grpc.aio.insecure_channel(grpc5.endpoint) as channel:
         yield pb_grpc.MessagingServiceStub(channel)
+
+
+@dataclass
+class Grpc5Pair:
+    """One name server and two brokers, ``broker-a`` and ``broker-b``, each serving 5.x clients
+    on its own gRPC port. A test drives a client at either endpoint; for ``py5_client.py``,
+    ``Grpc5(pair.cluster, pair.ports[name], install_py5_client())``."""
+
+    cluster: Cluster
+    ports: dict[str, int]
+
+    def endpoint(self, broker: str) -> str:
+        return f"127.0.0.1:{self.ports[broker]}"
+
+
+@pytest_asyncio.fixture(scope="package", loop_scope="package")
+async def grpc5_pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Grpc5Pair]:
+    # Shared by every module of the package (tests use unique topic and group names).
+    cluster = Cluster(tmp_path_factory.mktemp("grpc5-pair"))
+    await cluster.start_namesrv()
+    try:
+        names = ("broker-a", "broker-b")
+        ports = await asyncio.gather(
+            *(start_grpc_broker(cluster, name, autoCreateTopicEnable="true") for name in names)
+        )
+        yield Grpc5Pair(cluster, dict(zip(names, ports, strict=True)))
+    finally:
+        await cluster.stop()

@@ -76,14 +76,24 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     producer.startup()
     receipts = []
     errors = []
+    # ``progress``: a file that gets one line per acknowledged send, for a test that acts
+    # part-way (kills a broker); ``interval``: seconds between sends.
+    progress = open(args["progress"], "a", buffering=1) if args.get("progress") else None  # noqa: SIM115
     try:
         for spec in args["messages"]:
             try:
                 receipt = producer.send(build(spec))
-                receipts.append({"message_id": receipt.message_id, "offset": receipt.offset})
+                receipts.append(
+                    {"message_id": receipt.message_id, "offset": receipt.offset, "body": spec["body"]}
+                )
+                if progress is not None:
+                    progress.write(spec["body"] + "\n")
             except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(f"{spec['body']}: {type(exc).__name__}: {exc}")
+            time.sleep(args.get("interval", 0))
     finally:
+        if progress is not None:
+            progress.close()
         producer.shutdown()
     return {"receipts": receipts, "errors": errors}
 

@@ -404,6 +404,8 @@ SECURITY_KEYS = {
     "haMaxConnections",
     "haWriteBufferLimit",
     "haWriteTimeout",
+    # the gRPC port's self-signed certificate: Apache's proxy's key, not its broker's (docs/grpc.md)
+    "tlsTestModeEnable",
 }
 
 

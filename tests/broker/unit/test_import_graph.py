@@ -156,3 +156,35 @@ def test_tools_package_has_no_import_cycle() -> None:
     assert not loops, "import cycles in the tools package:\n" + "\n".join(
         " -> ".join(a_cycle(graph, set(loop))) for loop in loops
     )
+
+
+#: The broker's fronts: each turns one wire protocol into calls on the broker's parts, and none
+#: calls another (a gRPC request served by building a remoting command is the doubling back
+#: this rule keeps out).
+FRONTS = {
+    "remoting": ("aiorocketmq.broker.handlers", "aiorocketmq.broker.pop.handlers"),
+    "gRPC": ("aiorocketmq.broker.grpc",),
+}
+
+
+def _front(module: str) -> str | None:
+    for front, prefixes in FRONTS.items():
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return front
+    return None
+
+
+def test_fronts_do_not_import_each_other() -> None:
+    graph = import_graph()
+    crossings = sorted(
+        f"{module} ({_front(module)}) imports {target} ({_front(target)})"
+        for module, targets in graph.items()
+        for target in targets
+        if _front(module) is not None and _front(target) not in (None, _front(module))
+    )
+    assert crossings == []
+    # The rule sees a crossing where there is one.
+    planted = {**graph, "aiorocketmq.broker.grpc.service": {"aiorocketmq.broker.handlers.send"}}
+    assert any(
+        _front(m) == "gRPC" and _front(t) == "remoting" for m, targets in planted.items() for t in targets
+    )

@@ -5,7 +5,7 @@ a refused delivery is retried ten seconds later, a message gone or without a rea
 skipped, an arrival wakes its own level, and the progress file is loaded clamped and written
 every ``flushDelayOffsetInterval``.
 
-The wall clock and the sleeps of broker/delay.py are held (:mod:`.held_clock`); the store, the
+The wall clock and the sleeps of broker/delay.py and broker/parked.py are held (:mod:`.held_clock`); the store, the
 writer and the files are real."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from aiorocketmq.broker import delay as delay_module
+from aiorocketmq.broker import parked as parked_module
 from aiorocketmq.broker.store import StoreMessage
 from aiorocketmq.protocol import fastjson
 from aiorocketmq.protocol.body import DelayOffsetTable
@@ -41,8 +42,10 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> HeldClock:
     held = HeldClock()
-    monkeypatch.setattr(delay_module, "time", held)
     monkeypatch.setattr(delay_module, "asyncio", held.asyncio)
+    # The wall clock and the background tasks (delayOffset.json's) live in broker/parked.py.
+    monkeypatch.setattr(parked_module, "time", held)
+    monkeypatch.setattr(parked_module, "asyncio", held.asyncio)
     return held
 
 

@@ -5,7 +5,7 @@ store refuses (retried), a message gone or without a real topic, recalls, what a
 the checkpoint finds again, the checkpoint file itself, and what a producer is told when its
 delivery time is refused.
 
-The wall clock and the loop's timers of broker/timers.py are held (:mod:`.held_clock`): time
+The wall clock and the loop's timers of broker/timers.py and broker/parked.py are held (:mod:`.held_clock`): time
 moves only by what a test says. The store, writer and files are real."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from aiorocketmq.broker import parked as parked_module
 from aiorocketmq.broker import timers as timers_module
 from aiorocketmq.broker.store import StoreMessage
 from aiorocketmq.broker.timers import TimerStore
@@ -52,6 +53,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> HeldClock:
     held = HeldClock()
     monkeypatch.setattr(timers_module, "time", held)
     monkeypatch.setattr(timers_module, "asyncio", held.asyncio)
+    # The wall clock and the background tasks they share live in broker/parked.py.
+    monkeypatch.setattr(parked_module, "time", held)
+    monkeypatch.setattr(parked_module, "asyncio", held.asyncio)
     return held
 
 

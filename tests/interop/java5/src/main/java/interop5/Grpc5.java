@@ -36,11 +36,11 @@ public final class Grpc5 {
   public static void main(String[] args) throws Exception {
     String mode = args[0];
     ClientServiceProvider provider = ClientServiceProvider.loadService();
-    // The Java client speaks TLS by default; the test broker's gRPC port is plain text.
+    // The Java client speaks TLS by default; plain text here unless GRPC5_SSL=true keeps it.
     ClientConfiguration config =
         ClientConfiguration.newBuilder()
             .setEndpoints(args[1])
-            .enableSsl(false)
+            .enableSsl(Boolean.parseBoolean(System.getenv("GRPC5_SSL")))
             .setRequestTimeout(Duration.ofSeconds(5))
             .build();
     String topic = args[2];
