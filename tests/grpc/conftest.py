@@ -37,9 +37,10 @@ GRPC_PORT = r"gRPC endpoint for 5.x clients on \S+ port (\d+)"
 
 
 @contextlib.contextmanager
-def _cache_lock() -> Iterator[None]:
+def cache_lock(name: str = "py5") -> Iterator[None]:
+    """Holds ``CACHE/.<name>.lock``: one process at a time installs or builds a client there."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".py5.lock", "w") as lock:
+    with open(CACHE / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -50,7 +51,7 @@ def _cache_lock() -> Iterator[None]:
 def install_py5_client() -> Path:
     """``rocketmq-python-client`` and its dependencies in a directory of their own."""
     done = PY5_DIR / ".installed"
-    with _cache_lock():
+    with cache_lock():
         if not done.exists():
             staging = PY5_DIR.with_name(PY5_DIR.name + ".tmp")
             subprocess.run(["rm", "-rf", str(staging), str(PY5_DIR)], check=True)
@@ -66,7 +67,7 @@ def install_py5_client() -> Path:
 def install_node5_client() -> Path:
     """``rocketmq-client-nodejs`` from npm, in a directory of its own; its node_modules."""
     done = NODE5_DIR / ".installed"
-    with _cache_lock():
+    with cache_lock():
         if not done.exists():
             npm = shutil.which("npm")
             if npm is None:
@@ -104,29 +105,41 @@ class Grpc5:
     async def run(self, scenario: str, timeout: float = 90.0, **args: Any) -> dict[str, Any]:
         """Run one scenario of ``py5_client.py``; what it printed."""
         args.setdefault("endpoint", self.endpoint)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(HERE / "py5_client.py"),
-            scenario,
-            json.dumps(args),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(self.client_path)},
-        )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            proc.kill()
-            out, _ = await proc.communicate()
-            raise AssertionError(
-                f"{scenario} did not finish in {timeout}s:\n{out.decode(errors='replace')}"
-            ) from None
-        text = out.decode(errors="replace")
-        for line in text.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, Any] = json.loads(line[len("RESULT ") :])
-                return result
-        raise AssertionError(f"{scenario} exited with {proc.returncode} and no result:\n{text}")
+        argv = [sys.executable, str(HERE / "py5_client.py"), scenario, json.dumps(args)]
+        code, text = await run_child(argv, timeout, env={"PYTHONPATH": str(self.client_path)}, what=scenario)
+        return result_of(text, code, scenario)
+
+
+async def run_child(
+    argv: list[str], timeout: float, *, env: dict[str, str] | None = None, what: str = ""
+) -> tuple[int, str]:
+    """Run a client program (a 5.x client driven by the tests) to its end: its exit code and
+    output (stdout and stderr). One that does not finish in ``timeout`` seconds is killed and
+    the test fails with what it printed."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        out, _ = await proc.communicate()
+        raise AssertionError(
+            f"{what or argv[0]} did not finish in {timeout}s:\n{out.decode(errors='replace')}"
+        ) from None
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+def result_of(text: str, code: int, what: str) -> dict[str, Any]:
+    """The ``RESULT {json}`` line a client program printed."""
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            return result
+    raise AssertionError(f"{what} exited with {code} and no result:\n{text}")
 
 
 async def start_grpc_broker(cluster: Cluster, name: str = "broker-a", **overrides: Any) -> int:

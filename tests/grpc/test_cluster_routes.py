@@ -26,7 +26,7 @@ from aiorocketmq.client.admin import Admin
 from tests.cluster import Cluster
 
 from .conftest import Grpc5, Grpc5Pair, install_py5_client, start_grpc_broker
-from .test_java5_client import run_java
+from .test_java5_client import run_java_done
 from .test_node5_client import run_node
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
@@ -151,13 +151,13 @@ async def test_python_client_sends_over_both_brokers_and_receives_from_both(grpc
 async def test_java_client_sends_over_both_brokers_and_receives_from_both(grpc5_pair: Grpc5Pair) -> None:
     topic, group = unique("Java5Pair"), unique("cg")
     await create_topic(grpc5_pair, topic, 4)
-    lines = await run_java("produce", grpc5_pair.endpoint("broker-b"), topic, "20")
+    lines = await run_java_done("produce", grpc5_pair.endpoint("broker-b"), topic, "20")
     assert len([line for line in lines if line.startswith("SENT ")]) == 20
     stored = await stored_bodies(grpc5_pair, topic)
     bodies = [f"java-{i}" for i in range(20)]
     assert sum(stored.values(), Counter()) == Counter(bodies)
     assert all(stored[name] for name in BROKERS), {n: len(c) for n, c in stored.items()}
-    lines = await run_java("consume", grpc5_pair.endpoint("broker-a"), topic, group, "20")
+    lines = await run_java_done("consume", grpc5_pair.endpoint("broker-a"), topic, group, "20")
     got = [json.loads(line[4:]) for line in lines if line.startswith("MSG ")]
     assert sorted({m["body"] for m in got}) == sorted(bodies)
 

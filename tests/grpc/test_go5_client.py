@@ -12,15 +12,12 @@ on a fresh machine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import hashlib
 import itertools
 import json
 import os
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +32,7 @@ from aiorocketmq.protocol.message import Message
 from tests.cluster import Cluster
 from tests.interop.harness import require
 
-from .conftest import CACHE, HERE, Grpc5, Grpc5Pair
+from .conftest import CACHE, HERE, Grpc5, Grpc5Pair, cache_lock, result_of, run_child
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -47,17 +44,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{next(_names)}"
 
 
-@contextlib.contextmanager
-def _cache_lock() -> Iterator[None]:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".go5.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def build_go5() -> Path:
     """``go5/``'s program, built once per digest of its sources (a warm cache builds nothing)."""
     go = require("go", "the Go 5.x client scenarios are a Go program")
@@ -66,7 +52,7 @@ def build_go5() -> Path:
         sha.update(path.name.encode())
         sha.update(path.read_bytes())
     binary = CACHE / f"go5-{sha.hexdigest()[:16]}" / "go5"
-    with _cache_lock():
+    with cache_lock("go5"):
         if not binary.exists():
             binary.parent.mkdir(parents=True, exist_ok=True)
             done = subprocess.run(
@@ -91,30 +77,14 @@ class Go5:
 
     async def run(self, scenario: str, endpoint: str, timeout: float = 90.0, **args: Any) -> dict[str, Any]:
         """Run one scenario of ``go5/main.go`` at ``endpoint``; what it printed."""
-        proc = await asyncio.create_subprocess_exec(
-            str(self.binary),
-            scenario,
-            json.dumps({"endpoint": endpoint, **args}),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            # The client reads its log settings from these (dotted) environment variables.
-            env={**os.environ, "rocketmq.client.logRoot": str(self.log_dir)},
+        argv = [str(self.binary), scenario, json.dumps({"endpoint": endpoint, **args})]
+        # The client reads its log settings from these (dotted) environment variables.
+        code, text = await run_child(
+            argv, timeout, env={"rocketmq.client.logRoot": str(self.log_dir)}, what=scenario
         )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            proc.kill()
-            out, _ = await proc.communicate()
-            raise AssertionError(
-                f"{scenario} did not finish in {timeout}s:\n{out.decode(errors='replace')}"
-            ) from None
-        text = out.decode(errors="replace")
-        for line in text.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, Any] = json.loads(line[len("RESULT ") :])
-                assert "fatal" not in result, f"{scenario}: {result['fatal']}"
-                return result
-        raise AssertionError(f"{scenario} exited with {proc.returncode} and no result:\n{text}")
+        result = result_of(text, code, scenario)
+        assert "fatal" not in result, f"{scenario}: {result['fatal']}"
+        return result
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="package")

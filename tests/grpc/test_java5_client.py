@@ -14,7 +14,7 @@ import pytest
 
 from tests.interop.harness import CLIENT_HEAP, build_java5
 
-from .conftest import Grpc5
+from .conftest import Grpc5, run_child
 from .test_py5_producer import create_topic, read_all
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
@@ -26,24 +26,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{next(_names)}"
 
 
-async def run_java(*args: str, timeout: float = 120.0) -> list[str]:
+async def run_java(*args: str, timeout: float = 120.0, ssl_on: bool = False) -> tuple[int, list[str]]:
+    """``interop5.Grpc5`` to its end: exit code and output lines; TLS as the client's default
+    (``GRPC5_SSL=true``) or off."""
     java, classpath = await asyncio.to_thread(build_java5)
-    proc = await asyncio.create_subprocess_exec(
-        java,
-        *CLIENT_HEAP,
-        "-cp",
-        classpath,
-        "interop5.Grpc5",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    argv = [java, *CLIENT_HEAP, "-cp", classpath, "interop5.Grpc5", *args]
+    code, text = await run_child(
+        argv, timeout, env={"GRPC5_SSL": "true" if ssl_on else "false"}, what=args[0]
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, _ = await proc.communicate()
-    lines = out.decode(errors="replace").splitlines()
+    return code, text.splitlines()
+
+
+async def run_java_done(*args: str, timeout: float = 120.0, ssl_on: bool = False) -> list[str]:
+    """:func:`run_java` that must get to its ``DONE`` line; the output lines."""
+    _, lines = await run_java(*args, timeout=timeout, ssl_on=ssl_on)
     assert "DONE" in lines, "\n".join(lines)
     return lines
 
@@ -53,11 +49,11 @@ async def test_java_producer_simple_and_push_consumers(grpc5: Grpc5) -> None:
     await create_topic(grpc5, topic)
     sent = [
         line.split(" ", 1)[1]
-        for line in await run_java("produce", grpc5.endpoint, topic, "5")
+        for line in await run_java_done("produce", grpc5.endpoint, topic, "5")
         if line.startswith("SENT ")
     ]
     assert len(sent) == 5
-    lines = await run_java("consume", grpc5.endpoint, topic, group, "5")
+    lines = await run_java_done("consume", grpc5.endpoint, topic, group, "5")
     got: list[dict[str, Any]] = [json.loads(line[4:]) for line in lines if line.startswith("MSG ")]
     assert sorted(m["body"] for m in got) == [f"java-{i}" for i in range(5)]
     for msg in got:
@@ -73,7 +69,7 @@ async def test_java_producer_simple_and_push_consumers(grpc5: Grpc5) -> None:
     assert {m.tags for m in stored.values()} == {"JavaTag"}
     assert sorted(stored["java-3"].keys) == ["jk3", "shared"]
     # A PushConsumer of another group gets them all too (assignments, auto-renewed receives).
-    lines = await run_java("push", grpc5.endpoint, topic, unique("push"), "5")
+    lines = await run_java_done("push", grpc5.endpoint, topic, unique("push"), "5")
     pushed = [json.loads(line[4:]) for line in lines if line.startswith("MSG ")]
     assert sorted(m["body"] for m in pushed) == [f"java-{i}" for i in range(5)]
     assert {m["tag"] for m in pushed} == {"JavaTag"}

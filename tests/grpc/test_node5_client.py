@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import shutil
 from typing import Any
 
 import pytest
 
-from .conftest import HERE, Grpc5, install_node5_client
+from .conftest import HERE, Grpc5, install_node5_client, result_of, run_child
 from .test_py5_producer import create_topic
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
@@ -29,25 +28,9 @@ async def run_node(*args: str, timeout: float = 90.0) -> dict[str, Any]:
     modules = await asyncio.to_thread(install_node5_client)
     node = shutil.which("node")
     assert node is not None, "the Node.js client tests need `node`"
-    proc = await asyncio.create_subprocess_exec(
-        node,
-        str(HERE / "node5_client.js"),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "NODE_PATH": str(modules)},
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, _ = await proc.communicate()
-    text = out.decode(errors="replace")
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return result
-    raise AssertionError(f"node exited with {proc.returncode} and no result:\n{text}")
+    argv = [node, str(HERE / "node5_client.js"), *args]
+    code, text = await run_child(argv, timeout, env={"NODE_PATH": str(modules)}, what=args[0])
+    return result_of(text, code, f"node {args[0]}")
 
 
 async def test_node_producer_and_simple_consumer(grpc5: Grpc5) -> None:

@@ -37,11 +37,11 @@ from aiorocketmq.client.admin import Admin
 from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.tls import TlsMode, default_permissive
 from tests.cluster import Cluster
-from tests.interop.harness import CLIENT_HEAP, build_java5
 from tests.security.pki import make_pki
 
 from .conftest import GRPC_PORT, Grpc5, install_py5_client, start_grpc_broker
 from .test_go5_client import Go5, build_go5
+from .test_java5_client import run_java
 
 #: The fixtures' loop (the package's, as conftest.py's); the settings test needs none.
 in_package_loop = pytest.mark.asyncio(loop_scope="package")
@@ -148,28 +148,6 @@ def loopback_listeners(pid: int) -> list[int]:
             if state == "0A" and inode in inodes and address in LOOPBACK:
                 ports.append(int(port, 16))
     return sorted(ports)
-
-
-async def run_java(*args: str, ssl_on: bool, timeout: float = 120.0) -> tuple[int, list[str]]:
-    """``interop5.Grpc5`` with its TLS as the client's default (``GRPC5_SSL=true``) or off."""
-    java, classpath = await asyncio.to_thread(build_java5)
-    proc = await asyncio.create_subprocess_exec(
-        java,
-        *CLIENT_HEAP,
-        "-cp",
-        classpath,
-        "interop5.Grpc5",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "GRPC5_SSL": "true" if ssl_on else "false"},
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode(errors="replace").splitlines()
 
 
 # -- a broker with default settings ---------------------------------------------------------
