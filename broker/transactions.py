@@ -5,6 +5,10 @@ are checked back with CHECK_TRANSACTION_STATE on a live connection of their prod
 every ``transactionCheckInterval``, at most ``transactionCheckMax`` times.
 
 Open half messages are rebuilt from the two topics at start-up, so a restart loses none.
+Each is also known by its transaction id (the message's unique key) within its producer
+group, so a front whose clients name a transaction by id alone (the 5.x EndTransaction) finds it
+here (:meth:`TransactionService.find`) and decides it with plain values
+(:meth:`TransactionService.decide`), as END_TRANSACTION's header does with offsets.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from aiorocketmq.protocol.codes import (
 )
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ServerSystemError
-from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader
 from aiorocketmq.protocol.loop import cancel_and_wait
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, encode_message_ext
 from aiorocketmq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANSACTION_GROUP
@@ -55,6 +59,8 @@ class HalfMessage:
     producer_group: str
     immunity_ms: int = 0
     check_times: int = 0
+    #: The half message's unique key, which producers name the transaction by.
+    transaction_id: str = ""
 
 
 class TransactionService:
@@ -76,6 +82,9 @@ class TransactionService:
         #: Half messages given up on after ``transactionCheckMax`` checks, by commit-log
         #: offset: their producer may still decide (kept until a restart).
         self.discarded: dict[int, HalfMessage] = {}
+        #: (producer group, transaction id) -> commit-log offset of an undecided half message
+        #: (pending or discarded).
+        self._by_id: dict[tuple[str, str], int] = {}
         self._task: asyncio.Task[None] | None = None
 
     # -- state ----------------------------------------------------------------------------
@@ -118,46 +127,70 @@ class TransactionService:
             log.info("%d transactions still open", len(self.pending))
 
     def _track(self, msg: MessageExt) -> None:
-        props = msg.properties
-        immunity = props.get(PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS, "")
-        self.pending[msg.commit_log_offset] = HalfMessage(
-            queue_offset=msg.queue_offset,
-            commit_log_offset=msg.commit_log_offset,
-            store_timestamp=msg.store_timestamp,
-            producer_group=props.get(PropertyKey.PRODUCER_GROUP, ""),
-            immunity_ms=int(immunity) * 1000 if immunity.isdigit() else 0,
-        )
+        self._open(msg.properties, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp)
 
     def on_half_stored(self, properties: dict[str, str], result: PutResult) -> None:
+        stored = result.store_timestamp or time.time_ns() // 1_000_000
+        self._open(properties, result.queue_offset, result.wrote_offset, stored)
+
+    def _open(
+        self, properties: dict[str, str], queue_offset: int, commit_log_offset: int, stored: int
+    ) -> None:
         immunity = properties.get(PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS, "")
-        self.pending[result.wrote_offset] = HalfMessage(
-            queue_offset=result.queue_offset,
-            commit_log_offset=result.wrote_offset,
-            store_timestamp=result.store_timestamp or time.time_ns() // 1_000_000,
+        half = HalfMessage(
+            queue_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            store_timestamp=stored,
             producer_group=properties.get(PropertyKey.PRODUCER_GROUP, ""),
             immunity_ms=int(immunity) * 1000 if immunity.isdigit() else 0,
+            transaction_id=properties.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
         )
+        self.pending[commit_log_offset] = half
+        if half.transaction_id:
+            self._by_id[(half.producer_group, half.transaction_id)] = commit_log_offset
+
+    def _forget(self, half: HalfMessage) -> None:
+        key = (half.producer_group, half.transaction_id)
+        if self._by_id.get(key) == half.commit_log_offset:
+            del self._by_id[key]
+
+    def find(self, producer_group: str, transaction_id: str) -> HalfMessage | None:
+        """The undecided half message of ``producer_group`` whose transaction id is
+        ``transaction_id`` (one given up on after ``transactionCheckMax`` checks included)."""
+        offset = self._by_id.get((producer_group, transaction_id))
+        if offset is None:
+            return None
+        return self.pending.get(offset) or self.discarded.get(offset)
 
     # -- decisions ------------------------------------------------------------------------
 
-    def end(self, h: EndTransactionRequestHeader, remark: str | None) -> None:
-        """Apply a producer's decision (a decision on a decided half message is a no-op);
-        raises :class:`ServerSystemError` when the header does not name a half message."""
-        kind = h.commit_or_rollback
+    def decide(
+        self,
+        *,
+        commit_log_offset: int,
+        queue_offset: int,
+        producer_group: str,
+        kind: int,
+        transaction_id: str = "",
+        remark: str | None = None,
+    ) -> None:
+        """Apply a producer's decision (``kind``: commit or rollback; anything else, and a
+        decision on a decided half message, is a no-op); raises :class:`ServerSystemError`
+        when the offsets and group do not name a half message."""
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return
-        half = self.store.look_message(h.commit_log_offset)
+        half = self.store.look_message(commit_log_offset)
         if half is None or half.topic != TRANS_HALF_TOPIC:
             raise ServerSystemError("Find prepared transaction message failed")
-        if half.properties.get(PropertyKey.PRODUCER_GROUP) != h.producer_group:
+        if half.properties.get(PropertyKey.PRODUCER_GROUP) != producer_group:
             raise ServerSystemError("The producer group wrong")
-        if half.queue_offset != h.tran_state_table_offset:
+        if half.queue_offset != queue_offset:
             raise ServerSystemError("The transaction state table offset wrong")
-        if half.commit_log_offset != h.commit_log_offset:
+        if half.commit_log_offset != commit_log_offset:
             raise ServerSystemError("The commit log offset wrong")
-        half_state = self.pending.get(h.commit_log_offset) or self.discarded.get(h.commit_log_offset)
+        half_state = self.pending.get(commit_log_offset) or self.discarded.get(commit_log_offset)
         if half_state is None:
-            log.debug("transaction %s already decided", h.transaction_id or h.msg_id)
+            log.debug("transaction %s already decided", transaction_id)
             return
         if kind == TRANSACTION_COMMIT_TYPE:
             props = dict(half.properties)
@@ -174,20 +207,19 @@ class TransactionService:
                 born_timestamp=half.born_timestamp,
                 born_host=half.born_host_bytes,
                 reconsume_times=half.reconsume_times,
-                prepared_transaction_offset=h.commit_log_offset,
+                prepared_transaction_offset=commit_log_offset,
             )
             result = self.writer.put(msg)
             if not result.ok:
                 raise ServerSystemError(f"commit failed: {result.status.name}")
-            log.debug("transaction %s committed to %s", h.transaction_id or h.msg_id, topic)
+            log.debug("transaction %s committed to %s", transaction_id, topic)
         else:
-            log.debug(
-                "transaction %s rolled back%s", h.transaction_id or h.msg_id, f": {remark}" if remark else ""
-            )
-        if h.commit_log_offset in self.pending:
+            log.debug("transaction %s rolled back%s", transaction_id, f": {remark}" if remark else "")
+        self._forget(half_state)
+        if commit_log_offset in self.pending:
             self._settle(half_state)
         else:
-            del self.discarded[h.commit_log_offset]
+            del self.discarded[commit_log_offset]
 
     def resume(self, commit_log_offset: int) -> None:
         """RESUME_CHECK_HALF_MESSAGE: check a half message again from its first check, as if
@@ -262,6 +294,7 @@ class TransactionService:
                 continue
             msg = self.store.look_message(half.commit_log_offset)
             if msg is None:
+                self._forget(half)
                 self._settle(half)
                 continue
             # A round counts whether or not a producer of the group is online to ask, so the

@@ -17,7 +17,6 @@ import inspect
 import itertools
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +46,9 @@ from aiorocketmq.protocol.codes import (
 )
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import BrokerError, MQError
-from aiorocketmq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeaderV2
+from aiorocketmq.protocol.headers import SendMessageRequestHeaderV2
 from aiorocketmq.protocol.message import (
     PropertyKey,
-    decode_offset_msg_id,
     decode_records,
     encode_properties,
     java_hash,
@@ -84,7 +82,7 @@ from .convert import (
     to_message,
 )
 from .routes import ClusterRoutes, RoutedBroker, RouteSource, assignments, message_queues
-from .sessions import GrpcChannel, Session, TelemetryStream, TransactionCheck
+from .sessions import GrpcChannel, Session, TelemetryStream
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +138,6 @@ ABANDONED_INVISIBLE_MS = 1000
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_LONG_POLL = 5.0
-#: How many half messages the broker remembers by transaction id for EndTransaction (a
-#: forgotten one is still found among the open transactions, only more slowly).
-HALF_CACHE_SIZE = 100_000
 
 _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
@@ -246,8 +241,6 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         #: of one broker without a name server).
         self.routes = ClusterRoutes(config.broker_name, config.broker_id, route=route, signer=signer)
         self.sessions: dict[str, Session] = {}
-        #: (topic, transaction id) -> (half message's queue offset, its commit-log offset)
-        self.half_messages: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._round_robin = itertools.count()
         self._arrivals: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._next_acl_look = 0.0
@@ -352,7 +345,6 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 _peer(context),
                 language=metadata.get(LANGUAGE, ""),
                 version=metadata.get(CLIENT_VERSION, ""),
-                on_check=self._remember_check,
             )
         if session is not None:
             session.last_seen = time.monotonic()
@@ -587,19 +579,6 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             sub_version=now_ms(),
         )
 
-    def _remember_check(self, check: TransactionCheck) -> None:
-        topic, transaction_id, queue_offset, commit_log_offset = check
-        self._remember_half(topic, transaction_id, queue_offset, commit_log_offset)
-
-    def _remember_half(
-        self, topic: str, transaction_id: str, queue_offset: int, commit_log_offset: int
-    ) -> None:
-        cache = self.half_messages
-        cache[(topic, transaction_id)] = (queue_offset, commit_log_offset)
-        cache.move_to_end((topic, transaction_id))
-        while len(cache) > HALF_CACHE_SIZE:
-            cache.popitem(last=False)
-
     # -- Heartbeat / NotifyClientTermination ----------------------------------------------
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
@@ -795,9 +774,6 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         fields = response.ext_fields or {}
         uniq = props[_UNIQ_KEY]
         queue_offset = int(fields.get("queueOffset", 0))
-        if transactional and code == Code.OK:
-            _, commit_log_offset = decode_offset_msg_id(str(fields.get("msgId", "")))
-            self._remember_half(name, uniq, queue_offset, commit_log_offset)
         return pb.SendResultEntry(
             status=status(code, response.remark or ("OK" if code == Code.OK else "")),
             message_id=uniq,
@@ -857,36 +833,22 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             kind = TRANSACTION_ROLLBACK_TYPE
         else:
             raise RpcError(Code.BAD_REQUEST, "the resolution is neither COMMIT nor ROLLBACK")
-        found = self.half_messages.get((topic, transaction_id)) or self._find_half(topic, transaction_id)
-        if found is None:
+        # A 5.x producer's group is its topic (the proxy names it so).
+        half = self.transactions.find(topic, transaction_id)
+        if half is None:
             raise RpcError(
                 Code.INVALID_TRANSACTION_ID, f"no open transaction {transaction_id} on topic {topic}"
             )
-        queue_offset, commit_log_offset = found
-        header = EndTransactionRequestHeader(
-            producer_group=topic,
-            tran_state_table_offset=queue_offset,
-            commit_log_offset=commit_log_offset,
-            commit_or_rollback=kind,
-            from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK,
-            msg_id=request.message_id or transaction_id,
-            transaction_id=transaction_id,
-        )
         try:
-            self.transactions.end(header, None)
+            self.transactions.decide(
+                commit_log_offset=half.commit_log_offset,
+                queue_offset=half.queue_offset,
+                producer_group=topic,
+                kind=kind,
+                transaction_id=transaction_id,
+            )
         except BrokerError as exc:
             raise RpcError(Code.INVALID_TRANSACTION_ID, exc.remark or str(exc)) from None
-        self.half_messages.pop((topic, transaction_id), None)
-
-    def _find_half(self, topic: str, transaction_id: str) -> tuple[int, int] | None:
-        """An open half message by its unique key (one the cache forgot, or a broker restart)."""
-        for half in self.transactions.pending.values():
-            if half.producer_group != topic:
-                continue
-            msg = self.store.look_message(half.commit_log_offset)
-            if msg is not None and msg.properties.get(_UNIQ_KEY) == transaction_id:
-                return half.queue_offset, half.commit_log_offset
-        return None
 
     # -- POP consumption (SimpleConsumer, PushConsumer) -----------------------------------
 

@@ -15,7 +15,6 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
@@ -29,10 +28,6 @@ from . import messaging_pb2 as pb
 from .convert import to_message
 
 log = logging.getLogger(__name__)
-
-#: A transaction check the broker forwards: (topic, transaction id, queue offset of the half
-#: message, its commit-log offset).
-TransactionCheck = tuple[str, str, int, int]
 
 
 class TelemetryStream:
@@ -157,7 +152,6 @@ class Session:
     last_seen: float = field(default_factory=time.monotonic)
     #: Called with each transaction check forwarded to this client (the service remembers
     #: the half message so the EndTransaction that answers it can be applied).
-    on_check: Callable[[TransactionCheck], None] | None = None
     channel: GrpcChannel = field(init=False)
     _nonces: itertools.count[int] = field(default_factory=itertools.count, init=False)
 
@@ -187,15 +181,6 @@ class Session:
             return
         transaction_id = header.transaction_id or header.msg_id or ""
         message = to_message(msg, topic=msg.topic)
-        if self.on_check is not None:
-            self.on_check(
-                (
-                    message.topic.name,
-                    transaction_id,
-                    header.tran_state_table_offset,
-                    header.commit_log_offset,
-                )
-            )
         stream.send(
             pb.TelemetryCommand(
                 recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(

@@ -30,7 +30,14 @@ class TransactionHandlers:
         h = EndTransactionRequestHeader.from_fields(cmd.ext_fields)
         if self.config.broker_id != MASTER_ID:
             raise SlaveNotAvailableError("a slave does not accept transaction decisions")
-        self.transactions.end(h, cmd.remark)
+        self.transactions.decide(
+            commit_log_offset=h.commit_log_offset,
+            queue_offset=h.tran_state_table_offset,
+            producer_group=h.producer_group,
+            kind=h.commit_or_rollback,
+            transaction_id=h.transaction_id or h.msg_id or "",
+            remark=cmd.remark,
+        )
         return cmd.response()
 
     def resume_check(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -124,6 +124,34 @@ async def test_refused_sends_answer_in_band_and_the_server_keeps_serving(
     assert len(ok.entries) == 1 and ok.entries[0].message_id
 
 
+async def test_end_transaction_finds_the_transaction_by_id_within_its_topic(
+    stub: pb_grpc.MessagingServiceStub,
+) -> None:
+    """EndTransaction names a transaction by topic and id alone: the transaction service finds
+    it by id (broker/transactions.py ``find``), once; another topic's or an unknown id is
+    INVALID_TRANSACTION_ID, and the server keeps serving."""
+    topic, other = unique("TxById"), unique("TxOther")
+    half = message(topic, b"half")
+    half.system_properties.message_type = pb.TRANSACTION
+    sent = await stub.SendMessage(pb.SendMessageRequest(messages=[half]))
+    assert sent.status.code == pb.OK, sent.status
+    tid = sent.entries[0].transaction_id
+    assert tid
+
+    async def end(topic: str, transaction_id: str) -> int:
+        reply = await stub.EndTransaction(
+            pb.EndTransactionRequest(
+                topic=pb.Resource(name=topic), transaction_id=transaction_id, resolution=pb.COMMIT
+            )
+        )
+        return int(reply.status.code)
+
+    assert await end(other, tid) == pb.INVALID_TRANSACTION_ID
+    assert await end(topic, "no-such-id") == pb.INVALID_TRANSACTION_ID
+    assert await end(topic, tid) == pb.OK
+    assert await end(topic, tid) == pb.INVALID_TRANSACTION_ID, "a transaction decided twice"
+
+
 async def test_heartbeat_needs_settings_first_and_telemetry_echoes_merged_settings(
     grpc5: Grpc5, stub: pb_grpc.MessagingServiceStub
 ) -> None:

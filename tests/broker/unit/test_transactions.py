@@ -207,3 +207,57 @@ async def test_open_half_messages_are_rebuilt_from_the_store(
         parts.offsets.file.save_now(parts.offsets.encode())
     async with broker_parts(tmp_path) as restarted:
         assert list(restarted.transactions.pending) == [open_half.commit_log_offset]
+
+
+def decide_by_id(parts: Parts, transaction_id: str, kind: int) -> bool:
+    """What the 5.x EndTransaction does: find the half message by id, decide it; whether found."""
+    half = parts.transactions.find(GROUP, transaction_id)
+    if half is None:
+        return False
+    parts.transactions.decide(
+        commit_log_offset=half.commit_log_offset,
+        queue_offset=half.queue_offset,
+        producer_group=GROUP,
+        kind=kind,
+        transaction_id=transaction_id,
+    )
+    return True
+
+
+async def test_a_transaction_is_found_by_its_id_until_it_is_decided(
+    tmp_path: Path, conn: RecordedConnection
+) -> None:
+    """The transaction id (the half message's unique key) names it within its producer group,
+    across a restart, after it was given up on, and after an operator resumed it as a copy."""
+    async with broker_parts(tmp_path, transactionCheckMax="1") as parts:
+        first = await send_half(parts, conn, b"one", **{PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "TX1"})
+        await send_half(parts, conn, b"two", **{PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "TX2"})
+        await send_half(parts, conn, b"three", **{PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "TX3"})
+        assert parts.transactions.find("another-group", "TX1") is None
+        found = parts.transactions.find(GROUP, "TX1")
+        assert found is not None and found.commit_log_offset == first.commit_log_offset
+        assert decide_by_id(parts, "TX1", TRANSACTION_COMMIT_TYPE)
+        assert [m.body for m in parts.messages(TOPIC, 1)] == [b"one"]
+        assert not decide_by_id(parts, "TX1", TRANSACTION_COMMIT_TYPE), "decided twice"
+        parts.offsets.file.save_now(parts.offsets.encode())
+    async with broker_parts(tmp_path, transactionCheckMax="1") as parts:
+        # Rebuilt from the store: TX2 and TX3 are still open, by id.
+        assert parts.transactions.find(GROUP, "TX1") is None
+        two = parts.transactions.find(GROUP, "TX2")
+        assert two is not None
+        # Given up on after its checks: still found, still decidable.
+        later = two.store_timestamp + parts.config.transaction_time_out
+        parts.transactions.check(now_ms=later)
+        parts.transactions.check(now_ms=later)
+        assert not parts.transactions.pending
+        assert decide_by_id(parts, "TX2", TRANSACTION_ROLLBACK_TYPE)
+        assert parts.transactions.find(GROUP, "TX2") is None
+        # Resumed by an operator: the id now names the copy, which a decision commits once.
+        three = parts.transactions.find(GROUP, "TX3")
+        assert three is not None
+        parts.transactions.resume(three.commit_log_offset)
+        copy = parts.transactions.find(GROUP, "TX3")
+        assert copy is not None and copy.commit_log_offset != three.commit_log_offset
+        assert decide_by_id(parts, "TX3", TRANSACTION_COMMIT_TYPE)
+        assert [m.body for m in parts.messages(TOPIC, 1)] == [b"one", b"three"]
+        assert parts.transactions.find(GROUP, "TX3") is None
