@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -31,6 +32,7 @@ from aiorocketmq.broker.pop.service import (
     MAX_POP_MESSAGES,
     REVIVE_GROUP,
 )
+from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.body import SubscriptionGroupConfig, TopicConfig
 from aiorocketmq.protocol.codes import Perm
 from aiorocketmq.protocol.errors import (
@@ -39,13 +41,14 @@ from aiorocketmq.protocol.errors import (
     NoPermissionError,
     ServerSystemError,
     SubscriptionGroupNotExistError,
+    SubscriptionParseFailedError,
     TopicNotExistError,
 )
 from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_record
 from aiorocketmq.protocol.pop import INIT_MODE_MIN, ORDER_REVIVE_QID, ReceiptHandle, pop_retry_topic
 from tests.support import wait_until
 
-from .support import Parts, broker_parts
+from .support import STORE_HOST, Parts, broker_parts
 
 TOPIC = "PopMut"
 GROUP = "pop-mut-group"
@@ -997,7 +1000,565 @@ async def test_when_too_many_receives_wait_a_notification_says_polling_full_and_
     await wait_until(lambda: service.waiting == 1, timeout=5)
     told = service.notification(group=GROUP, topic=TOPIC, queue_id=-1, poll_ms=10_000)
     assert await asyncio.wait_for(told, 5) == (False, True)
-    with pytest.raises(PollingFullError):
+    with pytest.raises(PollingFullError, match="1 receives are waiting already"):
         await asyncio.wait_for(pop(service, queue_id=None, poll_ms=10_000), 5)
     waiting.cancel()
     await asyncio.gather(waiting, return_exceptions=True)
+
+
+# -- second pass: the functions the first run did not reach ------------------------------------
+
+
+async def test_a_pop_time_is_the_wall_clock_in_milliseconds(tmp_path: Path) -> None:
+    """Without a held clock: the pop time a pop reports and its handles carry is the wall
+    clock in ms (as Apache's System.currentTimeMillis()), which clients add the invisible
+    time to."""
+    async with broker_parts(tmp_path) as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        service = service_for(parts)
+        put(parts, b"w")
+        before = time.time_ns() // 1_000_000
+        result = await service.pop(group=GROUP, topic=TOPIC, queue_id=0, max_messages=1, invisible_ms=1_000)
+        after = time.time_ns() // 1_000_000
+        assert before <= result.pop_time <= after
+        assert ReceiptHandle.decode(result.messages[0].receipt_handle).pop_time == result.pop_time
+
+
+async def test_the_messages_of_a_deleted_group_are_still_redelivered_and_other_pops_go_on(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """A subscription group deleted while its popped message is in flight: at the invisible
+    time the message is still redelivered to the group's retry topic (the default
+    retryMaxTimes applies), and the pops of other groups that run the revive are not
+    disturbed."""
+    parts, service = held
+    put(parts, b"d")
+    (first,) = await pop(service)
+    assert parts.groups.delete(GROUP)
+    clock.now = T0 + 10_000
+    assert bodies(await pop(service, group="other")) == [b"d"]
+    (copy,) = parts.messages(pop_retry_topic(GROUP, TOPIC), 0)
+    assert (copy.body, copy.reconsume_times) == (b"d", 1)
+    assert first.message.body == b"d" and service.in_flight == 1  # the other group's
+
+
+async def test_after_a_restart_a_waiting_notification_is_woken_by_a_redelivery(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """After a restart nobody has popped yet: a NOTIFICATION waiting for the topic learns at
+    once that a recovered message came back to the group's retry topic (not at the end of
+    its poll time)."""
+    parts, service = held
+    put(parts, b"n")
+    await pop(service)
+    restarted = service_for(parts)
+    restarted.recover()
+    parts.store.add_arrival_listener(restarted.on_arrival)
+    told = asyncio.ensure_future(
+        restarted.notification(group=GROUP, topic=TOPIC, queue_id=-1, poll_ms=60_000)
+    )
+    await wait_until(lambda: restarted.waiting == 1, timeout=5)
+    clock.now = T0 + 10_000
+    restarted._revive_due(clock.now)
+    assert await asyncio.wait_for(told, 5) == (True, False)
+
+
+async def test_recovery_logs_how_many_batches_and_acked_messages_it_found_in_flight(
+    held: tuple[Parts, PopService], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The recovery line counts the check points still in flight (two batches) and their
+    acked messages (one of each); a revive log with nothing in flight logs no such line."""
+    parts, service = held
+    caplog.set_level(logging.INFO, logger="aiorocketmq.broker.pop.service")
+    service_for(parts).recover()
+    assert not [m for m in caplog.messages if "after recovery" in m]
+    for queue_id in (0, 1):
+        put(parts, b"a", queue_id=queue_id)
+        put(parts, b"b", queue_id=queue_id)
+        first, _ = await pop(service, queue_id=queue_id)
+        await ack(service, first.receipt_handle)
+    service_for(parts).recover()
+    assert "POP: 2 check points in flight after recovery (2 messages acked)" in caplog.messages
+
+
+async def test_a_restart_does_not_undo_an_offset_reset_made_after_the_batches_were_settled(
+    held: tuple[Parts, PopService],
+) -> None:
+    """Recovery replays the revive log from its committed progress only: a batch acked and
+    settled before it does not move the group's offset again, so a reset of the offset
+    (mqadmin resetOffsetByTime) made after it still re-delivers the messages after a restart."""
+    parts, service = held
+    put(parts, b"m0")
+    (msg,) = await pop(service)
+    await ack(service, msg.receipt_handle)
+    service.commit_progress()
+    parts.offsets.commit(GROUP, TOPIC, 0, 0)  # the reset
+    restarted = service_for(parts)
+    restarted.recover()
+    assert parts.offsets.query(GROUP, TOPIC, 0) == 0
+    assert bodies(await pop(restarted)) == [b"m0"]
+
+
+async def test_successive_pops_spread_their_batches_over_every_revive_queue(
+    held: tuple[Parts, PopService],
+) -> None:
+    """Eight pops in a row use each of the eight revive queues once (Apache's round robin),
+    so expiries are spread over every revive queue."""
+    parts, service = held
+    for i in range(8):
+        put(parts, f"r{i}".encode())
+    qids = []
+    for _ in range(8):
+        (msg,) = await pop(service, max_messages=1)
+        qids.append(ReceiptHandle.decode(msg.receipt_handle).revive_qid)
+    assert sorted(qids) == list(range(8))
+
+
+async def test_batches_that_expire_together_are_redelivered_in_the_order_they_were_popped(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """Two batches popped in the same millisecond with the same invisible time: the one
+    popped first (queue 1) lands in the retry topic first."""
+    parts, service = held
+    put(parts, b"q1", queue_id=1)
+    put(parts, b"q0", queue_id=0)
+    await pop(service, queue_id=1, invisible_ms=1_000)
+    await pop(service, queue_id=0, invisible_ms=1_000)
+    clock.now = T0 + 1_000
+    service._revive_due(clock.now)
+    assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"q1", b"q0"]
+
+
+async def test_revive_log_records_are_born_here_and_a_refused_one_says_why(
+    held: tuple[Parts, PopService], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The revive log's records carry this broker's address as their born host (as Apache
+    writes them); when the disk is full, the refusal names the revive topic and the store's
+    reason, and a redelivery that cannot be written is logged with its own."""
+    parts, service = held
+    put(parts, b"a")
+    (msg,) = await pop(service, invisible_ms=1_000)
+    qid = ReceiptHandle.decode(msg.receipt_handle).revive_qid
+    (record,) = parts.messages(service.revive_topic, qid)
+    assert record.born_host_bytes == STORE_HOST
+    store = parts.store
+    ratio = store.config.disk_space_warning_level_ratio
+    store.config.disk_space_warning_level_ratio = 0.0
+    assert store.check_disk()
+    full = "service not available now: the broker's disk is full"
+    with pytest.raises(
+        ServerSystemError, match=re.escape(f"POP state cannot be written to {service.revive_topic}: {full}")
+    ):
+        await ack(service, msg.receipt_handle)
+    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.service"):
+        service._revive_due(T0 + 1_000)
+    retry = pop_retry_topic(GROUP, TOPIC)
+    key = (TOPIC, GROUP, 0, 0, T0)
+    logged = [m for m in caplog.messages if m.startswith("POP: redelivery of")]
+    assert len(logged) == 1 and logged[0].endswith("bytes free)"), logged
+    assert logged[0].startswith(
+        f"POP: redelivery of {key} failed, trying again later: SYSTEM_ERROR(1): redelivery to {retry} failed: {full}"
+    )
+    store.config.disk_space_warning_level_ratio = ratio
+    assert not store.check_disk()
+
+
+class _FlushTimesOut:
+    """The store, but a SYNC_FLUSH disk that never confirms a flush in time."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def wait_flushed(self, result: PutResult) -> PutStatus:
+        return PutStatus.FLUSH_DISK_TIMEOUT
+
+
+async def test_pop_records_not_flushed_in_time_are_logged_and_the_pop_still_answers(
+    held: tuple[Parts, PopService], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flush that times out does not fail the pop or the ack; a warning names the status.
+    When the flush is confirmed nothing is logged."""
+    parts, service = held
+    caplog.set_level(logging.WARNING, logger="aiorocketmq.broker.pop.service")
+    put(parts, b"fine")
+    (fine,) = await pop(service)
+    await ack(service, fine.receipt_handle)
+    assert not [m for m in caplog.messages if "flushed" in m]
+    slow = PopService(
+        parts.config,
+        store=cast(MessageStore, _FlushTimesOut(parts.store)),
+        writer=parts.writer,
+        topics=parts.topics,
+        groups=parts.groups,
+        offsets=parts.offsets,
+    )
+    put(parts, b"slow")
+    assert bodies(await pop(slow)) == [b"slow"]
+    assert "POP: state records not flushed in time (FLUSH_DISK_TIMEOUT)" in caplog.messages
+
+
+async def test_the_revive_logs_progress_is_committed_while_the_broker_runs(
+    held: tuple[Parts, PopService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only at stop: the running service commits the settled revive progress every
+    PROGRESS_INTERVAL, so a crash replays little."""
+    parts, service = held
+    monkeypatch.setattr(service_module, "PROGRESS_INTERVAL", 0.01)
+    service.start()
+    try:
+        put(parts, b"p")
+        (msg,) = await pop(service)
+        await ack(service, msg.receipt_handle)
+        qid = ReceiptHandle.decode(msg.receipt_handle).revive_qid
+        await wait_until(lambda: parts.offsets.query(REVIVE_GROUP, service.revive_topic, qid) == 2, timeout=5)
+    finally:
+        await service.stop()
+
+
+async def test_the_revive_timer_redelivers_on_time_and_leaves_the_loop_free_while_it_waits(
+    tmp_path: Path,
+) -> None:
+    """Wall clock, running service: a message 0.8 s from its invisible time does not keep
+    the event loop busy until then (other tasks run on time), and the revive timer
+    redelivers it by itself."""
+    async with broker_parts(tmp_path) as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        service = service_for(parts)
+        service.recover()
+        service.start()
+        try:
+            put(parts, b"t")
+            await pop(service, invisible_ms=800)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await asyncio.sleep(0.05)
+            assert loop.time() - started < 0.5
+            await wait_until(lambda: service.redelivered == 1, timeout=5)
+            assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"t"]
+        finally:
+            await service.stop()
+
+
+async def test_a_batch_still_in_flight_survives_two_restarts_in_a_row(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """Crash, restart, commit the revive progress, crash again: the batch still in flight
+    is recovered both times (the progress the first restart commits stops at its record),
+    and a settled batch recovered before it does not hide it."""
+    parts, service = held
+    put(parts, b"o")
+    (a,) = await pop(service, group="ga", fifo=True)  # revive queue 0, offset 0
+    (b,) = await pop(service, group="gb", fifo=True)  # revive queue 0, offset 1
+    await service.ack(group="ga", topic=TOPIC, receipt_handle=a.receipt_handle)  # revive queue 0, offset 2
+    first = service_for(parts)
+    first.recover()
+    assert first.in_flight == 1
+    first.commit_progress()
+    second = service_for(parts)
+    second.recover()
+    assert second.in_flight == 1
+    clock.now = T0 + 10_000
+    (again,) = await pop(second, group="gb", fifo=True)
+    assert (again.message.body, again.delivery_attempt) == (b"o", 2)
+    assert b.message.body == b"o"
+
+
+async def test_after_a_restart_a_batch_popped_after_a_settled_one_still_comes_back(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """The first batch is acked, the second is not: after a restart the second is still
+    redelivered at its invisible time."""
+    parts, service = held
+    put(parts, b"a")
+    put(parts, b"b")
+    (a,) = await pop(service, max_messages=1)
+    assert bodies(await pop(service, max_messages=1)) == [b"b"]
+    await ack(service, a.receipt_handle)
+    restarted = service_for(parts)
+    restarted.recover()
+    assert restarted.in_flight == 1
+    clock.now = T0 + 10_000
+    (again,) = await pop(restarted, queue_id=None)
+    assert (again.message.body, again.delivery_attempt) == (b"b", 2)
+
+
+async def test_a_pop_of_any_queue_starts_at_a_random_queue(held: tuple[Parts, PopService]) -> None:
+    """Pops of one message from any queue are served from both queues, not always from the
+    first (Apache starts at a random queue)."""
+    parts, service = held
+    for i in range(20):
+        put(parts, f"q0-{i}".encode(), queue_id=0)
+        put(parts, f"q1-{i}".encode(), queue_id=1)
+    served = set()
+    for _ in range(20):
+        (msg,) = await pop(service, queue_id=None, max_messages=1)
+        served.add(msg.message.queue_id)
+    assert served == {0, 1}
+
+
+async def test_redeliveries_and_new_messages_take_turns(held: tuple[Parts, PopService], clock: Clock) -> None:
+    """60 redeliveries wait in the retry topic and 60 new messages in the topic: of 60 pops
+    of one message, some (about a fifth, as Apache reads the retry topic first one time in
+    five) take a redelivery and most a new message, so neither starves the other."""
+    parts, service = held
+    for i in range(60):
+        put(parts, f"old{i}".encode())
+    popped = 0
+    while popped < 60:  # a read stops at the end of a consume-queue file (50 entries)
+        popped += len(await pop(service, invisible_ms=1_000))
+    clock.now = T0 + 1_000
+    service._revive_due(clock.now)
+    assert service.redelivered == 60
+    for i in range(60):
+        put(parts, f"new{i}".encode())
+    retry = pop_retry_topic(GROUP, TOPIC)
+    from_retry = 0
+    for _ in range(60):
+        (msg,) = await pop(service, max_messages=1)
+        from_retry += msg.message.topic == retry
+    assert 1 <= from_retry <= 30
+
+
+async def test_a_blocked_orderly_queue_does_not_stop_an_orderly_pop_of_any_queue(
+    held: tuple[Parts, PopService],
+) -> None:
+    """Queue 0 is blocked by each group's orderly batch: an orderly pop of any queue still
+    gets queue 1's message, whichever queue it looks at first."""
+    parts, service = held
+    put(parts, b"q0")
+    put(parts, b"q1", queue_id=1)
+    for g in range(10):
+        group = f"fifo-{g}"
+        assert bodies(await pop(service, group=group, queue_id=0, fifo=True)) == [b"q0"]
+        assert bodies(await pop(service, group=group, queue_id=None, fifo=True)) == [b"q1"]
+
+
+async def test_a_pop_of_any_queue_hands_out_no_more_than_asked_in_all(held: tuple[Parts, PopService]) -> None:
+    """Two queues of three messages each: a pop of any queue for four gets four."""
+    parts, service = held
+    for i in range(3):
+        put(parts, f"q0-{i}".encode(), queue_id=0)
+        put(parts, f"q1-{i}".encode(), queue_id=1)
+    result = await service.pop(group=GROUP, topic=TOPIC, queue_id=None, max_messages=4, invisible_ms=1_000)
+    assert len(result.messages) == 4 and result.rest == 2
+
+
+async def test_rest_counts_what_every_queue_read_left_behind(tmp_path: Path, clock: Clock) -> None:
+    """The store hands out at most two messages per read (maxTransferCountOnMessageInMemory):
+    a pop of any queue takes two of each queue's three, and its restNum counts the one left
+    in each."""
+    async with broker_parts(tmp_path, {"maxTransferCountOnMessageInMemory": 2}) as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=2, write_queue_nums=2))
+        service = service_for(parts)
+        for i in range(3):
+            put(parts, f"q0-{i}".encode(), queue_id=0)
+            put(parts, f"q1-{i}".encode(), queue_id=1)
+        result = await service.pop(
+            group=GROUP, topic=TOPIC, queue_id=None, max_messages=32, invisible_ms=1_000
+        )
+        assert (len(result.messages), result.rest) == (4, 2)
+
+
+async def test_a_pop_that_finds_only_other_tags_moves_the_groups_offset_past_them(
+    held: tuple[Parts, PopService],
+) -> None:
+    """Nothing matches the pop's tag: the group's offset still moves past what was scanned
+    (as Apache commits it), so the next pop does not scan it again."""
+    parts, service = held
+    for i in range(5):
+        put(parts, f"x{i}".encode(), tags="x")
+    assert await pop(service, expression="y") == []
+    assert parts.offsets.query(GROUP, TOPIC, 0) == 5
+
+
+async def test_an_orderly_re_pop_settles_every_batch_it_supersedes(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """An orderly batch of two whose second message's invisible time was changed (so two
+    check points hold the queue, expiring together): the re-pop hands out both again, and
+    once those are acked the queue moves on to its next message; nothing else is in flight."""
+    parts, service = held
+    for i in range(3):
+        put(parts, f"o{i}".encode())
+    o0, o1 = await pop(service, max_messages=2, fifo=True)
+    clock.now = T0 + 1_000
+    await service.change_invisible(
+        group=GROUP, topic=TOPIC, receipt_handle=o1.receipt_handle, invisible_ms=9_000
+    )
+    clock.now = T0 + 10_000
+    again = await pop(service, max_messages=2, fifo=True)
+    assert [(m.message.body, m.delivery_attempt) for m in again] == [(b"o0", 2), (b"o1", 2)]
+    for m in again:
+        await ack(service, m.receipt_handle)
+    assert service.in_flight == 0
+    (nxt,) = await pop(service, max_messages=1, fifo=True)
+    assert (nxt.message.body, nxt.delivery_attempt) == (b"o2", 1)
+    assert o0.message.body == b"o0"
+
+
+async def test_a_pop_result_describes_its_batches_and_carries_the_stored_records(
+    held: tuple[Parts, PopService],
+) -> None:
+    """What the remoting response is built from: one check point per queue read (its topic,
+    queue and offsets: startOffsetInfo and msgOffsetInfo), each message's stored record (the
+    response body), and per message the pop time and invisible time (what the gRPC front
+    renews handles with)."""
+    parts, service = held
+    put(parts, b"r0")
+    put(parts, b"r1")
+    result = await service.pop(group=GROUP, topic=TOPIC, queue_id=0, max_messages=32, invisible_ms=7_000)
+    assert [(ck.topic, ck.queue_id, ck.start_offset, ck.offsets) for ck in result.checkpoints] == [
+        (TOPIC, 0, 0, [0, 1])
+    ]
+    for m in result.messages:
+        stored = decode_record(m.record)[0]
+        assert (stored.body, stored.queue_offset) == (m.message.body, m.message.queue_offset)
+        assert (m.pop_time, m.invisible_time) == (result.pop_time, 7_000)
+
+
+async def test_a_group_whose_offset_is_0_goes_on_from_the_first_message_kept(
+    held: tuple[Parts, PopService],
+) -> None:
+    """A group that first popped the queue while it was young has offset 0; after retention
+    deleted the queue's first messages its next pop starts at the first message kept, not
+    at the end (its offset is its own, not a new group's)."""
+    parts, service = held
+    assert await pop(service, group="early") == []
+    assert parts.offsets.query("early", TOPIC, 0) == 0
+    assert roll_away(parts) == 100
+    (first,) = await pop(service, group="early", max_messages=1)
+    assert first.message.queue_offset == 100
+
+
+async def test_a_pop_of_any_queue_of_a_topic_without_read_queues_finds_nothing(
+    held: tuple[Parts, PopService],
+) -> None:
+    """A topic whose read queues were set to 0 (scaled down by an admin): a pop of any of
+    its queues answers with nothing instead of failing; a pop of queue 0 is refused."""
+    parts, service = held
+    parts.topics.put(TopicConfig(topic_name="NoReads", read_queue_nums=0, write_queue_nums=1))
+    result = await service.pop(
+        group=GROUP, topic="NoReads", queue_id=None, max_messages=1, invisible_ms=1_000
+    )
+    assert (result.messages, result.rest) == ([], 0)
+    with pytest.raises(
+        MessageIllegalError, match=re.escape("queueId[0] is illegal, topic:[NoReads] readQueueNums:[0]")
+    ):
+        await pop(service, topic="NoReads", queue_id=0)
+
+
+async def test_a_waiting_orderly_pop_gets_the_batch_soon_after_it_opens(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """A pop waiting for a queue whose orderly batch opens 0.1 s later gets the batch about
+    then, not a second later."""
+    parts, service = held
+    put(parts, b"o0")
+    await pop(service, fifo=True, invisible_ms=200)
+    clock.now = T0 + 100
+    waiting = asyncio.ensure_future(pop(service, fifo=True, poll_ms=60_000))
+    await wait_until(lambda: service.waiting == 1, timeout=5, interval=0.001)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    clock.now = T0 + 200
+    (again,) = await asyncio.wait_for(waiting, 5)
+    assert loop.time() - started < 0.6
+    assert (again.message.body, again.delivery_attempt) == (b"o0", 2)
+
+
+async def test_polling_info_counts_a_pop_waiting_for_queue_0_under_queue_0(
+    held: tuple[Parts, PopService],
+) -> None:
+    """POLLING_INFO of queue 0 counts a pop waiting for queue 0 (not as waiting for any queue)."""
+    _, service = held
+    waiting = asyncio.ensure_future(pop(service, queue_id=0, poll_ms=60_000))
+    await wait_until(lambda: service.waiting == 1, timeout=5)
+    assert (service.polling(GROUP, TOPIC, 0), service.polling(GROUP, TOPIC, -1)) == (1, 0)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+
+
+async def test_a_batch_acked_before_its_time_does_not_hold_back_the_next_redelivery(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """Two batches due at the same time, the first acked: the pop at their invisible time
+    still gets the second back (the revive it runs first goes past the settled one)."""
+    parts, service = held
+    put(parts, b"a")
+    put(parts, b"b")
+    (a,) = await pop(service, max_messages=1)
+    (b,) = await pop(service, max_messages=1)
+    await ack(service, a.receipt_handle)
+    clock.now = T0 + 10_000
+    (again,) = await pop(service, queue_id=None)
+    assert (again.message.body, again.delivery_attempt) == (b"b", 2)
+    assert b.message.body == b"b"
+
+
+async def test_batches_whose_redelivery_failed_together_are_retried_in_the_order_they_were_popped(
+    held: tuple[Parts, PopService], clock: Clock
+) -> None:
+    """Disk full when two batches of the same millisecond expire: both are tried again 5 s
+    later, and land in the retry topic in the order they were popped (queue 1 first)."""
+    parts, service = held
+    put(parts, b"q1", queue_id=1)
+    put(parts, b"q0", queue_id=0)
+    await pop(service, queue_id=1, invisible_ms=1_000)
+    await pop(service, queue_id=0, invisible_ms=1_000)
+    store = parts.store
+    ratio = store.config.disk_space_warning_level_ratio
+    store.config.disk_space_warning_level_ratio = 0.0
+    assert store.check_disk()
+    service._revive_due(T0 + 1_000)
+    assert service.redelivered == 0
+    store.config.disk_space_warning_level_ratio = ratio
+    assert not store.check_disk()
+    service._revive_due(T0 + 6_000)
+    assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"q1", b"q0"]
+
+
+async def test_a_pop_with_an_sql92_expression_that_does_not_parse_says_why(tmp_path: Path) -> None:
+    """enablePropertyFilter on: an SQL92 expression that does not parse is refused with the
+    parser's reason."""
+    async with broker_parts(tmp_path, enablePropertyFilter="true") as parts:
+        parts.topics.put(TopicConfig(topic_name=TOPIC, read_queue_nums=1, write_queue_nums=1))
+        service = service_for(parts)
+        with pytest.raises(
+            SubscriptionParseFailedError, match=r"parse the consumer's subscription failed: \S"
+        ):
+            await pop(service, expression_type="SQL92", expression="a >")
+
+
+async def test_a_service_stopped_before_it_started_still_commits_the_revive_progress(
+    held: tuple[Parts, PopService],
+) -> None:
+    """A broker whose start-up failed stops its POP service without having started it: the
+    stop still commits how far the revive log is settled."""
+    parts, service = held
+    put(parts, b"s")
+    (msg,) = await pop(service)
+    await ack(service, msg.receipt_handle)
+    await service.stop()
+    queue = ReceiptHandle.decode(msg.receipt_handle).revive_qid
+    assert parts.offsets.query(REVIVE_GROUP, service.revive_topic, queue) == 2
+
+
+async def test_a_new_group_starts_at_the_end_once_even_only_the_first_message_is_gone(
+    held: tuple[Parts, PopService],
+) -> None:
+    """Retention deleted just the queue's first message (its minimum offset is 1): a group
+    popping the queue for the first time starts at its end (INIT_MODE_MAX), as for any queue
+    that no longer holds its first message (Apache reads from 0 only while the minimum is 0)."""
+    parts, service = held
+    writer = parts.writer
+    # the first message fills the first commit-log file by itself
+    assert writer.put(writer.build(TOPIC, 0, b"f" * (64 * 1024 - 120), {PropertyKey.TAGS: "f"})).ok
+    for i in range(3):
+        put(parts, f"kept{i}".encode())
+    assert parts.store.delete_expired_files(force=True) > 0
+    assert parts.store.get_min_offset(TOPIC, 0) == 1
+    assert await pop(service, group="newcomer") == []
+    assert parts.offsets.query("newcomer", TOPIC, 0) == 4
