@@ -106,7 +106,7 @@ BUGS: list[Bug] = [
         "broker commits a check-back ROLLBACK",
         "broker/transactions.py",
         "        if kind == TRANSACTION_COMMIT_TYPE:\n            props = dict(half.properties)",
-        "        if kind == TRANSACTION_COMMIT_TYPE or h.from_transaction_check:\n            props = dict(half.properties)",
+        "        if kind in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):\n            props = dict(half.properties)",
         ["tests/broker/unit/test_transactions.py::test_check_back_answers_are_applied_as_given"],
     ),
     Bug(
