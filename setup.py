@@ -45,6 +45,10 @@ class OptionalBuildExt(build_ext):
         # mypyc type-checks and generates C when asked for its extensions: done here, once a
         # build needs them, rather than when setup.py is loaded (pip loads it for metadata too).
         modules = self.distribution.ext_modules
+        # The digests are of the sources mypyc is about to read: a source edited while the
+        # build runs is then seen as changed since, not taken for the one compiled.
+        digest, source = COMPILED["source_digest"], COMPILED["source_path"]
+        self._digests = [f"{module} {digest(source(module))}" for module in COMPILED["MODULES"]]
         if not any(ext.name in COMPILED["MODULES"] for ext in modules):
             modules.extend(mypyc_extensions())
         super().finalize_options()
@@ -71,9 +75,7 @@ class OptionalBuildExt(build_ext):
 
     def _record_sources(self) -> None:
         library = Path(self.get_ext_fullpath(COMPILED["LIBRARY"]))
-        digest, source = COMPILED["source_digest"], COMPILED["source_path"]
-        lines = [f"{module} {digest(source(module))}" for module in COMPILED["MODULES"]]
-        (library.parent / COMPILED["SOURCES_FILE"]).write_text("\n".join(lines) + "\n")
+        (library.parent / COMPILED["SOURCES_FILE"]).write_text("\n".join(self._digests) + "\n")
 
     @staticmethod
     def _warn(what: str, exc: Exception | str) -> None:

@@ -59,6 +59,7 @@ from types import ModuleType
 #: it. Each is type-checked Python that also runs as is.
 MODULES: tuple[str, ...] = (
     "aiorocketmq.protocol.transport",
+    "aiorocketmq.broker.accept",
     "aiorocketmq.broker.handlers.pull",
     "aiorocketmq.broker.handlers.send",
     "aiorocketmq.broker.long_polling",

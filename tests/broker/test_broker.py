@@ -567,6 +567,20 @@ async def test_transaction_commit_and_rollback(broker_conn: Connection) -> None:
     assert KVTable.decode(runtime.body).table["openTransactions"] == "0"
 
 
+async def test_a_half_message_is_answered_with_its_transaction_id(broker_conn: Connection) -> None:
+    """The send response of a half message carries ``transactionId``, its unique id, as Apache
+    5.3.3's SendMessageProcessor sets it (``responseHeader.setTransactionId(
+    MessageClientIDSetter.getUniqID(msg))``). Apache's proxy hands it to the 5.x client as
+    SendResultEntry.transactionId; before, it was missing and the Python 5.x client's commit
+    through Apache's proxy failed with "40008, transaction id cannot be empty"."""
+    await create_topic(broker_conn, "TxId", 1)
+    unique = "7F00000100002A9F0000000000000042"
+    sent = await send_half(
+        broker_conn, "TxId", b"half", "txg", **{PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique}
+    )
+    assert sent.ext_fields["transactionId"] == unique, sent.ext_fields
+
+
 async def test_transaction_check_back(cluster: Cluster, connect_to: ConnectTo) -> None:
     """The broker asks the producer about a half message left undecided, but never before it
     is ``transactionTimeOut`` old, however often its check-back runs."""
