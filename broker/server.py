@@ -30,6 +30,7 @@ from aiorocketmq.protocol.settings import ConfigError
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, Server
 
 from .acl import AccessValidator, AclConfigError, acl_files
+from .arrivals import Arrivals
 from .assignment import Assigner, RequestMode, RequestModeTable
 from .auth import AuthEngine, inner_credentials
 from .auth.admin import AuthAdminHandlers
@@ -211,8 +212,17 @@ class Broker:
         self.static_router = StaticTopicRouter(
             self.static_topics, self.registration.route, inner_credentials(config)
         )
+        #: Every consumer waiting for a message as a coroutine (POP, the 5.x pulls); held remoting
+        #: pulls wait in long_polling.
+        self.arrivals = Arrivals()
         self.pop = PopService(
-            config, store=store, writer=writer, topics=topics, groups=groups, offsets=offsets
+            config,
+            store=store,
+            writer=writer,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            arrivals=self.arrivals,
         )
         self.metrics = MetricsExporter(
             config, stats=stats, store=store, topics=topics, offsets=offsets, clients=clients
@@ -233,17 +243,18 @@ class Broker:
         self._group_saver = Saver(groups.file, groups.encode)
         self._offset_saver = Saver(offsets.file, offsets.encode)
         self._static_saver = Saver(self.static_topics.file, self.static_topics.encode)
+        self.sender = Sender(
+            config,
+            store=store,
+            topics=topics,
+            groups=groups,
+            writer=writer,
+            transactions=self.transactions,
+            max_message_size=store_config.max_message_size,
+            sync_flush=store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH,
+        )
         families = (
-            Sender(
-                config,
-                store=store,
-                topics=topics,
-                groups=groups,
-                writer=writer,
-                transactions=self.transactions,
-                max_message_size=store_config.max_message_size,
-                sync_flush=store_config.flush_disk_type == FlushDiskType.SYNC_FLUSH,
-            ),
+            self.sender,
             Puller(
                 config,
                 store=store,
@@ -312,8 +323,7 @@ class Broker:
         handlers: dict[int, Handler] = {}
         for family in families:
             handlers.update(family.handlers())
-        # The 5.x front calls the handlers itself, after its own (gRPC) access check.
-        self.grpc = self._grpc_endpoint(dict(handlers)) if config.enable_grpc_server else None
+        self.grpc = self._grpc_endpoint() if config.enable_grpc_server else None
         if self.auth.enabled:
             handlers = {code: auth_guarded(self.auth, handler) for code, handler in handlers.items()}
         elif self.access is not None:
@@ -357,7 +367,7 @@ class Broker:
         self.timers.load()
         await self.transactions.load()
         self.pop.recover()
-        self.store.add_arrival_listener(self.pop.on_arrival)
+        self.store.add_arrival_listener(self.arrivals.on_arrival)
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
         if vip_port > 0:
@@ -408,7 +418,7 @@ class Broker:
             compiled.describe(),
         )
 
-    def _grpc_endpoint(self, handlers: dict[int, Handler]) -> GrpcEndpoint:
+    def _grpc_endpoint(self) -> GrpcEndpoint:
         # grpcio is imported only by brokers that serve 5.x clients.
         from .grpc import GrpcEndpoint, MessagingService
 
@@ -421,7 +431,7 @@ class Broker:
             clients=self.clients,
             transactions=self.transactions,
             pop=self.pop,
-            handlers=handlers,
+            acceptor=self.sender.acceptor,
             access=self.access,
             auth=self.auth if self.auth.enabled else None,
             route=self.registration.route,
@@ -437,7 +447,6 @@ class Broker:
         except (OSError, RuntimeError, ValueError) as exc:
             log.warning("cannot serve 5.x clients (gRPC) on port %d: %s", self.config.grpc_server_port, exc)
             return
-        self.store.add_arrival_listener(endpoint.service.on_arrival)
         endpoint.service.bind(resolve_ipv4(self.config.broker_ip1), port)
         # The port bound (grpcServerPort=0 picks one) is what the config listing reports, so
         # that other brokers route 5.x clients here (grpc/routes.py).

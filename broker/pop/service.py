@@ -65,6 +65,7 @@ from aiorocketmq.protocol.pop import (
 )
 from aiorocketmq.protocol.sql92 import Sql92Error
 
+from ..arrivals import ANY_QUEUE, Arrivals
 from ..config import BrokerConfig
 from ..filters import RecordFilter, compile_expression, is_tag_type, record_filter
 from ..groups import GroupTable
@@ -210,6 +211,7 @@ class PopService:
         topics: TopicTable,
         groups: GroupTable,
         offsets: OffsetTable,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -226,8 +228,9 @@ class PopService:
         self._deadlines: list[tuple[int, int, CheckPointKey]] = []
         self._seq = 0
         self._next_revive_qid = 0
-        #: Pops waiting for messages, by the topic they asked for.
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        #: Where pops wait for messages, by the topic they asked for (the broker's one registry
+        #: of waiting consumers; a registry of its own in unit tests).
+        self.arrivals = arrivals if arrivals is not None else Arrivals()
         #: Pops waiting for messages per (topic, group, queue id or -1): POLLING_INFO's count.
         self._polling: dict[tuple[str, str, int], int] = {}
         #: POP retry topic -> the topic it redelivers.
@@ -309,11 +312,7 @@ class PopService:
     async def stop(self) -> None:
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
-        for waiters in self._waiters.values():
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-        self._waiters.clear()
+        self.arrivals.cancel_all()
         self.commit_progress()
 
     @property
@@ -368,7 +367,7 @@ class PopService:
             key = (topic, group, -1 if queue_id is None or queue_id < 0 else queue_id)
             self._polling[key] = self._polling.get(key, 0) + 1
             try:
-                await self._wait_for(topic, wait)
+                await self.arrivals.wait(topic, ANY_QUEUE, wait)
             finally:
                 left = self._polling[key] - 1
                 if left:
@@ -433,7 +432,7 @@ class PopService:
                 return False, False
             if self.waiting >= MAX_WAITING:
                 return False, True
-            await self._wait_for(topic, remaining)
+            await self.arrivals.wait(topic, ANY_QUEUE, remaining)
 
     def polling(self, group: str, topic: str, queue_id: int) -> int:
         """Pops of ``group`` waiting for ``topic``'s queue (-1: for any of its queues)."""
@@ -640,7 +639,7 @@ class PopService:
             start = random.randrange(queue_nums) if queue_nums else 0
             queues = [(start + i) % queue_nums for i in range(queue_nums)]
         retry = pop_retry_topic(group, topic)
-        self._retry_of.setdefault(retry, topic)
+        self._redelivers(retry, topic)
         targets = [(topic, q) for q in queues]
         if not fifo:
             retry_queues = [(retry, q) for q in self.store.queue_ids(retry)]
@@ -945,7 +944,14 @@ class PopService:
         """Remember which topic a POP retry topic of ``group`` redelivers (for waking pops)."""
         prefix = pop_retry_topic(group, "")
         if topic.startswith(prefix) and topic not in self._retry_of:
-            self._retry_of[topic] = topic[len(prefix) :]
+            self._redelivers(topic, topic[len(prefix) :])
+
+    def _redelivers(self, retry: str, topic: str) -> None:
+        """Remember that POP retry topic ``retry`` redelivers ``topic``: its arrivals wake the
+        pops waiting for ``topic``."""
+        if retry not in self._retry_of:
+            self._retry_of[retry] = topic
+            self.arrivals.alias(retry, topic)
 
     # -- revive -------------------------------------------------------------------------------
 
@@ -1015,7 +1021,7 @@ class PopService:
         original = self._original_topic(ck, msg)
         props[PropertyKey.RETRY_TOPIC] = original
         retry = pop_retry_topic(ck.group, original)
-        self._retry_of.setdefault(retry, original)
+        self._redelivers(retry, original)
         self._prepare_copy(props, msg, ck)
         self.topics.ensure(retry, 1, PERM_READ_WRITE)
         result = self.writer.put(
@@ -1108,37 +1114,15 @@ class PopService:
 
     # -- long polling -------------------------------------------------------------------------
 
-    async def _wait_for(self, topic: str, timeout: float) -> None:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiters = self._waiters.setdefault(topic, set())
-        waiters.add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            waiters.discard(fut)
-            if not waiters and self._waiters.get(topic) is waiters:
-                del self._waiters[topic]
-
     def _wake(self, topic: str) -> None:
-        waiters = self._waiters.get(topic)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+        self.arrivals.wake(topic)
 
     @property
     def waiting(self) -> int:
-        return sum(len(w) for w in self._waiters.values())
+        return self.arrivals.waiting
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        """Store listener: wake the pops waiting for ``topic`` (or for what its POP retry
-        topic redelivers)."""
-        if not self._waiters:
-            return
-        if topic in self._waiters:
-            self._wake(topic)
-        original = self._retry_of.get(topic)
-        if original is not None:
-            self._wake(original)
+        """Store listener for a service with a registry of its own (the broker registers its
+        one :class:`~aiorocketmq.broker.arrivals.Arrivals` instead): wake the pops waiting for
+        ``topic`` (or for what its POP retry topic redelivers)."""
+        self.arrivals.on_arrival(topic, queue_id, max_offset, tags_code)
