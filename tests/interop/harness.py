@@ -234,7 +234,7 @@ def rocketmq_home(root: Path) -> Path:
     ``conf/logback_<name>.xml`` for 4.x, ``conf/rmq_<name>.logback.xml`` for 5.x."""
     conf = root / "conf"
     conf.mkdir(parents=True, exist_ok=True)
-    for name in ("namesrv", "broker", "tools"):
+    for name in ("namesrv", "broker", "tools", "proxy"):
         (conf / f"logback_{name}.xml").write_text(LOGBACK.format(log=root / f"{name}.log"))
         (conf / f"rmq_{name}.logback.xml").write_text(LOGBACK5.format(log=root / f"{name}.log"))
     return root
@@ -648,6 +648,101 @@ def build_java53_admin() -> tuple[str, str]:
     return _build_module(JAVA53_ADMIN_DIR, "java53admin", "Apache RocketMQ's mqadmin is Java", sources)
 
 
+# ---- Apache RocketMQ 5.3.3's proxy in cluster mode (java53proxy/) ------------------------------
+
+JAVA53_PROXY_DIR = HERE / "java53proxy"
+
+
+def build_java53_proxy() -> tuple[str, str]:
+    """``(java, classpath)`` of Apache's rocketmq-proxy 5.3.3 (java53proxy/pom.xml), resolved
+    once into ``CACHE/java53proxy-<digest>``: a module of its own, so the 5.3.3 reference
+    servers keep their classpath and cache."""
+    java = require("java", "Apache RocketMQ's proxy is Java")
+    pom = JAVA53_PROXY_DIR / "pom.xml"
+    with _cache_lock():
+        out = CACHE / f"java53proxy-{_digest([pom])}"
+        deps = out / "server.classpath"
+        if not deps.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            _maven(["dependency:build-classpath", f"-Dmdep.outputFile={deps}.tmp"], pom)
+            Path(f"{deps}.tmp").replace(deps)
+    return java, deps.read_text().strip()
+
+
+@dataclass
+class ApacheProxy:
+    """Apache 5.3.3's proxy (ProxyStartup) in cluster mode: a process of its own in front of the
+    brokers of ``cluster_name`` it learns from ``namesrv_addr``, serving 5.x clients on
+    ``grpc_port`` and 4.x ones on ``remoting_port``. ``overrides`` go to its ``rmq-proxy.json``
+    (keys of Apache's ProxyConfig)."""
+
+    java: str
+    classpath: str
+    root: Path
+    namesrv_addr: str
+    cluster_name: str = "DefaultCluster"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    grpc_port: int = 0
+    remoting_port: int = 0
+    process: JavaProcess | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self, attempts: int = 3) -> ApacheProxy:
+        for attempt in range(attempts):
+            try:
+                return self._start_once()
+            except RuntimeError as exc:
+                if "BindException" not in str(exc) or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> ApacheProxy:
+        self.grpc_port, self.remoting_port = free_port(), free_port()
+        home = rocketmq_home(self.root)
+        settings: dict[str, Any] = {
+            "rocketMQClusterName": self.cluster_name,
+            "proxyMode": "cluster",
+            "namesrvAddr": self.namesrv_addr,
+            "grpcServerPort": self.grpc_port,
+            "remotingListenPort": self.remoting_port,
+            # Two cores shared by the suite: Apache's defaults start dozens of threads per pool.
+            "grpcThreadPoolNums": 4,
+            "grpcWorkerLoopNum": 2,
+            "rocketmqMQClientNum": 1,
+            "enablePrintJstack": False,
+            **self.overrides,
+        }
+        config = self.root / "rmq-proxy.json"
+        config.write_text(json.dumps(settings, indent=2))
+        command = [
+            self.java,
+            *SERVER_HEAP,
+            f"-Duser.home={home}",
+            f"-D{LOGBACK5_PROPERTY}={home / 'conf' / 'rmq_proxy.logback.xml'}",
+            "-cp",
+            self.classpath,
+            "org.apache.rocketmq.proxy.ProxyStartup",
+            "-pc",
+            str(config),
+        ]
+        # ProxyStartup prints this on stdout once its gRPC and remoting servers listen.
+        self.process = JavaProcess(command, home, "apache proxy")
+        self.process.wait_for("rocketmq-proxy startup successfully", timeout=180)
+        return self
+
+    def stop(self) -> None:
+        # Killed: the proxy keeps no state, and its orderly shutdown (hooks draining clients,
+        # heartbeat and relay pools) took 10-30 s here.
+        if self.process is not None:
+            if self.process.proc.poll() is None:
+                self.process.proc.kill()
+                self.process.proc.wait()
+            self.process.stop()
+
+
 # ---- Spring: rocketmq-spring-boot-starter 2.3.5 on Spring Boot 3.5 (spring/) -----------------
 
 SPRING_DIR = HERE / "spring"
@@ -675,6 +770,7 @@ if __name__ == "__main__":
     build_java53_only()
     build_spring()
     build_java53_admin()
+    build_java53_proxy()
     print(
         f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
     )
