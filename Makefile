@@ -6,7 +6,7 @@
 #               loopback)
 #   make test   lint, type-check and run the whole test suite (installs Debian's chromium for the
 #               dashboard's browser tests, strace for the broker's flush tests and xfsprogs for
-#               the small-volume tests when missing;
+#               the small-volume tests and nftables for the simulated-host tests when missing;
 #               tests/interop builds its Java and Go programs on first use, see docs/interop.md)
 # Both create .venv and install the project into it when needed.
 
@@ -23,7 +23,7 @@ DASHBOARD_USERS ?=
 # Where the dashboard reaches the name server: HOST itself, or loopback when HOST is every interface.
 NAMESRV_HOST = $(if $(filter 0.0.0.0 ::,$(LISTEN_HOST)),127.0.0.1,$(LISTEN_HOST))
 
-.PHONY: run test lint typecheck pytest chromium strace xfsprogs interop-deps bench clean proto mutate planted-bugs wheel
+.PHONY: run test lint typecheck pytest chromium strace xfsprogs nftables interop-deps bench clean proto mutate planted-bugs wheel
 
 # The modules setup.py compiles with mypyc (aiorocketmq/compiled.py lists them): an edit to one
 # rebuilds them (the package would otherwise run them from source, see compiled.py).
@@ -46,7 +46,7 @@ run: $(STAMP)
 	trap 'kill $$dashboard 2>/dev/null; wait $$dashboard' EXIT INT TERM; \
 	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA) --bind-address $(LISTEN_HOST)
 
-test: lint typecheck chromium strace xfsprogs pytest
+test: lint typecheck chromium strace xfsprogs nftables pytest
 
 # tests/dashboard drive Debian's chromium through Playwright (which never downloads a browser).
 chromium:
@@ -63,6 +63,11 @@ xfsprogs:
 	@command -v mkfs.xfs >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs; }
 
+# tests/hosts.py cuts simulated hosts apart with nftables rules.
+nftables:
+	@command -v nft >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables; }
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -71,7 +76,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=40
 	# the protocol, store and broker unit tests again on the pure-Python codecs and the hot
 	# modules' sources (protocol/speedups.py, aiorocketmq/compiled.py)
 	AIOROCKETMQ_PURE=1 $(VENV)/bin/pytest tests/protocol tests/store tests/broker/unit \

@@ -88,9 +88,18 @@ async def start_on_port(make: Callable[[], ServerProcess], port: int, timeout: f
 class ServerProcess:
     """A server child process started with ``sys.executable -m module args``."""
 
-    def __init__(self, module: str, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.module = module
         self.args = list(args)
+        #: Runs the interpreter under this command (``ip netns exec <ns>``: tests/hosts.py).
+        self.prefix = list(prefix)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: asyncio.subprocess.Process | None = None
         self.lines: list[str] = []
@@ -107,6 +116,7 @@ class ServerProcess:
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         self.proc = await asyncio.create_subprocess_exec(
+            *self.prefix,
             sys.executable,
             "-m",
             self.module,
