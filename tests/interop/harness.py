@@ -25,10 +25,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support import die_with_parent
 
@@ -322,6 +322,21 @@ def _properties(path: Path, settings: dict[str, Any]) -> Path:
     return path
 
 
+_Started = TypeVar("_Started")
+
+
+def _on_free_ports(start_once: Callable[[], _Started], attempts: int) -> _Started:
+    """``start_once()``, again on new free ports while it fails with a JVM BindException (a port
+    picked free was taken before the JVM bound it), at most ``attempts`` times."""
+    for attempt in range(attempts):
+        try:
+            return start_once()
+        except RuntimeError as exc:
+            if "BindException" not in str(exc) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 @dataclass
 class ApacheNamesrv:
     """Apache's name server (NamesrvStartup) on a free port."""
@@ -372,14 +387,8 @@ class ApacheBroker:
 
     def start(self, attempts: int = 3) -> ApacheBroker:
         # The JVM takes seconds to bind its three ports (listenPort, - 2 for the VIP channel, + 1
-        # for HA): on a busy machine another process can take one meanwhile. Then try new ports.
-        for attempt in range(attempts):
-            try:
-                return self._start_once()
-            except RuntimeError as exc:
-                if "BindException" not in str(exc) or attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+        # for HA): on a busy machine another process can take one meanwhile.
+        return _on_free_ports(self._start_once, attempts)
 
     def _start_once(self) -> ApacheBroker:
         while True:
@@ -691,13 +700,7 @@ class ApacheProxy:
         return f"127.0.0.1:{self.grpc_port}"
 
     def start(self, attempts: int = 3) -> ApacheProxy:
-        for attempt in range(attempts):
-            try:
-                return self._start_once()
-            except RuntimeError as exc:
-                if "BindException" not in str(exc) or attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+        return _on_free_ports(self._start_once, attempts)
 
     def _start_once(self) -> ApacheProxy:
         self.grpc_port, self.remoting_port = free_port(), free_port()
