@@ -20,6 +20,8 @@ DASHBOARD_PORT ?= 8080
 LISTEN_HOST := $(if $(filter command line,$(origin HOST)),$(HOST),127.0.0.1)
 DASHBOARD_HOST ?= 127.0.0.1
 DASHBOARD_USERS ?=
+# `make run PROXY_PORT=8082` also runs mqproxy (5.x clients, cluster mode) on that gRPC port.
+PROXY_PORT ?=
 # Where the dashboard reaches the name server: HOST itself, or loopback when HOST is every interface.
 NAMESRV_HOST = $(if $(filter 0.0.0.0 ::,$(LISTEN_HOST)),127.0.0.1,$(LISTEN_HOST))
 
@@ -44,7 +46,8 @@ run: $(STAMP)
 	$(VENV)/bin/mqdashboard --namesrv $(NAMESRV_HOST):9876 --host $(DASHBOARD_HOST) --port $(DASHBOARD_PORT) \
 		$(if $(DASHBOARD_USERS),--users $(DASHBOARD_USERS)) --data-dir $(DATA)/dashboard & dashboard=$$!; \
 	trap 'kill $$dashboard 2>/dev/null; wait $$dashboard' EXIT INT TERM; \
-	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA) --bind-address $(LISTEN_HOST)
+	$(PY) -m aiorocketmq.broker.local_cluster --data $(DATA) --bind-address $(LISTEN_HOST) \
+		$(if $(PROXY_PORT),--proxy-port $(PROXY_PORT))
 
 test: lint typecheck chromium strace xfsprogs nftables pytest
 

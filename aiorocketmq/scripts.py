@@ -2,7 +2,7 @@
 optional dependency.
 
 ``pip install aiorocketmq`` is the SDK with what it needs, which is also all that ``mqadmin``,
-``mqbench`` and ``mqnamesrv`` need; ``mqbroker`` needs the ``server`` extra and ``mqdashboard``
+``mqbench`` and ``mqnamesrv`` need; ``mqbroker`` and ``mqproxy`` need the ``server`` extra and ``mqdashboard``
 the ``dashboard`` one. Each script imports its program only when run, inside a guard, so that a
 missing extra ends it with one line on stderr naming the ``pip install`` that fixes it (exit
 code 1) rather than with a ``ModuleNotFoundError`` traceback. The guard stays up while the
@@ -67,6 +67,13 @@ def mqnamesrv() -> int:
 def mqbroker() -> int:
     with _extras_of("mqbroker"):
         from aiorocketmq.broker.__main__ import main
+
+        return main()
+
+
+def mqproxy() -> int:
+    with _extras_of("mqproxy"):
+        from aiorocketmq.proxy.__main__ import main
 
         return main()
 

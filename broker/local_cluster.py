@@ -6,7 +6,9 @@ brokers in one cluster, each with its own store (``--brokers N``: ``broker-a``, 
 ... on ``--broker-port``, then every ``--port-step`` ports above it); topics created on the
 cluster spread their queues over all of them.
 
-Every port (name server, broker remoting and VIP, HA, gRPC, metrics) listens on
+``--proxy-port P`` adds ``mqproxy`` (the 5.x proxy in cluster mode) in front of them.
+
+Every port (name server, broker remoting and VIP, HA, gRPC, metrics, proxy) listens on
 ``--bind-address``: loopback by default, so a developer's cluster is not open to the network
 (``--bind-address 0.0.0.0`` opens it; the processes' own default, as Apache's, is 0.0.0.0).
 
@@ -61,6 +63,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "address when that is 0.0.0.0)",
     )
     parser.add_argument("-c", "--broker-config", help="extra broker.conf (RocketMQ keys)")
+    parser.add_argument(
+        "--proxy-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="also run mqproxy (cluster mode) for 5.x clients on this gRPC port (default: none; "
+        "each broker serves 5.x clients itself on its grpcServerPort, 8081)",
+    )
     return parser.parse_args(argv)
 
 
@@ -147,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.broker_config:
             broker_cmd += ["-c", args.broker_config]
         brokers[f"{name} at {host}:{port}"] = subprocess.Popen(broker_cmd)
+    if args.proxy_port:
+        proxy_cmd = [
+            sys.executable, "-m", "aiorocketmq.proxy",
+            "-n", namesrv_addr,
+            "--grpc-port", str(args.proxy_port),
+            "--bind-address", args.bind_address,
+        ]  # fmt: skip
+        brokers[f"mqproxy at {host}:{args.proxy_port}"] = subprocess.Popen(proxy_cmd)
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:

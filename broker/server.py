@@ -72,7 +72,7 @@ from .transactions import TransactionService
 from .writer import MessageWriter
 
 if TYPE_CHECKING:
-    from .grpc import GrpcEndpoint
+    from .grpc import GrpcEndpoint, MessagingService
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +418,7 @@ class Broker:
             compiled.describe(),
         )
 
-    def _grpc_endpoint(self) -> GrpcEndpoint:
+    def _grpc_endpoint(self) -> GrpcEndpoint[MessagingService]:
         # grpcio is imported only by brokers that serve 5.x clients.
         from .grpc import GrpcEndpoint, MessagingService
 
@@ -439,7 +439,7 @@ class Broker:
         )
         return GrpcEndpoint(service, self.config.grpc_server_tls())
 
-    async def _start_grpc(self, endpoint: GrpcEndpoint, host: str) -> None:
+    async def _start_grpc(self, endpoint: GrpcEndpoint[MessagingService], host: str) -> None:
         """The 5.x endpoint; a busy port is reported and the broker serves 4.x clients on
         (as for the VIP and metrics ports)."""
         try:

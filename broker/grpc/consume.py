@@ -1,6 +1,6 @@
 """The 5.x POP consumption RPCs (SimpleConsumer, PushConsumer): QueryAssignment, ReceiveMessage,
-AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, served by the broker's
-POP service; and the renewal of receipts received with ``auto_renew`` while their client lives."""
+AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, through the front's POP
+hooks (the broker's POP service, or a broker's over remoting in the proxy); and the renewal of receipts received with ``auto_renew`` while their client lives."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from aiorocketmq.broker.pop import InvalidReceiptHandleError, ReceiptHandleExpiredError
-from aiorocketmq.protocol.errors import BrokerError
-
 from . import messaging_pb2 as pb
-from .convert import OK, Code, now_ms, status, status_of_response_code, timestamp_ms, to_message
+from .convert import OK, Code, now_ms, status, timestamp_ms, to_message
 from .front import (
     LONG_POLLING_TIMEOUT,
     RECEIVE_BATCH_SIZE,
@@ -34,6 +31,17 @@ MIN_LONG_POLL = 5.0
 
 class ConsumptionRpcs(Front):
     """POP consumption and receipt renewal."""
+
+    def start(self) -> None:
+        """Begin renewing ``auto_renew`` receipts (once a second)."""
+        self._renewing = asyncio.ensure_future(self._renew_periodically())
+
+    async def stop(self) -> None:
+        task, self._renewing = self._renewing, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _renew_periodically(self) -> None:
         while True:
@@ -56,13 +64,13 @@ class ConsumptionRpcs(Front):
             steps = self.renew_steps_ms
             invisible = steps[min(renewal.renewed, len(steps) - 1)]
             try:
-                renewal.handle = await self.pop.change_invisible(
+                renewal.handle = await self._change_invisible(
                     group=renewal.group,
                     topic=renewal.topic,
                     receipt_handle=renewal.handle,
                     invisible_ms=invisible,
                 )
-            except BrokerError as exc:
+            except RpcError as exc:
                 log.debug("cannot renew %s: %s", first, exc)
                 self.renewals.pop(first, None)
                 continue
@@ -77,10 +85,6 @@ class ConsumptionRpcs(Front):
 
     # -- POP consumption (SimpleConsumer, PushConsumer) -----------------------------------
 
-    def _fifo(self, group: str) -> bool:
-        config = self.groups.get(group)
-        return config is not None and config.consume_message_orderly
-
     async def QueryAssignment(
         self, request: pb.QueryAssignmentRequest, context: Any
     ) -> pb.QueryAssignmentResponse:
@@ -88,7 +92,7 @@ class ConsumptionRpcs(Front):
             self._authorize(context, self._group_perms(request.topic.name, request.group.name), request)
             self._client_id_required(context)
             brokers, accepted = await self._cluster(request.topic.name, create=False)
-            fifo = self._fifo(request.group.name)
+            fifo = (await self._group(request.group.name)).fifo
             given = assignments(request.topic.name, brokers, fifo=fifo, accepted=accepted)
             if not given:
                 raise RpcError(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
@@ -135,14 +139,14 @@ class ConsumptionRpcs(Front):
             if request.filter_expression.type == pb.SQL:
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
             invisible, poll = self._receive_params(request, context)
-            fifo = self._fifo(group)
-            outcome = await self.pop.pop(
+            fifo = (await self._group(group)).fifo
+            popped = await self._receive(
+                mq.broker.name,
                 group=group,
                 topic=topic,
                 queue_id=mq.id if fifo and mq.id >= 0 else None,
                 max_messages=max(1, min(request.batch_size or RECEIVE_BATCH_SIZE, RECEIVE_BATCH_SIZE)),
                 invisible_ms=invisible,
-                expression_type="TAG",
                 expression=request.filter_expression.expression or "*",
                 poll_ms=int(poll * 1000),
                 fifo=fifo,
@@ -150,10 +154,6 @@ class ConsumptionRpcs(Front):
         except RpcError as exc:
             yield pb.ReceiveMessageResponse(status=exc.status)
             return
-        except BrokerError as exc:
-            yield pb.ReceiveMessageResponse(status=_pop_status(exc))
-            return
-        popped = outcome.messages
         if not popped:
             yield pb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             return
@@ -185,8 +185,8 @@ class ConsumptionRpcs(Front):
             # Whatever did not reach the client comes back soon rather than after the
             # invisible time (the proxy's 1 s).
             for item in popped[sent:]:
-                with contextlib.suppress(BrokerError):
-                    await self.pop.change_invisible(
+                with contextlib.suppress(RpcError):
+                    await self._change_invisible(
                         group=group, topic=item.topic, receipt_handle=item.receipt_handle, invisible_ms=1000
                     )
 
@@ -201,12 +201,12 @@ class ConsumptionRpcs(Front):
         entries = []
         for entry in request.entries:
             try:
-                await self.pop.ack(
+                await self._ack(
                     group=group, topic=topic, receipt_handle=self._current_handle(entry.receipt_handle)
                 )
                 result = OK
-            except BrokerError as exc:
-                result = _pop_status(exc)
+            except RpcError as exc:
+                result = exc.status
             entries.append(
                 pb.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
@@ -231,7 +231,7 @@ class ConsumptionRpcs(Front):
                 raise RpcError(
                     Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms is outside [0, 12 h]"
                 )
-            handle = await self.pop.change_invisible(
+            handle = await self._change_invisible(
                 group=group,
                 topic=topic,
                 receipt_handle=self._current_handle(request.receipt_handle),
@@ -244,10 +244,6 @@ class ConsumptionRpcs(Front):
             return pb.ChangeInvisibleDurationResponse(
                 status=exc.status, receipt_handle=request.receipt_handle
             )
-        except BrokerError as exc:
-            return pb.ChangeInvisibleDurationResponse(
-                status=_pop_status(exc), receipt_handle=request.receipt_handle
-            )
 
     async def ForwardMessageToDeadLetterQueue(
         self, request: pb.ForwardMessageToDeadLetterQueueRequest, context: Any
@@ -255,18 +251,9 @@ class ConsumptionRpcs(Front):
         group, topic = request.group.name, request.topic.name
         try:
             self._authorize(context, self._group_perms(topic, group), request)
-            await self.pop.forward_to_dlq(
+            await self._forward_to_dlq(
                 group=group, topic=topic, receipt_handle=self._current_handle(request.receipt_handle)
             )
             return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
         except RpcError as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=exc.status)
-        except BrokerError as exc:
-            return pb.ForwardMessageToDeadLetterQueueResponse(status=_pop_status(exc))
-
-
-def _pop_status(exc: BrokerError) -> pb.Status:
-    """A POP refusal as a 5.x status: any receipt-handle problem is INVALID_RECEIPT_HANDLE."""
-    if isinstance(exc, InvalidReceiptHandleError | ReceiptHandleExpiredError):
-        return status(Code.INVALID_RECEIPT_HANDLE, exc.remark or str(exc))
-    return status(status_of_response_code(exc.code), exc.remark or str(exc))

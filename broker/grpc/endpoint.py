@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 
@@ -40,7 +40,7 @@ from aiorocketmq.protocol.tls import TLS_HANDSHAKE, ClientAuth, ServerTls, TlsMo
 
 from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
-from .service import MessagingService
+from .sessions import Session
 
 log = logging.getLogger(__name__)
 
@@ -240,10 +240,27 @@ def server_credentials(tls: ServerTls, made: tuple[bytes, bytes] | None = None) 
     )
 
 
-class GrpcEndpoint:
-    """Serves a :class:`MessagingService`: ``await start(host, port)``, ``await stop()``."""
+class ServedFront(Protocol):
+    """What the endpoint needs of the servicer it serves."""
 
-    def __init__(self, service: MessagingService, tls: ServerTls | None) -> None:
+    @property
+    def max_message_size(self) -> int: ...
+
+    sessions: dict[str, Session]
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ServiceT = TypeVar("ServiceT", bound=ServedFront)
+
+
+class GrpcEndpoint(Generic[ServiceT]):
+    """Serves a 5.x servicer (the broker's :class:`~.service.MessagingService`, or the proxy's):
+    ``await start(host, port)``, ``await stop()``."""
+
+    def __init__(self, service: ServiceT, tls: ServerTls | None) -> None:
         self.service = service
         self.tls = tls
         self.port = 0
@@ -256,7 +273,7 @@ class GrpcEndpoint:
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (``port`` 0 picks a free one)."""
-        max_message_size = self.service.store.config.max_message_size
+        max_message_size = self.service.max_message_size
         self.receive_limit = receive_limit(max_message_size)
         server = grpc.aio.server(options=server_options(max_message_size))
         RefusalLogger(self.receive_limit).add_service(

@@ -1,12 +1,16 @@
-"""What every part of the 5.x front shares: the parts of the broker it serves from, the
-per-request checks (the client's session, ACL 1.0 or 2.0), the topics a request names and their
-brokers across the cluster (:mod:`.routes`), and the 5.x settings the proxy announces.
+"""What every part of the 5.x front shares: the per-request checks (the client's session, ACL
+1.0 or 2.0), the 5.x settings announced to clients, and the calls the RPCs make on whatever
+holds the messages, with plain values (:class:`Front`'s ``_``-prefixed hooks).
 
-The servicer (:class:`~.service.MessagingService`) is put together from one class per family
-of RPCs, each in its module: :mod:`.publish` (SendMessage, EndTransaction), :mod:`.consume` (POP
-consumption: QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue, and renewing auto-renewed receipts), :mod:`.pull` (PullMessage
-and offsets) and :mod:`.service` itself (QueryRoute, Telemetry, Heartbeat, client sessions).
+Two servicers are put together from the same RPC families, each in its module:
+:mod:`.publish` (SendMessage, EndTransaction), :mod:`.consume` (POP consumption:
+QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue, and renewing auto-renewed receipts) and :mod:`.lifecycle`
+(QueryRoute, Telemetry, Heartbeat, client sessions). The broker's own endpoint
+(:class:`~.service.MessagingService`, Apache's "local" mode) answers the hooks from the broker's
+parts (:mod:`.local`, which adds :mod:`.pull`'s PullMessage and offsets); the proxy
+(``aiorocketmq.proxy``, the "cluster" mode) answers them over remoting from the brokers the
+name servers know. Neither RPC family knows which it runs on.
 """
 
 from __future__ import annotations
@@ -15,34 +19,25 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
-from aiorocketmq.broker.accept import Acceptor
 from aiorocketmq.broker.acl import AccessValidator
 from aiorocketmq.broker.acl import Perm as AclPerm
 from aiorocketmq.broker.auth import AuthEngine
-from aiorocketmq.broker.clients import ClientRegistry
-from aiorocketmq.broker.config import BrokerConfig
-from aiorocketmq.broker.groups import GroupTable
-from aiorocketmq.broker.offsets import OffsetTable
-from aiorocketmq.broker.pop import PopService
-from aiorocketmq.broker.store import FlushDiskType, MessageStore
-from aiorocketmq.broker.topics import TopicTable
-from aiorocketmq.broker.transactions import TransactionService
-from aiorocketmq.protocol.body import QueueData, TopicConfig
-from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC, retry_topic, topic_name_problem
+from aiorocketmq.protocol.body import TopicConfig
+from aiorocketmq.protocol.message import MessageExt
+from aiorocketmq.protocol.names import retry_topic
 from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
-from aiorocketmq.protocol.transport import Signer
 
 from . import messaging_pb2 as pb
 from . import messaging_pb2_grpc as pb_grpc
 from .auth import Forbidden, Unauthorized, authorize, authorize_v2
 from .convert import Code, duration, status
-from .routes import ClusterRoutes, RoutedBroker, RouteSource
+from .routes import RoutedBroker
 from .sessions import GrpcChannel, Session
 
 log = logging.getLogger(__name__)
@@ -91,21 +86,21 @@ RENEW_MAX_MS = 3 * 3600 * 1000
 #: Invisible time left to the messages of a client that went away (they come back soon).
 ABANDONED_INVISIBLE_MS = 1000
 
-_EVERY_TYPE = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+EVERY_TYPE = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
 #: The message types a route's queues accept, by the topic's ``message.type`` attribute.
 _ACCEPTED_TYPES = {
     "NORMAL": [pb.NORMAL],
     "FIFO": [pb.FIFO],
     "DELAY": [pb.DELAY],
     "TRANSACTION": [pb.TRANSACTION],
-    "MIXED": _EVERY_TYPE,
+    "MIXED": EVERY_TYPE,
     "UNSPECIFIED": [pb.MESSAGE_TYPE_UNSPECIFIED],
 }
 
 
 def accepted_types(topic: TopicConfig) -> list[pb.MessageType]:
     """The message types a route's queues of ``topic`` accept, by its ``message.type``."""
-    return _ACCEPTED_TYPES.get(topic.attributes.get(MESSAGE_TYPE, ""), _EVERY_TYPE)
+    return _ACCEPTED_TYPES.get(topic.attributes.get(MESSAGE_TYPE, ""), EVERY_TYPE)
 
 
 @dataclass(slots=True)
@@ -151,48 +146,58 @@ def metadata_of(context: grpc.aio.ServicerContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
-class Front(pb_grpc.MessagingServiceServicer):
-    """The broker's parts and the per-request checks every RPC family uses (module doc)."""
+class Received(Protocol):
+    """One message a receive hands out (the POP service's ``PoppedMessage`` has this shape)."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        *,
-        store: MessageStore,
-        topics: TopicTable,
-        groups: GroupTable,
-        offsets: OffsetTable,
-        clients: ClientRegistry,
-        transactions: TransactionService,
-        pop: PopService,
-        acceptor: Acceptor,
-        access: AccessValidator | None,
-        auth: AuthEngine | None = None,
-        route: RouteSource | None = None,
-        signer: Signer | None = None,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.offsets = offsets
-        self.clients = clients
-        self.transactions = transactions
-        self.pop = pop
-        self.acceptor = acceptor
-        self._sync_flush = store.config.flush_disk_type == FlushDiskType.SYNC_FLUSH
+    #: The message as stored (for a redelivery, the copy in a retry topic).
+    message: MessageExt
+    #: The topic the consumer asked for.
+    topic: str
+    receipt_handle: str
+    delivery_attempt: int
+    pop_time: int
+    invisible_time: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPolicy:
+    """What a consumer group's config tells the front: orderly (FIFO) delivery and the
+    retries before its dead-letter queue."""
+
+    fifo: bool = False
+    retry_max_times: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A checked 5.x message as the store takes it: 4.x properties and flags (publish.py)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    #: Its MessageSysFlag bits so far (compressed, prepared); the store adds the topic's.
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    reconsume_times: int
+    transactional: bool
+
+
+class Front(pb_grpc.MessagingServiceServicer):
+    """Sessions and per-request checks, and the hooks through which the RPC families reach
+    the messages (module doc). A hook refuses with :class:`RpcError`."""
+
+    @property
+    def max_message_size(self) -> int:
+        """The largest body a client may send (the broker's ``maxMessageSize``)."""
+        return 4 * 1024 * 1024
+
+    def __init__(self, *, access: AccessValidator | None, auth: AuthEngine | None = None) -> None:
         self.access = access
         #: ACL 2.0 (replaces ``access`` when set).
         self.auth = auth
-        #: Where route answers send clients: the broker's address and the gRPC port.
-        self.endpoints = pb.Endpoints()
-        #: The cluster's brokers of a topic, from the name servers (``route``: none in tests
-        #: of one broker without a name server).
-        self.routes = ClusterRoutes(config.broker_name, config.broker_id, route=route, signer=signer)
         self.sessions: dict[str, Session] = {}
         self._round_robin = itertools.count()
-        #: The broker's one registry of waiting consumers (PullMessage's long polling here).
-        self.arrivals = pop.arrivals
         self._next_acl_look = 0.0
         #: First receipt handle -> its renewal, for messages received with ``auto_renew``.
         self.renewals: dict[str, Renewal] = {}
@@ -203,10 +208,62 @@ class Front(pb_grpc.MessagingServiceServicer):
         self._abandoning: set[asyncio.Task[None]] = set()
         self._anonymous: dict[tuple[str, int], GrpcChannel] = {}
 
-    def bind(self, host: str, port: int) -> None:
-        """Advertise ``host:port`` (the gRPC listener) in routes and assignments."""
-        self.routes.bind(host, port)
-        self.endpoints = self.routes.endpoints
+    # -- hooks: where the messages are ----------------------------------------------------
+
+    async def _cluster(self, name: str, *, create: bool) -> tuple[list[RoutedBroker], list[pb.MessageType]]:
+        """The brokers of topic ``name`` as clients are told to reach them, and the message
+        types its queues accept (``create``: a topic that does not exist may be created)."""
+        raise NotImplementedError
+
+    async def _store(self, message: Outgoing) -> pb.SendResultEntry:
+        """Store one checked message (topic checks, queue choice); its result entry."""
+        raise NotImplementedError
+
+    async def _end(self, topic: str, transaction_id: str, *, commit: bool) -> None:
+        """Commit or roll back the open transaction ``transaction_id`` of ``topic``."""
+        raise NotImplementedError
+
+    async def _group(self, name: str) -> GroupPolicy:
+        """The consumer group's policy (created with defaults when the broker allows it)."""
+        raise NotImplementedError
+
+    async def _receive(
+        self,
+        broker: str,
+        *,
+        group: str,
+        topic: str,
+        queue_id: int | None,
+        max_messages: int,
+        invisible_ms: int,
+        expression: str,
+        poll_ms: int,
+        fifo: bool,
+    ) -> Sequence[Received]:
+        """POP up to ``max_messages`` of ``topic`` on broker ``broker``, waiting up to
+        ``poll_ms`` for some."""
+        raise NotImplementedError
+
+    async def _ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
+        raise NotImplementedError
+
+    async def _change_invisible(
+        self, *, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
+        """The message stays invisible ``invisible_ms`` from now; its new receipt handle."""
+        raise NotImplementedError
+
+    async def _forward_to_dlq(self, *, group: str, topic: str, receipt_handle: str) -> None:
+        raise NotImplementedError
+
+    def _register(self, session: Session) -> None:
+        """Make the client a member of the groups its settings name (transaction checks and
+        consumer listings find it there)."""
+        raise NotImplementedError
+
+    def _unregister(self, session: Session) -> None:
+        """The client is gone: drop its memberships."""
+        raise NotImplementedError
 
     # -- per request ----------------------------------------------------------------------
 
@@ -264,44 +321,3 @@ class Front(pb_grpc.MessagingServiceServicer):
         if session is None:
             raise RpcError(Code.CLIENT_ID_REQUIRED, f"the {CLIENT_ID} header is required")
         return session
-
-    def _topic(self, name: str, *, create: bool) -> Any:
-        problem = topic_name_problem(name) if name else "the topic name is empty"
-        topic = self.topics.get(name) if name else None
-        if topic is not None:
-            return topic
-        if problem is not None:
-            raise RpcError(Code.ILLEGAL_TOPIC, problem)
-        if create:
-            # A 4.x producer's first send creates its topic when autoCreateTopicEnable is on;
-            # a 5.x client asks for the route first, so the route creates it.
-            topic = self.topics.create_on_send(name, AUTO_CREATE_TOPIC, self.config.default_topic_queue_nums)
-        if topic is None:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {name} does not exist")
-        return topic
-
-    async def _cluster(self, name: str, *, create: bool) -> tuple[list[RoutedBroker], list[pb.MessageType]]:
-        """The brokers of topic ``name`` across the cluster and the message types its queues
-        accept. A topic this broker lacks is looked up in the name servers before it is
-        created here (``create``: autoCreateTopicEnable permitting), so a client asking this
-        broker for a topic that lives elsewhere is sent there instead."""
-        topic = self.topics.get(name) if name else None
-        if topic is None:
-            problem = topic_name_problem(name) if name else "the topic name is empty"
-            if problem is not None:
-                raise RpcError(Code.ILLEGAL_TOPIC, problem)
-            elsewhere = await self.routes.brokers(name, None)
-            if elsewhere:
-                return elsewhere, _EVERY_TYPE
-            topic = self._topic(name, create=create)
-        return await self.routes.brokers(name, self._own_queues(topic)), accepted_types(topic)
-
-    def _own_queues(self, topic: TopicConfig) -> QueueData:
-        """This broker's queues of ``topic`` as a route shows them (its permission applied)."""
-        return QueueData(
-            broker_name=self.config.broker_name,
-            read_queue_nums=topic.read_queue_nums,
-            write_queue_nums=topic.write_queue_nums,
-            perm=topic.perm & self.config.broker_permission,
-            topic_sys_flag=topic.topic_sys_flag,
-        )

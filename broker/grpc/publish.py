@@ -1,25 +1,16 @@
-"""The 5.x publishing RPCs: SendMessage (each message checked as Apache's proxy checks it, then
-accepted by the broker's :class:`~aiorocketmq.broker.accept.Acceptor` with plain values) and
-EndTransaction (the transaction found by its id in the transaction service)."""
+"""The 5.x publishing RPCs: SendMessage (each message checked as Apache's proxy checks it and
+turned into 4.x properties, then handed to the front's ``_store``) and EndTransaction (the
+front's ``_end``, by transaction id)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from aiorocketmq.broker.accept import STATUS_CODES, Accepted
 from aiorocketmq.broker.acl import Perm as AclPerm
-from aiorocketmq.protocol.codes import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    MessageSysFlag,
-    ResponseCode,
-)
-from aiorocketmq.protocol.errors import BrokerError
+from aiorocketmq.protocol.codes import TRANSACTION_PREPARED_TYPE, MessageSysFlag
 from aiorocketmq.protocol.message import PropertyKey, java_hash, new_unique_id, pack_host
-from aiorocketmq.protocol.names import AUTO_CREATE_TOPIC
-from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
+from aiorocketmq.protocol.names import topic_name_problem
 
 from . import messaging_pb2 as pb
 from .convert import (
@@ -36,13 +27,8 @@ from .convert import (
     message_type,
     now_ms,
     status,
-    status_of_response_code,
 )
-from .front import (
-    Front,
-    RpcError,
-    peer_of,
-)
+from .front import Front, Outgoing, RpcError, peer_of
 from .sessions import GrpcChannel
 
 log = logging.getLogger(__name__)
@@ -55,15 +41,6 @@ MAX_MESSAGE_GROUP_SIZE = 64
 MAX_DELAY_MS = 24 * 3600 * 1000
 _TRAN_MSG = PropertyKey.TRANSACTION_PREPARED
 _UNIQ_KEY = PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-
-
-def _born_host(peer: tuple[str, int]) -> bytes:
-    """The peer as records store it (IPv4 and port; an IPv6 peer as 127.0.0.1, as for remoting)."""
-    try:
-        packed = pack_host(*peer)
-    except ValueError:
-        packed = b""
-    return packed if len(packed) == 8 else pack_host("127.0.0.1", peer[1])
 
 
 class PublishingRpcs(Front):
@@ -155,70 +132,32 @@ class PublishingRpcs(Front):
     async def _send_one(
         self, message: pb.Message, channel: GrpcChannel | None, peer: tuple[str, int]
     ) -> pb.SendResultEntry:
-        name = message.topic.name
         sp = message.system_properties
         if not message.body:
             raise RpcError(Code.MESSAGE_BODY_EMPTY, "the message body is empty")
-        limit = self.store.config.max_message_size  # the broker's maxMessageSize, as for remoting
+        limit = self.max_message_size  # the broker's maxMessageSize, as for remoting
         if len(message.body) > limit:
             raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"the body is over {limit} bytes")
-        topic = self._topic(name, create=True)
-        try:
-            self.acceptor.topic_for_send(name, AUTO_CREATE_TOPIC, self.config.default_topic_queue_nums)
-        except BrokerError as exc:
-            raise RpcError(status_of_response_code(exc.code), exc.remark or str(exc)) from None
+        name = message.topic.name
+        problem = topic_name_problem(name) if name else "the topic name is empty"
+        if problem is not None:
+            raise RpcError(Code.ILLEGAL_TOPIC, problem)
         props = self._properties(message, peer[0])
-        expected = topic.attributes.get(MESSAGE_TYPE)
-        if expected is not None and expected != "MIXED":
-            actual = pb.MessageType.Name(message_type(props))
-            if actual != expected:
-                raise RpcError(
-                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                    f"TopicMessageType validate failed, the expected type is {expected}, "
-                    f"but actual type is {actual}",
-                )
-        writable = topic.write_queue_nums
-        if writable <= 0:
-            raise RpcError(Code.FORBIDDEN, f"topic {name} has no writable queue")
-        group = props.get(SHARDING_KEY)
-        if group is not None:
-            queue_id = consistent_queue(group, writable)
-        else:
-            queue_id = next(self._round_robin) % writable
         transactional = props.get(_TRAN_MSG) == "true"
         sys_flag = TRANSACTION_PREPARED_TYPE if transactional else 0
         if sp.body_encoding == pb.GZIP:
             sys_flag |= MessageSysFlag.COMPRESSED
-        if topic.topic_filter_type == "MULTI_TAG":
-            sys_flag |= MessageSysFlag.MULTI_TAGS
-        uniq = props[_UNIQ_KEY]
-        try:
-            accepted = self.acceptor.accept(
-                name,
-                queue_id,
-                bytes(message.body),
-                props,
-                None,
-                flag=0,
+        return await self._store(
+            Outgoing(
+                topic=name,
+                body=bytes(message.body),
+                properties=props,
                 sys_flag=sys_flag,
                 born_timestamp=int(props[BORN_TIMESTAMP]),
-                born_host=_born_host(peer),
+                born_host=peer,
                 reconsume_times=max(0, sp.delivery_attempt - 1) if sp.HasField("delivery_attempt") else 0,
-                max_reconsume_times=None,
+                transactional=transactional,
             )
-            if not isinstance(accepted, Accepted):
-                accepted = await accepted
-            stored = accepted.result.status
-            if accepted.wait and (self.store.replica is not None or self._sync_flush):
-                stored = await self.store.wait_stored(accepted.result)
-        except BrokerError as exc:
-            raise RpcError(status_of_response_code(exc.code), exc.remark or str(exc)) from None
-        code = status_of_response_code(STATUS_CODES.get(stored, ResponseCode.SYSTEM_ERROR))
-        return pb.SendResultEntry(
-            status=status(code, "OK" if code == Code.OK else f"stored, but {stored.name}"),
-            message_id=uniq,
-            transaction_id=uniq if transactional else "",
-            offset=accepted.result.queue_offset,
         )
 
     # -- EndTransaction -------------------------------------------------------------------
@@ -228,37 +167,38 @@ class PublishingRpcs(Front):
     ) -> pb.EndTransactionResponse:
         try:
             self._authorize(context, {request.topic.name: AclPerm.PUB}, request)
-            self._end_transaction(request)
+            if not request.transaction_id.strip():
+                raise RpcError(Code.INVALID_TRANSACTION_ID, "the transaction id is empty")
+            if request.resolution not in (pb.COMMIT, pb.ROLLBACK):
+                raise RpcError(Code.BAD_REQUEST, "the resolution is neither COMMIT nor ROLLBACK")
+            await self._end(
+                request.topic.name, request.transaction_id, commit=request.resolution == pb.COMMIT
+            )
             return pb.EndTransactionResponse(status=OK)
         except RpcError as exc:
             return pb.EndTransactionResponse(status=exc.status)
 
-    def _end_transaction(self, request: pb.EndTransactionRequest) -> None:
-        topic, transaction_id = request.topic.name, request.transaction_id
-        if not transaction_id.strip():
-            raise RpcError(Code.INVALID_TRANSACTION_ID, "the transaction id is empty")
-        if request.resolution == pb.COMMIT:
-            kind = TRANSACTION_COMMIT_TYPE
-        elif request.resolution == pb.ROLLBACK:
-            kind = TRANSACTION_ROLLBACK_TYPE
-        else:
-            raise RpcError(Code.BAD_REQUEST, "the resolution is neither COMMIT nor ROLLBACK")
-        # A 5.x producer's group is its topic (the proxy names it so).
-        half = self.transactions.find(topic, transaction_id)
-        if half is None:
-            raise RpcError(
-                Code.INVALID_TRANSACTION_ID, f"no open transaction {transaction_id} on topic {topic}"
-            )
-        try:
-            self.transactions.decide(
-                commit_log_offset=half.commit_log_offset,
-                queue_offset=half.queue_offset,
-                producer_group=topic,
-                kind=kind,
-                transaction_id=transaction_id,
-            )
-        except BrokerError as exc:
-            raise RpcError(Code.INVALID_TRANSACTION_ID, exc.remark or str(exc)) from None
+
+def check_message_type(expected: str | None, properties: dict[str, str]) -> None:
+    """Refuse a message whose kind (normal, FIFO, delay, transaction) is not the one its
+    topic's ``message.type`` attribute names (``expected``; None or MIXED: any)."""
+    if expected is None or expected == "MIXED":
+        return
+    actual = pb.MessageType.Name(message_type(properties))
+    if actual != expected:
+        raise RpcError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"TopicMessageType validate failed, the expected type is {expected}, but actual type is {actual}",
+        )
+
+
+def born_host(peer: tuple[str, int]) -> bytes:
+    """The peer as records store it (IPv4 and port; an IPv6 peer as 127.0.0.1, as for remoting)."""
+    try:
+        packed = pack_host(*peer)
+    except ValueError:
+        packed = b""
+    return packed if len(packed) == 8 else pack_host("127.0.0.1", peer[1])
 
 
 def consistent_queue(group: str, queues: int) -> int:

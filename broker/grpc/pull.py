@@ -15,12 +15,13 @@ from aiorocketmq.protocol.message import decode_records, tags_code
 
 from . import messaging_pb2 as pb
 from .convert import OK, Code, status, to_message
-from .front import LONG_POLLING_TIMEOUT, RECEIVE_BATCH_SIZE, Front, RpcError
+from .front import LONG_POLLING_TIMEOUT, RECEIVE_BATCH_SIZE, RpcError
+from .local import LocalFront
 
 log = logging.getLogger(__name__)
 
 
-class PullRpcs(Front):
+class PullRpcs(LocalFront):
     """PullMessage, UpdateOffset, GetOffset and QueryOffset."""
 
     # -- PullMessage and offsets (pull-style clients) -------------------------------------

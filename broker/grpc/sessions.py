@@ -21,7 +21,7 @@ from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.errors import ConnectionClosedError, ProtocolError
 from aiorocketmq.protocol.headers import CheckTransactionStateRequestHeader
-from aiorocketmq.protocol.message import decode_record
+from aiorocketmq.protocol.message import MessageExt, decode_record
 from aiorocketmq.protocol.transport import Connection
 
 from . import messaging_pb2 as pb
@@ -170,14 +170,18 @@ class Session:
 
     def recover_transaction(self, cmd: RemotingCommand) -> None:
         """A CHECK_TRANSACTION_STATE for this producer: ask it on its telemetry stream."""
-        stream = self.stream
-        if stream is None or stream.closed:
-            return
         try:
             header = CheckTransactionStateRequestHeader.from_fields(cmd.ext_fields)
             msg, _ = decode_record(cmd.body, decompress=False)
         except (ProtocolError, ValueError) as exc:
             log.warning("cannot forward a transaction check to %s: %s", self.client_id, exc)
+            return
+        self.recover(header, msg)
+
+    def recover(self, header: CheckTransactionStateRequestHeader, msg: MessageExt) -> None:
+        """Ask the producer about the half message ``msg`` (a RecoverOrphanedTransactionCommand)."""
+        stream = self.stream
+        if stream is None or stream.closed:
             return
         transaction_id = header.transaction_id or header.msg_id or ""
         message = to_message(msg, topic=msg.topic)

@@ -88,7 +88,7 @@ def test_wheel_holds_only_the_aiorocketmq_namespace(wheel: Path) -> None:
     # The dashboard serves its pages and assets from the installed package.
     for asset in ("templates/base.html", "templates/cluster.html", "static/style.css", "static/live.js"):
         assert f"aiorocketmq/dashboard/{asset}" in files, asset
-    for script in ("mqnamesrv", "mqbroker", "mqadmin", "mqbench", "mqdashboard"):
+    for script in ("mqnamesrv", "mqbroker", "mqproxy", "mqadmin", "mqbench", "mqdashboard"):
         assert f"{script} = aiorocketmq.scripts:{script}" in entry_points, entry_points
 
 

@@ -188,3 +188,54 @@ def test_fronts_do_not_import_each_other() -> None:
     assert any(
         _front(m) == "gRPC" and _front(t) == "remoting" for m, targets in planted.items() for t in targets
     )
+
+
+#: What the proxy (cluster mode) must never reach: the broker's state. The proxy is stateless;
+#: the 5.x front it shares with the broker reaches the messages through its hooks only.
+BROKER_STATE = (
+    "aiorocketmq.broker.store",
+    "aiorocketmq.broker.pop",
+    "aiorocketmq.broker.topics",
+    "aiorocketmq.broker.groups",
+    "aiorocketmq.broker.offsets",
+    "aiorocketmq.broker.transactions",
+    "aiorocketmq.broker.accept",
+    "aiorocketmq.broker.server",
+    "aiorocketmq.broker.grpc.local",
+)
+
+
+def _reached(graph: dict[str, set[str]], starts: set[str]) -> set[str]:
+    seen, todo = set(starts), list(starts)
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_proxy_reaches_no_broker_state() -> None:
+    import aiorocketmq.proxy
+
+    proxy_root = Path(aiorocketmq.proxy.__file__).resolve().parent
+    broker = _modules()
+    proxy = _modules("aiorocketmq.proxy", proxy_root)
+    known = set(broker) | set(proxy)
+    graph = {name: _imported(name, path, known) for name, path in {**broker, **proxy}.items()}
+    reached = _reached(graph, set(proxy))
+    assert "aiorocketmq.broker.grpc.consume" in reached  # the shared front, as the proxy uses it
+
+    def state(module: str) -> bool:
+        # The store's settings are no state (the broker's config, which ACL 2.0 reads, has them).
+        if module == "aiorocketmq.broker.store.config":
+            return False
+        return any(module == s or module.startswith(s + ".") for s in BROKER_STATE)
+
+    assert sorted(m for m in reached if state(m)) == []
+    # The rule sees it when a proxy module does reach the store.
+    planted = {
+        **graph,
+        "aiorocketmq.proxy.cluster": graph["aiorocketmq.proxy.cluster"] | {"aiorocketmq.broker.grpc.local"},
+    }
+    assert any(state(m) for m in _reached(planted, set(proxy)))
