@@ -32,6 +32,7 @@ from aiorocketmq.protocol.pop import (
     INIT_MODE_MAX,
     POLLING_FULL,
     POLLING_TIMEOUT,
+    POP_CK,
     AckMessageRequestHeader,
     BatchAck,
     ChangeInvisibleTimeRequestHeader,
@@ -280,7 +281,12 @@ class SimpleConsumer(InstanceClient):
     ) -> list[ReceivedMessage]:
         header = PopMessageResponseHeader.from_fields(response.ext_fields)
         messages = decode_records(response.body)
-        handles = handles_for(header, broker_name, [(m.topic, m.queue_id, m.queue_offset) for m in messages])
+        handles = handles_for(
+            header,
+            broker_name,
+            [(m.topic, m.queue_id, m.queue_offset) for m in messages],
+            [m.properties.get(POP_CK) for m in messages],
+        )
         invisible_until = (header.pop_time + header.invisible_time) / 1000
         received = []
         for msg, (handle, consumed_before) in zip(messages, handles, strict=True):
@@ -304,7 +310,9 @@ class SimpleConsumer(InstanceClient):
         # than the rest of the request.
         fields = {
             _ACK_GROUP: self.group,
-            _ACK_TOPIC: message.topic,
+            # A redelivery is acknowledged in the retry topic it is stored in (Apache's
+            # brokers look it up there).
+            _ACK_TOPIC: handle.real_topic(message.topic, self.group),
             _ACK_QUEUE_ID: handle.queue_id,
             _ACK_EXTRA_INFO: message.receipt_handle,
             _ACK_OFFSET: handle.queue_offset,
@@ -369,7 +377,7 @@ class SimpleConsumer(InstanceClient):
         handle = ReceiptHandle.decode(message.receipt_handle)
         header = ChangeInvisibleTimeRequestHeader(
             consumer_group=self.group,
-            topic=message.topic,
+            topic=handle.real_topic(message.topic, self.group),
             queue_id=handle.queue_id,
             extra_info=message.receipt_handle,
             offset=handle.queue_offset,

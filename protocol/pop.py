@@ -258,21 +258,35 @@ def _parse_info(text: str | None, what: str) -> dict[str, str]:
     return parsed
 
 
+#: The property in which a broker hands out a record's receipt handle itself (Apache 5.x, for
+#: redeliveries).
+POP_CK = "POP_CK"
+
+
 def handles_for(
     header: PopMessageResponseHeader,
     broker_name: str,
     messages: Sequence[tuple[str, int, int]],
+    given: Sequence[str | None] = (),
 ) -> list[tuple[str, int]]:
     """Each popped message's receipt handle and times consumed before (0 unless orderly), from
     a pop response; ``messages`` are the (stored topic, queue id, queue offset) of its records
-    in body order."""
+    in body order, ``given`` their ``POP_CK`` properties, if any.
+
+    A handle the broker put in a record's ``POP_CK`` property is that record's handle: Apache
+    5.x's broker does so for a redelivery, whose record it rewrites to the original topic (so
+    the topic no longer tells that the start offset to use is the retry queue's)."""
     starts = _parse_info(header.start_offset_info, "startOffsetInfo")
     counts = _parse_info(header.order_count_info, "orderCountInfo")
     out = []
-    for topic, queue_id, offset in messages:
+    for i, (topic, queue_id, offset) in enumerate(messages):
         kind = topic_type_of(topic)
         mark = NORMAL_TOPIC_TYPE if kind == NORMAL_TOPIC_TYPE else RETRY_TOPIC_TYPE
         key = f"{mark}@{queue_id}"
+        preset = given[i] if i < len(given) else None
+        if preset:
+            out.append((preset, int(counts.get(f"{mark}@qo{queue_id}%{offset}") or counts.get(key) or "0")))
+            continue
         start = starts.get(key)
         if start is None:
             raise ReceiptHandleError(f"the pop response has no start offset for {key}")

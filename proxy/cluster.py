@@ -53,6 +53,7 @@ from aiorocketmq.protocol.codes import (
     RequestCode,
     ResponseCode,
 )
+from aiorocketmq.protocol.errors import ProtocolError
 from aiorocketmq.protocol.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -72,6 +73,7 @@ from aiorocketmq.protocol.pop import (
     INIT_MODE_MAX,
     POLLING_FULL,
     POLLING_TIMEOUT,
+    POP_CK,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -249,13 +251,15 @@ class ClusterFront(Front):
     # -- publishing -----------------------------------------------------------------------
 
     def _write_queues(self, route: TopicRouteData) -> list[MessageQueue]:
+        """The masters' writable queues, interleaved across brokers (a0, b0, a1, b1, ...), so
+        that consecutive sends, and a retry after a failure, go to different brokers."""
         masters = {b.broker_name for b in route.broker_datas if b.broker_addrs.get(MASTER_ID)}
-        return [
-            MessageQueue(topic="", broker_name=q.broker_name, queue_id=i)
+        per_broker = [
+            [MessageQueue(topic="", broker_name=q.broker_name, queue_id=i) for i in range(q.write_queue_nums)]
             for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
             if q.perm & _WRITE and q.broker_name in masters
-            for i in range(q.write_queue_nums)
         ]
+        return [q for row in itertools.zip_longest(*per_broker) for q in row if q is not None]
 
     def _pick(self, queues: list[MessageQueue], group: str | None, avoid: set[str]) -> MessageQueue:
         if group is not None:
@@ -443,9 +447,20 @@ class ClusterFront(Front):
             return []
         if response.code != ResponseCode.SUCCESS:
             raise RpcError(status_of_response_code(response.code), response.remark or "pop refused")
-        answer = PopMessageResponseHeader.from_fields(response.ext_fields)
-        messages = decode_records(response.body, decompress=False)
-        handles = handles_for(answer, broker, [(m.topic, m.queue_id, m.queue_offset) for m in messages])
+        try:
+            answer = PopMessageResponseHeader.from_fields(response.ext_fields)
+            messages = decode_records(response.body, decompress=False)
+            handles = handles_for(
+                answer,
+                broker,
+                [(m.topic, m.queue_id, m.queue_offset) for m in messages],
+                [m.properties.get(POP_CK) for m in messages],
+            )
+        except (ProtocolError, ValueError) as exc:
+            # The messages stay invisible for the invisible time, then come back.
+            raise RpcError(
+                Code.INTERNAL_SERVER_ERROR, f"broker {broker} answered a pop unreadably: {exc}"
+            ) from None
         popped = []
         for msg, (handle, consumed_before) in zip(messages, handles, strict=True):
             attempt = (consumed_before if fifo and consumed_before > 0 else msg.reconsume_times) + 1
@@ -453,6 +468,9 @@ class ClusterFront(Front):
         return popped
 
     async def _handle_target(self, topic: str, receipt_handle: str) -> tuple[ReceiptHandle, str]:
+        """The handle, parsed, and its broker's master. Requests on a handle name the topic the
+        message is stored in (a redelivery's retry topic, from the handle), as Apache's brokers
+        look the message up there."""
         try:
             handle = ReceiptHandle.decode(receipt_handle)
         except ValueError as exc:
@@ -463,7 +481,7 @@ class ClusterFront(Front):
         handle, addr = await self._handle_target(topic, receipt_handle)
         header = AckMessageRequestHeader(
             consumer_group=group,
-            topic=topic,
+            topic=handle.real_topic(topic, group),
             queue_id=handle.queue_id,
             extra_info=receipt_handle,
             offset=handle.queue_offset,
@@ -479,7 +497,7 @@ class ClusterFront(Front):
         handle, addr = await self._handle_target(topic, receipt_handle)
         header = ChangeInvisibleTimeRequestHeader(
             consumer_group=group,
-            topic=topic,
+            topic=handle.real_topic(topic, group),
             queue_id=handle.queue_id,
             extra_info=receipt_handle,
             offset=handle.queue_offset,

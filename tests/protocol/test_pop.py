@@ -89,6 +89,20 @@ def test_offset_info_strings_and_the_handles_built_from_them() -> None:
         handles_for(header, "b", [("T", 5, 1)])
 
 
+def test_a_handle_the_broker_gave_in_pop_ck_is_taken_as_is() -> None:
+    """Apache 5.x's broker rewrites a redelivery's record to the original topic and hands its
+    handle in POP_CK: the retry queue's start offset cannot be found by the record's topic."""
+    starts = start_offset_info([(False, 1, 10), (True, 0, 3)])
+    header = PopMessageResponseHeader(
+        pop_time=1000, invisible_time=500, revive_qid=999, start_offset_info=starts
+    )
+    given = "3 1000 500 999 1 b 0 3"
+    built = handles_for(header, "b", [("T", 1, 10), ("T", 0, 3)], [None, given])
+    assert built == [("10 1000 500 999 0 b 1 10", 0), (given, 0)]
+    with pytest.raises(ReceiptHandleError):  # without it, that record names no start offset
+        handles_for(header, "b", [("T", 1, 10), ("T", 0, 3)])
+
+
 def test_batch_ack_bodies_carry_java_bit_sets() -> None:
     acks = [
         BatchAck("g", "T", False, 10, 1, 3, 1000, 500, (10, 12, 17)),
