@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from aiorocketmq.broker.auth import AuthEngine
 from aiorocketmq.broker.grpc import messaging_pb2 as pb
 from aiorocketmq.broker.grpc.convert import SHARDING_KEY, Code, status, status_of_response_code
 from aiorocketmq.broker.grpc.front import (
@@ -145,10 +146,11 @@ def refusal(exc: MQError, *, handle: bool = False) -> RpcError:
 
 class ClusterFront(Front):
     """The hooks over remoting (module doc). ``instance`` is a started client instance on the
-    cluster's name servers; the proxy's groups ride on its heartbeats."""
+    cluster's name servers; the proxy's groups ride on its heartbeats. ``auth``: ACL 2.0's
+    checks of client requests (:mod:`.auth`)."""
 
-    def __init__(self, config: ProxyConfig, instance: ClientInstance) -> None:
-        super().__init__(access=None, auth=None)
+    def __init__(self, config: ProxyConfig, instance: ClientInstance, auth: AuthEngine | None = None) -> None:
+        super().__init__(access=None, auth=auth)
         self.config = config
         self.instance = instance
         self.auto_renew_invisible_ms = config.default_invisible_time_mills

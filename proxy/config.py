@@ -4,7 +4,9 @@ an existing file works unchanged.
 Read and used: ``proxyMode`` (``cluster``; ``local`` means the gRPC endpoint embedded in each
 of our brokers, which ``mqbroker`` serves itself), ``namesrvAddr``, ``grpcServerPort``,
 ``rocketMQClusterName``, ``proxyName``, ``maxMessageSize``, ``defaultInvisibleTimeMills``,
-``tlsTestModeEnable``, ``tlsKeyPath`` and ``tlsCertPath``. Apache's other keys (thread pools,
+``tlsTestModeEnable``, ``tlsKeyPath`` and ``tlsCertPath``, and of Apache's AuthConfig (ACL 2.0,
+read from the same file): ``authenticationEnabled``, ``authorizationEnabled``, their whitelists,
+``innerClientAuthenticationCredentials``, ``userCacheRefreshSecond`` and ``aclCacheRefreshSecond``. Apache's other keys (thread pools,
 cache sizes, ``remotingListenPort`` ...) are accepted and listed at start as not used; a key
 Apache does not know is refused, since it is most likely a typing error.
 """
@@ -173,6 +175,16 @@ class ProxyConfig(BaseModel):
     tls_test_mode_enable: bool = Field(True, alias="tlsTestModeEnable")
     tls_key_path: str = Field("", alias="tlsKeyPath")
     tls_cert_path: str = Field("", alias="tlsCertPath")
+    #: ACL 2.0 (Apache's AuthConfig keys, read from the same file): clients are checked here,
+    #: against the users and ACLs the brokers hold (mirrored every refresh seconds), and the
+    #: proxy signs its requests to the brokers as ``innerClientAuthenticationCredentials``.
+    authentication_enabled: bool = Field(False, alias="authenticationEnabled")
+    authorization_enabled: bool = Field(False, alias="authorizationEnabled")
+    authentication_whitelist: str = Field("", alias="authenticationWhitelist")
+    authorization_whitelist: str = Field("", alias="authorizationWhitelist")
+    inner_client_authentication_credentials: str = Field("", alias="innerClientAuthenticationCredentials")
+    user_cache_refresh_second: int = Field(60, alias="userCacheRefreshSecond", gt=0)
+    acl_cache_refresh_second: int = Field(60, alias="aclCacheRefreshSecond", gt=0)
     #: The producer group the proxy's own sends carry (5.x producers have no group; a
     #: transactional send carries its topic, as Apache's proxy names it).
     producer_group: str = Field("PROXY_SEND", alias="proxyProducerGroup")
@@ -189,6 +201,24 @@ class ProxyConfig(BaseModel):
                 "endpoint every mqbroker serves itself (grpcServerPort in the broker's config)"
             )
         return mode
+
+    @property
+    def auth_enabled(self) -> bool:
+        return self.authentication_enabled or self.authorization_enabled
+
+    @property
+    def inner_credentials(self) -> tuple[str, str] | None:
+        """(access key, secret key) of ``innerClientAuthenticationCredentials``, if set."""
+        text = self.inner_client_authentication_credentials.strip()
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return str(data["accessKey"]), str(data["secretKey"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                'innerClientAuthenticationCredentials: not {"accessKey": "...", "secretKey": "..."}'
+            ) from None
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -229,4 +259,5 @@ class ProxyConfig(BaseModel):
             raise ConfigError(f"{path or 'proxy config'}: {problems}") from None
         if not config.namesrv_addrs:
             raise ConfigError("namesrvAddr is not set (rmq-proxy.json, -n, or NAMESRV_ADDR)")
+        _ = config.inner_credentials  # a malformed value is refused now, not at the first request
         return config

@@ -5,6 +5,7 @@ gRPC endpoint in front of it. Stateless: stop one, start another, and clients ca
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -12,8 +13,11 @@ import time
 from aiorocketmq.broker.grpc.endpoint import GrpcEndpoint
 from aiorocketmq.broker.grpc.routes import endpoints_of
 from aiorocketmq.client.client_instance import ClientInstance, ClientOptions
+from aiorocketmq.protocol.body import ClusterInfo
+from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.message import local_ipv4
 
+from .auth import engine_for, keep_mirrored
 from .config import ProxyConfig
 from .service import ProxyService
 
@@ -30,13 +34,32 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         client_id = f"{config.proxy_name}@proxy-{os.getpid()}#{time.monotonic_ns()}"
-        self.instance = ClientInstance(client_id, config.namesrv_addrs, ClientOptions(serialization="json"))
-        self.service = ProxyService(config, self.instance)
+        inner = config.inner_credentials
+        options = ClientOptions(
+            serialization="json",
+            access_key=inner[0] if inner else None,
+            secret_key=inner[1] if inner else None,
+        )
+        self.instance = ClientInstance(client_id, config.namesrv_addrs, options)
+        self.auth = engine_for(config) if config.auth_enabled else None
+        self.auth_ready = asyncio.Event()
+        self.service = ProxyService(config, self.instance, self.auth)
         self.endpoint = GrpcEndpoint(self.service, config.grpc_tls())
         self.port = 0
 
     async def start(self) -> int:
         self.instance.start()
+        if self.auth is not None:
+            interval = min(self.config.user_cache_refresh_second, self.config.acl_cache_refresh_second)
+            self.instance.spawn(
+                keep_mirrored(self.auth, self.instance, self._masters, interval, self.auth_ready)
+            )
+            try:  # clients are refused until the brokers' users are known
+                await asyncio.wait_for(self.auth_ready.wait(), 10.0)
+            except TimeoutError:
+                log.warning(
+                    "ACL 2.0: no broker listed its users and ACLs yet; requests are refused until one does"
+                )
         try:
             self.port = await self.endpoint.start(self.config.bind_address, self.config.grpc_server_port)
         except BaseException:
@@ -48,6 +71,17 @@ class Proxy:
         self.service.bind(endpoints_of(host, self.port))
         self.instance.spawn(self.instance._every(10.0, self._expire))
         return self.port
+
+    async def _masters(self) -> list[str]:
+        """Every master of the cluster, from the name servers."""
+        response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        info = ClusterInfo.decode(response.body)
+        return sorted(
+            addr
+            for broker in info.broker_addr_table.values()
+            for broker_id, addr in broker.broker_addrs.items()
+            if int(broker_id) == 0
+        )
 
     async def _expire(self) -> None:
         self.service.expire(CLIENT_IDLE_SECONDS)

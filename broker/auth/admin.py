@@ -203,41 +203,7 @@ class AuthAdminHandlers:
         if subject_username(subject) is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, _SYSTEM_ERROR)
         assert subject is not None
-        policies: list[Policy] = []
-        problem: str | None = None
-        for info in policies_info:
-            if not isinstance(info, dict):
-                continue
-            entries_info = info.get("entries")
-            if not entries_info:
-                continue
-            entries: list[PolicyEntry] = []
-            for entry_info in entries_info:
-                if not isinstance(entry_info, dict):
-                    continue
-                resource = Resource.parse(_text(entry_info.get("resource")))
-                actions = [
-                    a
-                    for a in (Action.by_name(_text(n)) for n in entry_info.get("actions") or [])
-                    if a is not None
-                ]
-                source_ips = entry_info.get("sourceIps") or None
-                decision = Decision.by_name(_text(entry_info.get("decision")))
-                if problem is None:
-                    try:
-                        _validate_entry(resource, actions, source_ips, decision)
-                    except AuthorizationError as exc:
-                        problem = str(exc)
-                if resource is not None:
-                    entries.append(
-                        PolicyEntry(
-                            resource,
-                            actions,
-                            [str(ip) for ip in source_ips] if source_ips else None,
-                            decision,
-                        )
-                    )
-            policies.append(Policy(PolicyType.by_name(_text(info.get("policyType"))), entries))
+        policies, problem = policies_from_info(policies_info)
         if not policies:
             return cmd.response(ResponseCode.NO_PERMISSION, "The policies is empty.")
         if problem is not None:
@@ -305,3 +271,44 @@ def acl_info(acl: Acl) -> dict[str, Any]:
         ],
         "subject": acl.subject,
     }
+
+
+def policies_from_info(policies_info: list[Any]) -> tuple[list[Policy], str | None]:
+    """The policies of Apache's ``AclInfo`` JSON (``policies``), and the first problem an
+    entry has (None: all valid). Entries without a resource are left out."""
+    policies: list[Policy] = []
+    problem: str | None = None
+    for info in policies_info:
+        if not isinstance(info, dict):
+            continue
+        entries_info = info.get("entries")
+        if not entries_info:
+            continue
+        entries: list[PolicyEntry] = []
+        for entry_info in entries_info:
+            if not isinstance(entry_info, dict):
+                continue
+            resource = Resource.parse(_text(entry_info.get("resource")))
+            actions = [
+                a
+                for a in (Action.by_name(_text(n)) for n in entry_info.get("actions") or [])
+                if a is not None
+            ]
+            source_ips = entry_info.get("sourceIps") or None
+            decision = Decision.by_name(_text(entry_info.get("decision")))
+            if problem is None:
+                try:
+                    _validate_entry(resource, actions, source_ips, decision)
+                except AuthorizationError as exc:
+                    problem = str(exc)
+            if resource is not None:
+                entries.append(
+                    PolicyEntry(
+                        resource,
+                        actions,
+                        [str(ip) for ip in source_ips] if source_ips else None,
+                        decision,
+                    )
+                )
+        policies.append(Policy(PolicyType.by_name(_text(info.get("policyType"))), entries))
+    return policies, problem

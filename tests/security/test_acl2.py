@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -45,6 +46,7 @@ from tests.broker.requests import call, pull_request, send
 from tests.cluster import Cluster
 from tests.grpc.conftest import Grpc5, install_py5_client, start_grpc_broker
 from tests.grpc.test_security import signed
+from tests.support import ServerProcess, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -427,6 +429,77 @@ async def test_official_5x_client_authenticates(cluster: tuple[Cluster, int]) ->
     assert body in [m["body"] for m in got["messages"]]
     refused = await grpc5.run("produce", messages=messages, ak=BOB.access_key, sk=BOB.secret_key)
     assert refused["receipts"] == [] and len(refused["errors"]) == 1
+
+
+async def test_mqproxy_checks_clients_against_the_brokers_users_and_acls(
+    cluster: tuple[Cluster, int], root_admin: Admin, tmp_path: Path
+) -> None:
+    """``mqproxy`` with Apache's AuthConfig keys in its rmq-proxy.json: it mirrors the brokers'
+    users and ACLs (refreshed every second here), checks each 5.x request itself, and signs its
+    own requests to the broker as its inner (super) user; a user created on the broker after
+    the proxy started is known to it within the refresh."""
+    config = tmp_path / "rmq-proxy.json"
+    config.write_text(
+        json.dumps(
+            {
+                "namesrvAddr": cluster[0].namesrv_addr,
+                "grpcServerPort": 0,
+                "authenticationEnabled": True,
+                "authorizationEnabled": True,
+                "innerClientAuthenticationCredentials": json.dumps(
+                    {"accessKey": ROOT.access_key, "secretKey": ROOT.secret_key}
+                ),
+                "userCacheRefreshSecond": 1,
+                "aclCacheRefreshSecond": 1,
+            }
+        )
+    )
+    proxy = await ServerProcess(
+        "aiorocketmq.proxy", ["-pc", str(config), "--bind-address", "127.0.0.1"]
+    ).start()
+    try:
+        assert proxy.port is not None
+        grpc5 = Grpc5(cluster[0], proxy.port, await asyncio.to_thread(install_py5_client))
+        body = f"proxied-{next(_ids)}"
+        messages = [{"topic": TOPIC, "body": body, "tag": "T"}]
+        sent = await grpc5.run("produce", messages=messages, ak=ALICE.access_key, sk=ALICE.secret_key)
+        assert sent["errors"] == [] and len(sent["receipts"]) == 1
+        got = await grpc5.run(
+            "simple", topic=TOPIC, group=GROUP, count=1, ak=ALICE.access_key, sk=ALICE.secret_key, wait=30
+        )
+        assert body in [m["body"] for m in got["messages"]]
+        # Bob exists but no ACL lets him publish; a wrong secret does not authenticate.
+        for ak, sk in ((BOB.access_key, BOB.secret_key), (ALICE.access_key, "not-her-secret")):
+            refused = await grpc5.run("produce", messages=messages, ak=ak, sk=sk)
+            assert refused["receipts"] == [] and len(refused["errors"]) == 1, (ak, refused)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            unsigned = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)))
+            assert unsigned.status.code == pb.UNAUTHORIZED, unsigned.status
+        # A user created on the broker now: the proxy knows her after its next refresh.
+        carol = Credentials(f"carol{next(_ids)}", "carol_secret_1")
+        addr = cluster[0].brokers["broker-a"].addr
+        await auth_admin.create_user(
+            root_admin, addr, UserInfo(username=carol.access_key, password=carol.secret_key)
+        )
+        await auth_admin.create_acl(
+            root_admin, addr, acl(f"User:{carol.access_key}", allow(f"Topic:{TOPIC}", "Pub"))
+        )
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+
+            async def carol_known() -> bool:
+                answer = await stub.QueryRoute(
+                    pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)),
+                    metadata=signed(carol.access_key, carol.secret_key),
+                )
+                return answer.status.code == pb.OK
+
+            await wait_until(carol_known, timeout=10, interval=0.2)
+        sent = await grpc5.run("produce", messages=messages, ak=carol.access_key, sk=carol.secret_key)
+        assert sent["errors"] == [] and len(sent["receipts"]) == 1
+    finally:
+        assert await proxy.stop() == 0
 
 
 async def test_static_topic_forwards_are_signed_by_the_broker(tmp_path: Path) -> None:
