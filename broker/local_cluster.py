@@ -68,8 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=0,
         metavar="PORT",
-        help="also run mqproxy (cluster mode) for 5.x clients on this gRPC port (default: none; "
-        "each broker serves 5.x clients itself on its grpcServerPort, 8081)",
+        help="also run mqproxy (cluster mode) for 5.x clients on this gRPC port, and for 5.x remoting "
+        "clients on the next port (default: none; each broker serves 5.x clients itself on its "
+        "grpcServerPort, 8081)",
     )
     return parser.parse_args(argv)
 
@@ -162,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, "-m", "aiorocketmq.proxy",
             "-n", namesrv_addr,
             "--grpc-port", str(args.proxy_port),
+            "--remoting-port", str(args.proxy_port + 1),
             "--bind-address", args.bind_address,
         ]  # fmt: skip
         brokers[f"mqproxy at {host}:{args.proxy_port}"] = subprocess.Popen(proxy_cmd)

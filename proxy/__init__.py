@@ -1,8 +1,9 @@
 """``mqproxy``: RocketMQ 5.x's proxy in cluster mode, a stateless process serving the 5.x gRPC
-clients from the brokers the name servers know (ours, Apache 4.9's and 5.x's) over remoting.
+clients, and the 5.x remoting clients, from the brokers the name servers know, over remoting.
 
 :mod:`.config` reads Apache's ``rmq-proxy.json``; :mod:`.cluster` answers the 5.x front's
-hooks with remoting requests; :mod:`.service` is the servicer; :mod:`.server` the process.
+hooks with remoting requests; :mod:`.service` is the gRPC servicer; :mod:`.auth` ACL 2.0 at the
+proxy; :mod:`.remoting` the remoting port's relay; :mod:`.server` the process.
 """
 
 from .config import ConfigError, ProxyConfig

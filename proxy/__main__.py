@@ -27,7 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-pm", "--proxyMode", metavar="MODE", help="cluster (the only mode of this process)")
     parser.add_argument("-n", "--namesrvAddr", metavar="ADDRS", help="name servers, host:port;host:port")
     parser.add_argument("--grpc-port", type=int, metavar="PORT", help="grpcServerPort (0 = any free port)")
-    parser.add_argument("--bind-address", metavar="HOST", help="address the gRPC port listens on")
+    parser.add_argument(
+        "--remoting-port", type=int, metavar="PORT", help="remotingListenPort (0 = any free port, -1 = none)"
+    )
+    parser.add_argument("--bind-address", metavar="HOST", help="address the proxy's ports listen on")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
     )
@@ -46,10 +49,13 @@ async def serve(config: ProxyConfig) -> int:
         log.error("cannot serve gRPC on %s:%d: %s", config.bind_address, config.grpc_server_port, exc)
         return 1
     log.info(
-        "mqproxy (cluster mode) listening on %s:%d for 5.x clients (gRPC: %s); name servers %s",
+        "mqproxy (cluster mode) listening on %s:%d for 5.x clients (gRPC: %s); %s; name servers %s",
         config.bind_address,
         port,
         proxy.endpoint.accepts,
+        f"remoting clients on port {proxy.remoting_port}"
+        if proxy.remoting is not None
+        else "no remoting port",
         ";".join(config.namesrv_addrs),
     )
     if config.unused:
@@ -75,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             proxy_mode=args.proxyMode,
             namesrv_addr=args.namesrvAddr,
             grpc_server_port=args.grpc_port,
+            remoting_listen_port=args.remoting_port,
             bind_address=args.bind_address,
         )
     except ConfigError as exc:

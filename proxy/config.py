@@ -3,12 +3,14 @@ an existing file works unchanged.
 
 Read and used: ``proxyMode`` (``cluster``; ``local`` means the gRPC endpoint embedded in each
 of our brokers, which ``mqbroker`` serves itself), ``namesrvAddr``, ``grpcServerPort``,
+``remotingListenPort``,
 ``rocketMQClusterName``, ``proxyName``, ``maxMessageSize``, ``defaultInvisibleTimeMills``,
 ``tlsTestModeEnable``, ``tlsKeyPath`` and ``tlsCertPath``, and of Apache's AuthConfig (ACL 2.0,
 read from the same file): ``authenticationEnabled``, ``authorizationEnabled``, their whitelists,
-``innerClientAuthenticationCredentials``, ``userCacheRefreshSecond`` and ``aclCacheRefreshSecond``. Apache's other keys (thread pools,
-cache sizes, ``remotingListenPort`` ...) are accepted and listed at start as not used; a key
-Apache does not know is refused, since it is most likely a typing error.
+``innerClientAuthenticationCredentials``, ``userCacheRefreshSecond`` and
+``aclCacheRefreshSecond``. Apache's other keys (thread pools, cache sizes ...) are accepted and
+listed at start as not used; a key Apache does not know is refused, since it is most likely a
+typing error.
 """
 
 from __future__ import annotations
@@ -131,7 +133,6 @@ APACHE_KEYS = frozenset(
         "metricLoggingExporterIntervalInMills",
         "metricsInDelta",
         "metricsLabel",
-        "remotingListenPort",
         "remotingHeartbeatThreadPoolNums",
         "remotingTopicRouteThreadPoolNums",
         "remotingSendMessageThreadPoolNums",
@@ -166,6 +167,8 @@ class ProxyConfig(BaseModel):
     proxy_mode: str = Field("cluster", alias="proxyMode")
     namesrv_addr: str = Field("", alias="namesrvAddr")
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
+    #: The 5.x remoting clients' port (:mod:`.remoting`); -1: not served.
+    remoting_listen_port: int = Field(8080, alias="remotingListenPort", ge=-1, le=65535)
     rocketmq_cluster_name: str = Field("DefaultCluster", alias="rocketMQClusterName")
     proxy_name: str = Field(default_factory=socket.gethostname, alias="proxyName")
     #: Where the gRPC port listens (not an Apache key: Apache's proxy listens on every address).

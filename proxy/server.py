@@ -1,6 +1,6 @@
 """One proxy process: a client instance on the cluster's name servers (the proxy's remoting
-side: routes, heartbeats, requests to brokers, transaction checks coming back) and the 5.x
-gRPC endpoint in front of it. Stateless: stop one, start another, and clients carry on
+side: routes, heartbeats, requests to brokers, transaction checks coming back), the 5.x gRPC
+endpoint in front of it, and the remoting port for 5.x remoting clients (:mod:`.remoting`). Stateless: stop one, start another, and clients carry on
 (receipt handles name their broker; see :mod:`.cluster`)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from aiorocketmq.protocol.message import local_ipv4
 
 from .auth import engine_for, keep_mirrored
 from .config import ProxyConfig
+from .remoting import RemotingFront
 from .service import ProxyService
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,9 @@ class Proxy:
         self.auth_ready = asyncio.Event()
         self.service = ProxyService(config, self.instance, self.auth)
         self.endpoint = GrpcEndpoint(self.service, config.grpc_tls())
+        self.remoting = RemotingFront(self.instance) if config.remoting_listen_port >= 0 else None
         self.port = 0
+        self.remoting_port = 0
 
     async def start(self) -> int:
         self.instance.start()
@@ -65,6 +68,15 @@ class Proxy:
         except BaseException:
             await self.instance.shutdown()
             raise
+        if self.remoting is not None:
+            try:
+                self.remoting_port = await self.remoting.start(
+                    self.config.bind_address, self.config.remoting_listen_port
+                )
+            except BaseException:
+                await self.endpoint.stop()
+                await self.instance.shutdown()
+                raise
         host = self.config.bind_address
         if host in ("0.0.0.0", "::", ""):
             host = local_ipv4()
@@ -87,5 +99,7 @@ class Proxy:
         self.service.expire(CLIENT_IDLE_SECONDS)
 
     async def stop(self) -> None:
+        if self.remoting is not None:
+            await self.remoting.close()
         await self.endpoint.stop()
         await self.instance.shutdown()

@@ -60,7 +60,7 @@ BUGS: list[Bug] = [
     ),
     Bug(
         "POP redelivers 300 ms early",
-        "broker/pop/service.py",
+        "broker/pop/revive.py",
         "while deadlines and deadlines[0][0] <= now:",
         "while deadlines and deadlines[0][0] <= now + 300:",
         [
@@ -70,7 +70,7 @@ BUGS: list[Bug] = [
     ),
     Bug(
         "POP expiry redelivers acked messages of a partly acked batch",
-        "broker/pop/service.py",
+        "broker/pop/revive.py",
         "        handled: list[int] = []\n        try:\n            for i in pending:",
         "        handled: list[int] = []\n        try:\n            for i in range(len(ck.offsets)):",
         [

@@ -30,7 +30,9 @@ from aiorocketmq.protocol.pop import (
 from aiorocketmq.protocol.transport import Connection, Handler, HandlerResult, error_response
 
 from ..handlers import int_field, text_field
-from .service import InvalidReceiptHandleError, PopService, now_ms
+from .clock import now_ms
+from .errors import InvalidReceiptHandleError
+from .service import PopService
 
 #: The longest a pop may wait for messages on the broker (ms).
 MAX_POLL_MS = 60_000

@@ -50,7 +50,7 @@ def unique(prefix: str) -> str:
 
 
 async def start_proxy(cluster: Cluster, config: Path | None = None) -> ServerProcess:
-    args = ["-n", cluster.namesrv_addr, "--grpc-port", "0", "--bind-address", "127.0.0.1"]
+    args = ["-n", cluster.namesrv_addr, "--grpc-port", "0", "--remoting-port", "0", "--bind-address", "127.0.0.1"]
     if config is not None:
         args += ["-pc", str(config)]
     return await ServerProcess("aiorocketmq.proxy", args).start()
@@ -378,7 +378,7 @@ async def test_apache_proxy_config_file_and_its_refusals(tmp_path: Path, proxied
                 "proxyMode": "cluster",
                 "namesrvAddr": proxied.cluster.namesrv_addr,
                 "grpcServerPort": 0,
-                "remotingListenPort": 8080,
+                "remotingListenPort": -1,
                 "grpcThreadPoolNums": 8,
             }
         )
@@ -387,7 +387,7 @@ async def test_apache_proxy_config_file_and_its_refusals(tmp_path: Path, proxied
         "aiorocketmq.proxy", ["-pc", str(conf), "--bind-address", "127.0.0.1"]
     ).start()
     try:
-        await proxy.wait_for_line("not used by this proxy: grpcThreadPoolNums, remotingListenPort")
+        await proxy.wait_for_line("not used by this proxy: grpcThreadPoolNums$")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
             stub = pb_grpc.MessagingServiceStub(channel)
             topic = unique("ProxyConf")

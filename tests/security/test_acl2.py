@@ -444,6 +444,7 @@ async def test_mqproxy_checks_clients_against_the_brokers_users_and_acls(
             {
                 "namesrvAddr": cluster[0].namesrv_addr,
                 "grpcServerPort": 0,
+                "remotingListenPort": -1,
                 "authenticationEnabled": True,
                 "authorizationEnabled": True,
                 "innerClientAuthenticationCredentials": json.dumps(

@@ -23,15 +23,12 @@ from aiorocketmq.broker.pop import (
     PopService,
     ReceiptHandleExpiredError,
 )
-from aiorocketmq.broker.pop import service as service_module
-from aiorocketmq.broker.pop.service import (
-    DLQ_ORIGIN_MESSAGE_ID,
-    DLQ_ORIGIN_TOPIC,
-    FIRST_POP_TIME,
-    MAX_INVISIBLE_MS,
-    MAX_POP_MESSAGES,
-    REVIVE_GROUP,
-)
+from aiorocketmq.broker.pop import clock as clock_module
+from aiorocketmq.broker.pop import receive as receive_module
+from aiorocketmq.broker.pop import recovery as recovery_module
+from aiorocketmq.broker.pop.errors import MAX_INVISIBLE_MS, MAX_POP_MESSAGES
+from aiorocketmq.broker.pop.recovery import REVIVE_GROUP
+from aiorocketmq.broker.pop.revive import DLQ_ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC, FIRST_POP_TIME
 from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.body import SubscriptionGroupConfig, TopicConfig
 from aiorocketmq.protocol.codes import Perm
@@ -68,7 +65,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     held = Clock()
-    monkeypatch.setattr(service_module, "now_ms", held)
+    monkeypatch.setattr(clock_module, "now_ms", held)
     return held
 
 
@@ -261,7 +258,7 @@ async def test_a_changed_invisible_time_counts_from_the_change_and_the_new_handl
     )
     assert 0 <= new.revive_qid < 8 and not new.orderly
     retry = pop_retry_topic(GROUP, TOPIC)
-    service._revive_due(T0 + 6_000 - 1)
+    service.reviver.revive_due(T0 + 6_000 - 1)
     assert (service.redelivered, service.in_flight, parts.messages(retry, 0)) == (0, 1, [])
     # a change again, in the same millisecond as the first: its own check point
     again = await service.change_invisible(group=GROUP, topic=TOPIC, receipt_handle=fresh, invisible_ms=5_000)
@@ -269,9 +266,9 @@ async def test_a_changed_invisible_time_counts_from_the_change_and_the_new_handl
     assert due >= T0 + 6_000
     with pytest.raises(ReceiptHandleExpiredError):
         await ack(service, fresh)
-    service._revive_due(due - 1)
+    service.reviver.revive_due(due - 1)
     assert (service.redelivered, service.in_flight) == (0, 1)
-    service._revive_due(due)
+    service.reviver.revive_due(due)
     assert (service.redelivered, service.in_flight) == (1, 0)
     assert bodies_of(parts.messages(retry, 0)) == [b"c"]
 
@@ -303,7 +300,7 @@ async def test_redeliveries_count_up_to_retry_max_times_then_the_message_is_dead
     """With retryMaxTimes 1 a message is delivered twice (the retry copy has reconsumeTimes
     1 and attempt 2), then goes to ``%DLQ%<group>`` with the same message id, its origin
     topic and id, and reconsumeTimes 2; nothing of it comes back."""
-    caplog.set_level(logging.INFO, logger="aiorocketmq.broker.pop.service")
+    caplog.set_level(logging.INFO, logger="aiorocketmq.broker.pop.revive")
     parts, service = held
     parts.groups.put(SubscriptionGroupConfig(group_name=GROUP, retry_max_times=1))
     put(parts, b"d")
@@ -413,7 +410,7 @@ async def test_an_orderly_message_past_its_deliveries_is_dead_lettered_and_the_q
     assert (second.message.body, second.delivery_attempt) == (b"stuck", 2)
     assert service.dead_lettered == 0
     clock.now = T0 + 20_000
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     (dead,) = parts.messages(f"%DLQ%{GROUP}", 0)
     assert (dead.body, dead.reconsume_times) == (b"stuck", 2)
     assert service.dead_lettered == 1 and service.redelivered == 0
@@ -442,7 +439,7 @@ async def test_peek_shows_what_a_pop_would_take_next_without_taking_it(
     (first,) = await pop(service, max_messages=1, invisible_ms=1_000)
     assert first.message.body == b"q0-0"
     clock.now = T0 + 1_000
-    service._revive_due(clock.now)  # q0-0 now waits in the retry topic
+    service.reviver.revive_due(clock.now)  # q0-0 now waits in the retry topic
     rest, records = service.peek(group=GROUP, topic=TOPIC, queue_id=-1, max_messages=3)
     assert rest == 4
     assert len(records) == 3
@@ -463,7 +460,7 @@ async def test_peek_shows_what_a_pop_would_take_next_without_taking_it(
     assert (service.has_messages(GROUP, TOPIC, 0), service.has_messages(GROUP, TOPIC, 1)) == (False, True)
     await pop(service, queue_id=1)
     clock.now = T0 + 20_000
-    service._revive_due(clock.now)  # only redeliveries wait now, in the retry topic
+    service.reviver.revive_due(clock.now)  # only redeliveries wait now, in the retry topic
     assert service.has_messages(GROUP, TOPIC, 0) is True
     with pytest.raises(MessageIllegalError):
         await service.notification(group=GROUP, topic=TOPIC, queue_id=2, poll_ms=0)
@@ -510,7 +507,7 @@ async def test_waiting_pops_are_counted_per_queue_and_woken_by_a_redelivery(
     waiting = asyncio.ensure_future(pop(service, queue_id=None, poll_ms=20_000))
     await wait_until(lambda: service.waiting == 1, timeout=5)
     clock.now = T0 + 10_000
-    service._revive_due(clock.now)  # the copy lands in the retry topic: wakes the waiting pop
+    service.reviver.revive_due(clock.now)  # the copy lands in the retry topic: wakes the waiting pop
     (again,) = await asyncio.wait_for(waiting, 5)
     assert (again.message.body, again.delivery_attempt) == (b"x", 2)
     told = asyncio.ensure_future(service.notification(group=GROUP, topic=TOPIC, queue_id=-1, poll_ms=20_000))
@@ -552,15 +549,15 @@ async def test_a_redelivery_that_cannot_be_written_is_tried_again_five_seconds_l
     store.config.disk_space_warning_level_ratio = 0.0
     assert store.check_disk()
     clock.now = T0 + 1_000
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     assert (service.redelivered, service.in_flight) == (0, 1)
     store.config.disk_space_warning_level_ratio = ratio
     assert not store.check_disk()
-    service._revive_due(T0 + 6_000 - 1)
+    service.reviver.revive_due(T0 + 6_000 - 1)
     assert (service.redelivered, service.in_flight) == (0, 1)
-    service._revive_due(T0 + 6_000)
+    service.reviver.revive_due(T0 + 6_000)
     assert (service.redelivered, service.in_flight) == (1, 0)
-    service._revive_due(T0 + 60_000)
+    service.reviver.revive_due(T0 + 60_000)
     assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"kept"]
 
 
@@ -582,7 +579,7 @@ async def test_after_a_restart_in_flight_batches_expire_on_time_and_orderly_queu
     await ack(service, n2.receipt_handle)
     service.commit_progress()
     restarted = service_for(parts)
-    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.service"):
+    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.recovery"):
         restarted.recover()
     assert not [m for m in caplog.messages if "unreadable" in m]
     assert restarted.in_flight == 2
@@ -654,7 +651,7 @@ async def test_remoting_acks_of_an_expired_handle_are_refused_and_a_batch_ack_se
     await asyncio.sleep(0)
     assert len(outcomes) == 1 and isinstance(outcomes[0], ReceiptHandleExpiredError)
     assert service.in_flight == 1
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"b2"]
 
 
@@ -733,10 +730,10 @@ async def test_recovery_skips_an_unreadable_revive_record_and_says_where_it_is(
     and revive queue; the records after it are recovered."""
     parts, service = held
     put(parts, b"after")
-    service._put_record(0, "ck", b"{not json")
+    service.state.put_record(0, "ck", b"{not json")
     (msg,) = await pop(service)
     restarted = service_for(parts)
-    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.service"):
+    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.recovery"):
         restarted.recover()
     assert any(
         m.startswith("POP: revive log record at 0 of queue 0 is unreadable: Expecting property name")
@@ -884,7 +881,7 @@ async def test_an_expired_message_gone_from_the_store_is_not_delivered_again(
     assert roll_away(parts, queue_id=0) > 1
     put(parts, b"o2", queue_id=1)
     clock.now = T0 + 10_000
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     assert f"POP: {TOPIC}[0]@0 is gone from the store; not delivered again" in caplog.messages
     assert (service.redelivered, service.dead_lettered) == (0, 0)
     got = await pop(service, queue_id=1, fifo=True)  # settles the batch whose messages are gone
@@ -995,7 +992,7 @@ async def test_when_too_many_receives_wait_a_notification_says_polling_full_and_
     """maxPopPollingSize (here 1) receives waiting already: a NOTIFICATION that would wait
     answers (no messages, polling full) and a waiting POP is refused with POLLING_FULL."""
     _, service = held
-    monkeypatch.setattr(service_module, "MAX_WAITING", 1)
+    monkeypatch.setattr(receive_module, "MAX_WAITING", 1)
     waiting = asyncio.ensure_future(pop(service, queue_id=None, poll_ms=60_000))
     await wait_until(lambda: service.waiting == 1, timeout=5)
     told = service.notification(group=GROUP, topic=TOPIC, queue_id=-1, poll_ms=10_000)
@@ -1059,7 +1056,7 @@ async def test_after_a_restart_a_waiting_notification_is_woken_by_a_redelivery(
     )
     await wait_until(lambda: restarted.waiting == 1, timeout=5)
     clock.now = T0 + 10_000
-    restarted._revive_due(clock.now)
+    restarted.reviver.revive_due(clock.now)
     assert await asyncio.wait_for(told, 5) == (True, False)
 
 
@@ -1069,7 +1066,7 @@ async def test_recovery_logs_how_many_batches_and_acked_messages_it_found_in_fli
     """The recovery line counts the check points still in flight (two batches) and their
     acked messages (one of each); a revive log with nothing in flight logs no such line."""
     parts, service = held
-    caplog.set_level(logging.INFO, logger="aiorocketmq.broker.pop.service")
+    caplog.set_level(logging.INFO, logger="aiorocketmq.broker.pop.recovery")
     service_for(parts).recover()
     assert not [m for m in caplog.messages if "after recovery" in m]
     for queue_id in (0, 1):
@@ -1125,7 +1122,7 @@ async def test_batches_that_expire_together_are_redelivered_in_the_order_they_we
     await pop(service, queue_id=1, invisible_ms=1_000)
     await pop(service, queue_id=0, invisible_ms=1_000)
     clock.now = T0 + 1_000
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"q1", b"q0"]
 
 
@@ -1150,8 +1147,8 @@ async def test_revive_log_records_are_born_here_and_a_refused_one_says_why(
         ServerSystemError, match=re.escape(f"POP state cannot be written to {service.revive_topic}: {full}")
     ):
         await ack(service, msg.receipt_handle)
-    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.service"):
-        service._revive_due(T0 + 1_000)
+    with caplog.at_level(logging.WARNING, logger="aiorocketmq.broker.pop.revive"):
+        service.reviver.revive_due(T0 + 1_000)
     retry = pop_retry_topic(GROUP, TOPIC)
     key = (TOPIC, GROUP, 0, 0, T0)
     logged = [m for m in caplog.messages if m.startswith("POP: redelivery of")]
@@ -1182,7 +1179,7 @@ async def test_pop_records_not_flushed_in_time_are_logged_and_the_pop_still_answ
     """A flush that times out does not fail the pop or the ack; a warning names the status.
     When the flush is confirmed nothing is logged."""
     parts, service = held
-    caplog.set_level(logging.WARNING, logger="aiorocketmq.broker.pop.service")
+    caplog.set_level(logging.WARNING, logger="aiorocketmq.broker.pop.inflight")
     put(parts, b"fine")
     (fine,) = await pop(service)
     await ack(service, fine.receipt_handle)
@@ -1206,7 +1203,7 @@ async def test_the_revive_logs_progress_is_committed_while_the_broker_runs(
     """Not only at stop: the running service commits the settled revive progress every
     PROGRESS_INTERVAL, so a crash replays little."""
     parts, service = held
-    monkeypatch.setattr(service_module, "PROGRESS_INTERVAL", 0.01)
+    monkeypatch.setattr(recovery_module, "PROGRESS_INTERVAL", 0.01)
     service.start()
     try:
         put(parts, b"p")
@@ -1310,7 +1307,7 @@ async def test_redeliveries_and_new_messages_take_turns(held: tuple[Parts, PopSe
     while popped < 60:  # a read stops at the end of a consume-queue file (50 entries)
         popped += len(await pop(service, invisible_ms=1_000))
     clock.now = T0 + 1_000
-    service._revive_due(clock.now)
+    service.reviver.revive_due(clock.now)
     assert service.redelivered == 60
     for i in range(60):
         put(parts, f"new{i}".encode())
@@ -1512,11 +1509,11 @@ async def test_batches_whose_redelivery_failed_together_are_retried_in_the_order
     ratio = store.config.disk_space_warning_level_ratio
     store.config.disk_space_warning_level_ratio = 0.0
     assert store.check_disk()
-    service._revive_due(T0 + 1_000)
+    service.reviver.revive_due(T0 + 1_000)
     assert service.redelivered == 0
     store.config.disk_space_warning_level_ratio = ratio
     assert not store.check_disk()
-    service._revive_due(T0 + 6_000)
+    service.reviver.revive_due(T0 + 6_000)
     assert bodies_of(parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"q1", b"q0"]
 
 

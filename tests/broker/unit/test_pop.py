@@ -448,9 +448,9 @@ async def test_nothing_comes_back_before_its_invisible_time_ends(held: tuple[Par
     (ck,) = service.checkpoints.values()
     assert ck.deadline == ReceiptHandle.decode(got.receipt_handle).pop_time + 10_000
     retry = pop_retry_topic(GROUP, TOPIC)
-    service._revive_due(ck.deadline - 1)
+    service.reviver.revive_due(ck.deadline - 1)
     assert (service.redelivered, service.in_flight, parts.messages(retry, 0)) == (0, 1, [])
-    service._revive_due(ck.deadline)
+    service.reviver.revive_due(ck.deadline)
     assert (service.redelivered, service.in_flight) == (1, 0)
     assert [m.body for m in parts.messages(retry, 0)] == [b"m"]
 
@@ -484,7 +484,7 @@ async def test_a_partly_acknowledged_batch_redelivers_only_what_was_not_acknowle
         await service.ack(group=GROUP, topic=TOPIC, receipt_handle=msg.receipt_handle)
     assert service.in_flight == 2
     (ck,) = service.checkpoints.values()
-    service._revive_due(ck.deadline)
+    service.reviver.revive_due(ck.deadline)
     assert sorted(m.body for m in parts.messages(pop_retry_topic(GROUP, TOPIC), 0)) == [b"m1", b"m3"]
     assert (service.redelivered, service.in_flight) == (2, 0)
     # Only those come back to a consumer.
