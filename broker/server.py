@@ -62,6 +62,7 @@ from .metrics import MetricsExporter
 from .offsets import OffsetTable, consumer_progress
 from .pop import PopService
 from .pop.handlers import PopHandlers
+from .recall import Recaller
 from .registration import NameServerRegistration
 from .static_topics import StaticTopicRouter, StaticTopicTable
 from .stats import BrokerStats, TpsSampler
@@ -243,6 +244,7 @@ class Broker:
         self._group_saver = Saver(groups.file, groups.encode)
         self._offset_saver = Saver(offsets.file, offsets.encode)
         self._static_saver = Saver(self.static_topics.file, self.static_topics.encode)
+        self.recaller = Recaller(config, store=store, topics=topics, timers=self.timers)
         self.sender = Sender(
             config,
             store=store,
@@ -310,7 +312,7 @@ class Broker:
             ReplyHandlers(config, topics=topics, clients=clients, writer=writer),
             PopHandlers(self.pop),
             AssignmentHandlers(self.assigner, self.request_modes, topics=topics, groups=groups),
-            RecallHandlers(config, store=store, topics=topics, timers=self.timers),
+            RecallHandlers(config, recaller=self.recaller),
             ColdDataHandlers(self.cold_data, self._set_read_ahead),
             StaticTopicHandlers(
                 config,
@@ -432,6 +434,7 @@ class Broker:
             transactions=self.transactions,
             pop=self.pop,
             acceptor=self.sender.acceptor,
+            recaller=self.recaller,
             access=self.access,
             auth=self.auth if self.auth.enabled else None,
             route=self.registration.route,

@@ -33,7 +33,7 @@ from aiorocketmq.broker.grpc.front import (
     accepted_types,
 )
 from aiorocketmq.broker.grpc.lifecycle import consumer_data
-from aiorocketmq.broker.grpc.publish import check_message_type, consistent_queue
+from aiorocketmq.broker.grpc.publish import check_message_type, consistent_queue, recall_refusal
 from aiorocketmq.broker.grpc.routes import RoutedBroker
 from aiorocketmq.broker.grpc.sessions import Session
 from aiorocketmq.client.client_instance import ClientInstance
@@ -54,7 +54,7 @@ from aiorocketmq.protocol.codes import (
     RequestCode,
     ResponseCode,
 )
-from aiorocketmq.protocol.errors import ProtocolError
+from aiorocketmq.protocol.errors import BrokerError, ProtocolError
 from aiorocketmq.protocol.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -84,6 +84,7 @@ from aiorocketmq.protocol.pop import (
     ReceiptHandle,
     handles_for,
 )
+from aiorocketmq.protocol.recall import RecallHandle
 from aiorocketmq.protocol.topic_attributes import MESSAGE_TYPE
 
 from .config import ProxyConfig
@@ -331,6 +332,7 @@ class ClusterFront(Front):
             message_id=uniq,
             transaction_id=(answer.transaction_id or uniq) if message.transactional else "",
             offset=answer.queue_offset,
+            recall_handle=str(response.ext_fields.get("recallHandle") or ""),
         )
 
     def _remember(self, topic: str, transaction_id: str, open_: OpenTransaction) -> None:
@@ -362,6 +364,22 @@ class ClusterFront(Front):
             await self.instance.oneway(open_.broker_addr, RequestCode.END_TRANSACTION, header)
         except MQError as exc:
             raise refusal(exc) from None
+
+    async def _recall(self, topic: str, recall_handle: str, peer: tuple[str, int]) -> str:
+        """RECALL_MESSAGE to the master of the broker the handle names."""
+        try:
+            broker_name = RecallHandle.decode(recall_handle).broker_name
+        except ProtocolError as exc:
+            raise RpcError(Code.BAD_REQUEST, f"recall failed, {exc}") from None
+        addr = await self._broker_addr(topic, broker_name)
+        fields = {"topic": topic, "recallHandle": recall_handle, "producerGroup": topic}
+        try:
+            response = await self.instance.call(addr, RequestCode.RECALL_MESSAGE, fields)
+        except BrokerError as exc:
+            raise recall_refusal(exc) from None
+        except MQError as exc:
+            raise refusal(exc) from None
+        return str(response.ext_fields.get("msgId") or "")
 
     def transaction_checked(
         self, broker_addr: str, topic: str, header: CheckTransactionStateRequestHeader, message: MessageExt

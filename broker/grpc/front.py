@@ -223,6 +223,10 @@ class Front(pb_grpc.MessagingServiceServicer):
         """Commit or roll back the open transaction ``transaction_id`` of ``topic``."""
         raise NotImplementedError
 
+    async def _recall(self, topic: str, recall_handle: str, peer: tuple[str, int]) -> str:
+        """Recall the timer message ``recall_handle`` names; its message id."""
+        raise NotImplementedError
+
     async def _group(self, name: str) -> GroupPolicy:
         """The consumer group's policy (created with defaults when the broker allows it)."""
         raise NotImplementedError

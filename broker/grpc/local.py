@@ -18,6 +18,7 @@ from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.groups import GroupTable
 from aiorocketmq.broker.offsets import OffsetTable
 from aiorocketmq.broker.pop import InvalidReceiptHandleError, PopService, ReceiptHandleExpiredError
+from aiorocketmq.broker.recall import Recaller
 from aiorocketmq.broker.store import FlushDiskType, MessageStore
 from aiorocketmq.broker.topics import TopicTable
 from aiorocketmq.broker.transactions import TransactionService
@@ -39,7 +40,7 @@ from . import messaging_pb2 as pb
 from .convert import SHARDING_KEY, Code, status, status_of_response_code
 from .front import EVERY_TYPE, Front, GroupPolicy, Outgoing, Received, RpcError, accepted_types
 from .lifecycle import consumer_data
-from .publish import born_host, check_message_type, consistent_queue
+from .publish import born_host, check_message_type, consistent_queue, recall_refusal
 from .routes import ClusterRoutes, RoutedBroker, RouteSource
 from .sessions import Session
 
@@ -67,6 +68,7 @@ class LocalFront(Front):
         pop: PopService,
         acceptor: Acceptor,
         access: AccessValidator | None,
+        recaller: Recaller | None = None,
         auth: AuthEngine | None = None,
         route: RouteSource | None = None,
         signer: Signer | None = None,
@@ -81,6 +83,7 @@ class LocalFront(Front):
         self.transactions = transactions
         self.pop = pop
         self.acceptor = acceptor
+        self.recaller = recaller
         self._sync_flush = store.config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         #: Where route answers send clients: the broker's address and the gRPC port.
         self.endpoints = pb.Endpoints()
@@ -190,7 +193,16 @@ class LocalFront(Front):
             message_id=uniq,
             transaction_id=uniq if message.transactional else "",
             offset=accepted.result.queue_offset,
+            recall_handle=accepted.recall or "",
         )
+
+    async def _recall(self, topic: str, recall_handle: str, peer: tuple[str, int]) -> str:
+        if self.recaller is None:
+            raise RpcError(Code.NOT_IMPLEMENTED, "this endpoint recalls no message")
+        try:
+            return self.recaller.recall(topic, recall_handle, producer_group=topic, born_host=born_host(peer))
+        except BrokerError as exc:
+            raise recall_refusal(exc) from None
 
     async def _end(self, topic: str, transaction_id: str, *, commit: bool) -> None:
         # A 5.x producer's group is its topic (the proxy names it so).

@@ -8,7 +8,8 @@ import logging
 from typing import Any
 
 from aiorocketmq.broker.acl import Perm as AclPerm
-from aiorocketmq.protocol.codes import TRANSACTION_PREPARED_TYPE, MessageSysFlag
+from aiorocketmq.protocol.codes import TRANSACTION_PREPARED_TYPE, MessageSysFlag, ResponseCode
+from aiorocketmq.protocol.errors import BrokerError
 from aiorocketmq.protocol.message import PropertyKey, java_hash, new_unique_id, pack_host
 from aiorocketmq.protocol.names import topic_name_problem
 
@@ -27,6 +28,7 @@ from .convert import (
     message_type,
     now_ms,
     status,
+    status_of_response_code,
 )
 from .front import Front, Outgoing, RpcError, peer_of
 from .sessions import GrpcChannel
@@ -160,6 +162,19 @@ class PublishingRpcs(Front):
             )
         )
 
+    # -- RecallMessage --------------------------------------------------------------------
+
+    async def RecallMessage(self, request: pb.RecallMessageRequest, context: Any) -> pb.RecallMessageResponse:
+        """Cancel a timer message before its delivery time (the recall handle its send returned)."""
+        try:
+            self._authorize(context, {request.topic.name: AclPerm.PUB}, request)
+            if not request.recall_handle.strip():
+                raise RpcError(Code.BAD_REQUEST, "the recall handle is empty")
+            message_id = await self._recall(request.topic.name, request.recall_handle, peer_of(context))
+            return pb.RecallMessageResponse(status=OK, message_id=message_id)
+        except RpcError as exc:
+            return pb.RecallMessageResponse(status=exc.status)
+
     # -- EndTransaction -------------------------------------------------------------------
 
     async def EndTransaction(
@@ -177,6 +192,14 @@ class PublishingRpcs(Front):
             return pb.EndTransactionResponse(status=OK)
         except RpcError as exc:
             return pb.EndTransactionResponse(status=exc.status)
+
+
+def recall_refusal(exc: BrokerError) -> RpcError:
+    """A broker's refusal of a recall as a 5.x status (a handle it cannot apply: BAD_REQUEST)."""
+    code = (
+        Code.BAD_REQUEST if exc.code == ResponseCode.ILLEGAL_OPERATION else status_of_response_code(exc.code)
+    )
+    return RpcError(code, exc.remark or str(exc))
 
 
 def check_message_type(expected: str | None, properties: dict[str, str]) -> None:

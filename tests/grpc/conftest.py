@@ -159,7 +159,11 @@ async def grpc5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Grpc5
     await cluster.start_namesrv()
     try:
         port = await start_grpc_broker(
-            cluster, transactionCheckInterval=1000, transactionTimeOut=1000, autoCreateTopicEnable="true"
+            cluster,
+            transactionCheckInterval=1000,
+            transactionTimeOut=1000,
+            autoCreateTopicEnable="true",
+            recallMessageEnable="true",
         )
         yield Grpc5(cluster, port, path)
     finally:

@@ -193,6 +193,29 @@ class Listener(MessageListener):
         return ConsumeResult.SUCCESS
 
 
+def recall(args: dict[str, Any]) -> dict[str, Any]:
+    """Send timer messages (``messages`` with ``delivery_ms``), recall those listed in
+    ``recall`` with their receipts' recall handles, then try each recall again and one with a
+    made-up handle: what each attempt answered."""
+    producer = Producer(config(args), (args["topic"],))
+    producer.startup()
+    handles: dict[str, str] = {}
+    outcomes: list[dict[str, Any]] = []
+    try:
+        for spec in args["messages"]:
+            receipt = producer.send(build(spec))
+            handles[spec["body"]] = receipt.recall_handle or ""
+        for body in args["recall"] + args["recall"] + ["made-up"]:
+            handle = handles.get(body, "bWFkZS11cA==")
+            try:
+                outcomes.append({"body": body, "message_id": producer.recall_message(args["topic"], handle)})
+            except Exception as exc:
+                outcomes.append({"body": body, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        producer.shutdown()
+    return {"handles": handles, "outcomes": outcomes}
+
+
 def push(args: dict[str, Any]) -> dict[str, Any]:
     listener = Listener(args.get("fail_first", False), args.get("fail_always", False))
     consumer = PushConsumer(
@@ -213,7 +236,7 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
     return {"messages": listener.got}
 
 
-SCENARIOS = {"produce": produce, "transaction": transaction, "simple": simple, "push": push}
+SCENARIOS = {"produce": produce, "transaction": transaction, "simple": simple, "push": push, "recall": recall}
 
 
 if __name__ == "__main__":

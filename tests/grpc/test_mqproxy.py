@@ -38,6 +38,7 @@ from .conftest import Grpc5, install_py5_client
 from .test_go5_client import Go5, assert_fifo, build_go5
 from .test_java5_client import run_java_done
 from .test_node5_client import run_node
+from .test_py5_producer import check_recall
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -50,7 +51,16 @@ def unique(prefix: str) -> str:
 
 
 async def start_proxy(cluster: Cluster, config: Path | None = None) -> ServerProcess:
-    args = ["-n", cluster.namesrv_addr, "--grpc-port", "0", "--remoting-port", "0", "--bind-address", "127.0.0.1"]
+    args = [
+        "-n",
+        cluster.namesrv_addr,
+        "--grpc-port",
+        "0",
+        "--remoting-port",
+        "0",
+        "--bind-address",
+        "127.0.0.1",
+    ]
     if config is not None:
         args += ["-pc", str(config)]
     return await ServerProcess("aiorocketmq.proxy", args).start()
@@ -75,7 +85,9 @@ async def start_proxied(root: Path, proxies: int = 2) -> ProxiedCluster:
     await cluster.start_namesrv()
     await asyncio.gather(
         *(
-            cluster.start_broker(name, transactionCheckInterval=1000, transactionTimeOut=1000)
+            cluster.start_broker(
+                name, transactionCheckInterval=1000, transactionTimeOut=1000, recallMessageEnable="true"
+            )
             for name in BROKERS
         )
     )
@@ -185,7 +197,13 @@ async def test_transactions_commit_and_an_orphan_is_checked_back(proxied: Proxie
     commits = [f"c{i}" for i in range(8)]
     orphans = ["o1", "o2", "o3", "o4"]
     result = await proxied.client(0).run(
-        "transaction", topic=topic, commit=commits, rollback=["r1", "r2"], orphan=orphans, wait=40, timeout=120
+        "transaction",
+        topic=topic,
+        commit=commits,
+        rollback=["r1", "r2"],
+        orphan=orphans,
+        wait=40,
+        timeout=120,
     )
     assert sorted(set(result["checked"])) == orphans, f"checked: {result['checked']}"
     stored = await stored_bodies(proxied.cluster, topic)
@@ -203,6 +221,17 @@ async def test_a_changed_invisible_duration_redelivers(proxied: ProxiedCluster) 
     assert sorted(m["body"] for m in got["changed"]) == bodies, got["changed"]
     assert sorted(m["body"] for m in got["messages"]) == bodies, got["messages"]
     assert {m["attempt"] for m in got["messages"]} == {2}
+
+
+async def test_a_recalled_timer_message_is_never_delivered(proxied: ProxiedCluster) -> None:
+    """RecallMessage through the proxy: RECALL_MESSAGE to the broker the recall handle names."""
+    topic = unique("ProxyRecall")
+    await create_topic(proxied.cluster, topic, 2)
+
+    async def read(name: str) -> list[str]:
+        return sorted(sum((await stored_bodies(proxied.cluster, name)).values(), Counter()).elements())
+
+    await check_recall(proxied.client(0), topic, read)
 
 
 async def test_a_receipt_handle_from_one_proxy_is_acknowledged_through_another(

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import os
 import time
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,35 @@ async def test_normal_fifo_and_timer_messages_reach_a_4x_consumer_intact(grpc5: 
     later = by_body["later"]
     assert later.properties["TIMER_DELIVER_MS"] == str(deliver_ms)
     assert later.store_timestamp >= deliver_ms
+
+
+async def check_recall(grpc5: Grpc5, topic: str, read: Any) -> None:
+    """Two timer messages sent with the official client; one recalled with its receipt's recall
+    handle (RecallMessage) before its time: only the other is ever delivered."""
+    deliver_at = int(time.time() * 1000) + 4000
+    messages = [{"topic": topic, "body": body, "delivery_ms": deliver_at} for body in ("keep", "drop")]
+    result = await grpc5.run("recall", topic=topic, messages=messages, recall=["drop"])
+    assert all(result["handles"].values()), result
+    first, _, made_up = result["outcomes"]
+    assert first["body"] == "drop" and first.get("message_id"), result
+    assert "error" in made_up, result
+    deliver_ms = deliver_at // 1000 * 1000
+    stored = await read(topic)
+    while "keep" not in stored:
+        assert time.time() * 1000 < deliver_ms + 10_000, "the timer message was never released"
+        await asyncio.sleep(0.1)
+        stored = await read(topic)
+    assert stored == ["keep"], stored
+
+
+async def test_a_recalled_timer_message_is_never_delivered(grpc5: Grpc5) -> None:
+    topic = unique("Py5Recall")
+    await create_topic(grpc5, topic)
+
+    async def read(name: str) -> list[str]:
+        return [m.body.decode() for m in await read_all(grpc5, name)]
+
+    await check_recall(grpc5, topic, read)
 
 
 async def test_transactions_commit_rollback_and_recovery_by_check(grpc5: Grpc5) -> None:
