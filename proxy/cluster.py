@@ -40,6 +40,7 @@ from aiorocketmq.client.client_instance import ClientInstance
 from aiorocketmq.client.errors import MQError, RemotingError, RequestTimeoutError
 from aiorocketmq.client.offset_store import OffsetStore
 from aiorocketmq.protocol.body import (
+    ClusterInfo,
     ConsumerData,
     MessageQueue,
     SubscriptionGroupConfig,
@@ -402,28 +403,40 @@ class ClusterFront(Front):
         cached = self._groups.get(name)
         if cached is not None and cached[0] > now:
             return cached[1]
-        policy = GroupPolicy()
-        for addr in self._any_masters():
+        for addr in await self._any_masters():
             try:
                 response = await self.instance.invoke(
                     addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": name}
                 )
             except MQError:
                 continue
+            policy = GroupPolicy()
             if response.code == ResponseCode.SUCCESS and response.body:
                 config = SubscriptionGroupConfig.decode(response.body)
                 policy = GroupPolicy(
                     fifo=config.consume_message_orderly, retry_max_times=config.retry_max_times
                 )
-            break
-        self._groups[name] = (now + CONFIG_TTL, policy)
-        return policy
+            self._groups[name] = (now + CONFIG_TTL, policy)
+            return policy
+        # No broker answered: the defaults for this request, asked again on the next.
+        return cached[1] if cached is not None else GroupPolicy()
 
-    def _any_masters(self) -> list[str]:
-        """Masters the proxy knows from the routes it has fetched."""
-        return sorted(
-            {addr for ids in self.instance.brokers.values() for i, addr in ids.items() if i == MASTER_ID}
-        )
+    async def _any_masters(self) -> list[str]:
+        """The masters the proxy knows from the routes it fetched, else the name servers'."""
+        known = {addr for ids in self.instance.brokers.values() for i, addr in ids.items() if i == MASTER_ID}
+        if not known:
+            try:
+                response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+            except MQError:
+                return []
+            info = ClusterInfo.decode(response.body)
+            known = {
+                addr
+                for broker in info.broker_addr_table.values()
+                for broker_id, addr in broker.broker_addrs.items()
+                if int(broker_id) == MASTER_ID
+            }
+        return sorted(known)
 
     async def _receive(
         self,
