@@ -366,6 +366,16 @@ class ClientInstance:
                 UnregisterClientRequestHeader(client_id=self.client_id, consumer_group=group)
             )
 
+    async def unregister_remotely(
+        self, *, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        """Tell the brokers a group of this client is gone (a member already removed here)."""
+        await self._unregister(
+            UnregisterClientRequestHeader(
+                client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
+            )
+        )
+
     async def _unregister(self, header: UnregisterClientRequestHeader) -> None:
         addrs = {addr for ids in self.brokers.values() for addr in ids.values()}
         results = await asyncio.gather(

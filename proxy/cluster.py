@@ -12,6 +12,7 @@ on any proxy, whichever one handed the message out.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import itertools
@@ -101,6 +102,8 @@ CONFIG_TTL = 20.0
 FAULT_SECONDS = 10.0
 #: Transactions remembered for EndTransaction (Apache's proxy: a transaction's check time).
 TRANSACTION_TTL = 3600.0
+#: At most this many transactions remembered (the oldest forgotten first).
+MAX_TRANSACTIONS = 100_000
 _EMPTY = frozenset({POLLING_TIMEOUT, POLLING_FULL, int(ResponseCode.PULL_NOT_FOUND)})
 _WRITE = int(Perm.WRITE)
 _READ = int(Perm.READ)
@@ -162,6 +165,8 @@ class ClusterFront(Front):
             "endpoints", default=None
         )
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        self._route_refreshes: dict[str, asyncio.Future[TopicRouteData]] = {}
+        self._heartbeat_due = False
         self._topic_configs: dict[str, tuple[float, TopicConfig | None]] = {}
         self._groups: dict[str, tuple[float, GroupPolicy]] = {}
         self._faulty: dict[str, float] = {}
@@ -191,20 +196,29 @@ class ClusterFront(Front):
     # -- routes ---------------------------------------------------------------------------
 
     async def route(self, topic: str) -> TopicRouteData:
-        """``topic``'s route from the name servers (kept :data:`ROUTE_TTL` seconds)."""
+        """``topic``'s route from the name servers, kept :data:`ROUTE_TTL` seconds. One
+        refresh at a time per topic; while it runs (and when no name server answers), the
+        route known so far serves."""
         now = time.monotonic()
         cached = self._routes.get(topic)
         if cached is not None and cached[0] > now:
             return cached[1]
+        refreshing = self._route_refreshes.get(topic)
+        if refreshing is None:
+            refreshing = self._route_refreshes[topic] = asyncio.ensure_future(self._fetch_route(topic))
+            refreshing.add_done_callback(lambda _: self._route_refreshes.pop(topic, None))
+        if cached is not None:
+            return cached[1]
         try:
-            route = await self.instance.update_route(topic)
+            return await asyncio.shield(refreshing)
         except MQError as exc:
             if getattr(exc, "code", None) == ResponseCode.TOPIC_NOT_EXIST:
                 raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist") from None
-            if cached is not None:
-                return cached[1]  # the name servers are away: the last route still serves
             raise refusal(exc) from None
-        self._routes[topic] = (now + ROUTE_TTL, route)
+
+    async def _fetch_route(self, topic: str) -> TopicRouteData:
+        route = await self.instance.update_route(topic)
+        self._routes[topic] = (time.monotonic() + ROUTE_TTL, route)
         return route
 
     def _master(self, route: TopicRouteData, broker_name: str) -> str:
@@ -307,7 +321,7 @@ class ClusterFront(Front):
     async def _send_to(self, addr: str, queue: MessageQueue, message: Outgoing) -> pb.SendResultEntry:
         props = message.properties
         header = SendMessageRequestHeaderV2(
-            producer_group=message.topic if message.transactional else self.config.producer_group,
+            producer_group=message.topic,  # a 5.x producer's group is its topic, as Apache's proxy names it
             topic=message.topic,
             default_topic=AUTO_CREATE_TOPIC,
             default_topic_queue_nums=4,
@@ -337,15 +351,25 @@ class ClusterFront(Front):
         )
 
     def _remember(self, topic: str, transaction_id: str, open_: OpenTransaction) -> None:
+        open_.expires = time.monotonic() + TRANSACTION_TTL
+        key = (topic, transaction_id)
+        self.transactions.pop(key, None)  # re-inserted last: the dict stays in expiry order
+        self.transactions[key] = open_
+        while len(self.transactions) > MAX_TRANSACTIONS:
+            del self.transactions[next(iter(self.transactions))]
+
+    def sweep(self) -> None:
+        """Forget transactions past :data:`TRANSACTION_TTL` (their broker gives up on them
+        long before; a check that comes later is remembered anew)."""
         now = time.monotonic()
-        open_.expires = now + TRANSACTION_TTL
-        if len(self.transactions) > 100_000:
-            for key in [k for k, t in self.transactions.items() if t.expires <= now]:
-                del self.transactions[key]
-        self.transactions[(topic, transaction_id)] = open_
+        while self.transactions:
+            key = next(iter(self.transactions))
+            if self.transactions[key].expires > now:
+                break
+            del self.transactions[key]
 
     async def _end(self, topic: str, transaction_id: str, *, commit: bool) -> None:
-        open_ = self.transactions.pop((topic, transaction_id), None)
+        open_ = self.transactions.get((topic, transaction_id))
         if open_ is None:
             raise RpcError(
                 Code.INVALID_TRANSACTION_ID,
@@ -364,7 +388,8 @@ class ClusterFront(Front):
             # Apache's brokers answer END_TRANSACTION only as a one-way request.
             await self.instance.oneway(open_.broker_addr, RequestCode.END_TRANSACTION, header)
         except MQError as exc:
-            raise refusal(exc) from None
+            raise refusal(exc) from None  # remembered still: the client may try again
+        self.transactions.pop((topic, transaction_id), None)
 
     async def _recall(self, topic: str, recall_handle: str, peer: tuple[str, int]) -> str:
         """RECALL_MESSAGE to the master of the broker the handle names."""
@@ -540,7 +565,12 @@ class ClusterFront(Front):
             response = await self.instance.call(addr, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
         except MQError as exc:
             raise refusal(exc, handle=True) from None
-        answer = ChangeInvisibleTimeResponseHeader.from_fields(response.ext_fields)
+        try:
+            answer = ChangeInvisibleTimeResponseHeader.from_fields(response.ext_fields)
+        except ProtocolError as exc:
+            raise RpcError(
+                Code.INTERNAL_SERVER_ERROR, f"broker {handle.broker_name} answered unreadably: {exc}"
+            ) from None
         return ReceiptHandle(
             handle.queue_offset,
             answer.pop_time,
@@ -563,14 +593,17 @@ class ClusterFront(Front):
             offset=handle.commit_log_offset,
             group=group,
             delay_level=-1,
-            origin_topic=topic,
+            origin_topic=handle.real_topic(topic, group),
             max_reconsume_times=(await self._group(group)).retry_max_times,
         )
         try:
             await self.instance.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
         except MQError as exc:
             raise refusal(exc) from None
-        await self._ack(group=group, topic=topic, receipt_handle=receipt_handle)
+        # In the dead-letter queue now: a failed ack only lets it come back once more, which
+        # the client's retry of the whole call would turn into a second dead letter.
+        with contextlib.suppress(RpcError):
+            await self._ack(group=group, topic=topic, receipt_handle=receipt_handle)
 
     # -- clients --------------------------------------------------------------------------
 
@@ -586,10 +619,12 @@ class ClusterFront(Front):
             if member is None:
                 member = self.consumers[data.group_name] = ConsumerGroup(data.group_name)
                 self.instance.register_consumer(member)
-            if member.sessions.get(session.client_id) is None:
+            known = member.sessions.get(session.client_id)
+            # A heartbeat repeats the settings: the subscription kept (and its version) unless
+            # it changed, so that brokers see no change on every heartbeat.
+            if known is None or _subscriptions_of(known) != _subscriptions_of(data):
                 member.sessions[session.client_id] = data
-                self.instance.spawn(self.instance.send_heartbeat(wait=True))
-            member.sessions[session.client_id] = data
+                self._heartbeat_soon()
             return
         for topic in session.publishing_topics:
             producer = self.producers.get(topic)
@@ -599,23 +634,41 @@ class ClusterFront(Front):
                 self.instance.spawn(self._announce(topic))
             producer.sessions[session.client_id] = session
 
+    def _heartbeat_soon(self) -> None:
+        """One heartbeat to the brokers for every change made in this turn of the loop."""
+        if not self._heartbeat_due:
+            self._heartbeat_due = True
+            asyncio.get_running_loop().call_soon(self._send_heartbeat)
+
+    def _send_heartbeat(self) -> None:
+        self._heartbeat_due = False
+        self.instance.spawn(self.instance.send_heartbeat(wait=True))
+
     async def _announce(self, topic: str) -> None:
         """Learn the topic's brokers, then tell them about the new producer group."""
         try:
             await self.route(topic)
         except RpcError:
             return
-        await self.instance.send_heartbeat(wait=True)
+        self._heartbeat_soon()
 
     def _unregister(self, session: Session) -> None:
+        # Out of the client instance at once (so a client arriving next registers anew);
+        # only telling the brokers waits.
         for group, consumer in list(self.consumers.items()):
             if consumer.sessions.pop(session.client_id, None) is not None and not consumer.sessions:
                 del self.consumers[group]
-                self.instance.spawn(self.instance.unregister_consumer(group))
+                self.instance.consumers.pop(group, None)
+                self.instance.spawn(self.instance.unregister_remotely(consumer_group=group))
         for topic, producer in list(self.producers.items()):
             if producer.sessions.pop(session.client_id, None) is not None and not producer.sessions:
                 del self.producers[topic]
-                self.instance.spawn(self.instance.unregister_producer(topic))
+                self.instance.producers.pop(topic, None)
+                self.instance.spawn(self.instance.unregister_remotely(producer_group=topic))
+
+
+def _subscriptions_of(data: ConsumerData) -> list[tuple[str, str, str]]:
+    return sorted((s.topic, s.sub_string, s.expression_type) for s in data.subscription_data_set)
 
 
 class ProducerGroup:

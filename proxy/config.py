@@ -28,6 +28,21 @@ from aiorocketmq.protocol.tls import ServerTls, default_permissive
 #: Apache 5.3.3's ProxyConfig keys the proxy accepts without acting on them.
 APACHE_KEYS = frozenset(
     [
+        "regionId",
+        "traceOn",
+        "channelExpiredTimeout",
+        "metricsPromExporterHost",
+        "sendLatencyEnable",
+        "messageDelayLevel",
+        "metadataThreadPoolNums",
+        "metadataThreadPoolQueueCapacity",
+        "localProxyConnectTimeoutMs",
+        "startDetectorEnable",
+        "detectTimeout",
+        "detectInterval",
+        "remotingSendThreadPoolQueueCapacity",
+        "remotingPullThreadPoolQueueCapacity",
+        "remotingWaitTimeMillsInUpdateOffsetQueue",
         "proxyClusterName",
         "localServeAddr",
         "heartbeatSyncerTopicClusterName",
@@ -122,7 +137,6 @@ APACHE_KEYS = frozenset(
         "renewMaxTimeMillis",
         "renewSchedulePeriodMillis",
         "enableACL",
-        "enableAclRpcHookForClusterMode",
         "useDelayLevel",
         "metricsPromExporterPort",
         "metricsExporterType",
@@ -178,6 +192,13 @@ class ProxyConfig(BaseModel):
     tls_test_mode_enable: bool = Field(True, alias="tlsTestModeEnable")
     tls_key_path: str = Field("", alias="tlsKeyPath")
     tls_cert_path: str = Field("", alias="tlsCertPath")
+    #: Apache's switch for signing the proxy's requests to the brokers as the inner user when
+    #: the proxy does not check clients itself (off: then the proxy signs nothing, so that an
+    #: unchecked client never acts as the inner user).
+    enable_acl_rpc_hook_for_cluster_mode: bool = Field(False, alias="enableAclRpcHookForClusterMode")
+    #: The address the remoting port's routes name (``host:port``; empty: the one the client
+    #: reached the proxy by), for a proxy behind NAT or a load balancer.
+    remoting_access_addr: str = Field("", alias="remotingAccessAddr")
     #: ACL 2.0 (Apache's AuthConfig keys, read from the same file): clients are checked here,
     #: against the users and ACLs the brokers hold (mirrored every refresh seconds), and the
     #: proxy signs its requests to the brokers as ``innerClientAuthenticationCredentials``.
@@ -208,6 +229,14 @@ class ProxyConfig(BaseModel):
     @property
     def auth_enabled(self) -> bool:
         return self.authentication_enabled or self.authorization_enabled
+
+    @property
+    def signs_as_inner_user(self) -> bool:
+        """Whether the proxy's requests to brokers carry the inner user's signature: when it
+        checks clients itself, or when Apache's ``enableAclRpcHookForClusterMode`` says so."""
+        return self.inner_credentials is not None and (
+            self.auth_enabled or self.enable_acl_rpc_hook_for_cluster_mode
+        )
 
     @property
     def inner_credentials(self) -> tuple[str, str] | None:

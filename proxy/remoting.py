@@ -6,7 +6,10 @@ address the client reached it by) for each broker of the topic, and each request
 sends names its broker in the ``bname`` field (``n`` in SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE),
 which RocketMQ 5's clients set. A request without it is refused with VERSION_NOT_SUPPORTED,
 "Request doesn't have field bname", as Apache's proxy refuses 4.x clients; the group questions
-that name no broker (GET_CONSUMER_LIST_BY_GROUP, CHECK_CLIENT_CONFIG) go to a master.
+that name no broker (GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST,
+CHECK_CLIENT_CONFIG) go to a master. Only Apache's proxy's request codes are relayed (others,
+admin requests among them, are REQUEST_CODE_NOT_SUPPORTED), and with ACL 2.0 on at the proxy
+each request is checked there first, against the client's own address.
 
 Requests are relayed as they are, signature included (ACL 1.0 and 2.0 are checked by the broker,
 against the client's own account), on connections the proxy opens to each broker **for that
@@ -24,12 +27,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
+from typing import Any
 
+from aiorocketmq.broker.auth import AuthEngine
+from aiorocketmq.broker.auth.engine import AuthRefused
 from aiorocketmq.client.client_instance import ClientInstance
 from aiorocketmq.protocol.body import ClusterInfo, TopicRouteData
 from aiorocketmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
-from aiorocketmq.protocol.errors import MQError, RequestTimeoutError
+from aiorocketmq.protocol.errors import ConnectionClosedError, MQError, RequestTimeoutError
+from aiorocketmq.protocol.pop import PopRequestCode
 from aiorocketmq.protocol.transport import Connection, Server, connect
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,32 @@ CLUSTER_TTL = 3.0
 #: A client silent this long is dropped (RocketMQ's channel expiry).
 IDLE_TIMEOUT = 120.0
 _UPSTREAM = "proxy.upstream"
+#: What the port relays by ``bname`` (Apache's proxy's list, and replies' sends); anything else
+#: is answered REQUEST_CODE_NOT_SUPPORTED, admin requests included.
+RELAYED = frozenset(
+    int(code)
+    for code in (
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE_V2,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        RequestCode.END_TRANSACTION,
+        RequestCode.RECALL_MESSAGE,
+        RequestCode.PULL_MESSAGE,
+        RequestCode.LITE_PULL_MESSAGE,
+        PopRequestCode.POP_MESSAGE,
+        PopRequestCode.ACK_MESSAGE,
+        PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.GET_MAX_OFFSET,
+        RequestCode.GET_MIN_OFFSET,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        RequestCode.LOCK_BATCH_MQ,
+        RequestCode.UNLOCK_BATCH_MQ,
+    )
+)
 
 
 def copy_of(cmd: RemotingCommand) -> RemotingCommand:
@@ -83,22 +116,49 @@ def _wait_of(cmd: RemotingCommand) -> float:
 class RemotingFront:
     """The proxy's remoting server (module doc). ``instance`` reaches the name servers."""
 
-    def __init__(self, instance: ClientInstance) -> None:
+    def __init__(
+        self, instance: ClientInstance, *, auth: AuthEngine | None = None, access_addr: str = ""
+    ) -> None:
         self.instance = instance
-        self.server = Server(
+        #: ACL 2.0 at the proxy (:mod:`.auth`): every request checked against the client's
+        #: own address before it is relayed.
+        self.auth = auth
+        #: ``remotingAccessAddr``: the address routes name (else the one the client reached).
+        self.access_addr = access_addr
+        handlers: dict[int, Any] = {code: self._relay for code in RELAYED}
+        handlers.update(
             {
                 RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
                 RequestCode.HEART_BEAT: self._heartbeat,
                 RequestCode.UNREGISTER_CLIENT: self._unregister,
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._to_any_master,
+                RequestCode.GET_CONSUMER_CONNECTION_LIST: self._to_any_master,
                 RequestCode.CHECK_CLIENT_CONFIG: self._to_any_master,
-            },
+            }
+        )
+        self.server = Server(
+            {code: self._checked(handler) for code, handler in handlers.items()},
             name="mqproxy remoting",
-            default_handler=self._relay,
             on_disconnect=self._client_gone,
             idle_timeout=IDLE_TIMEOUT,
         )
         self._cluster: tuple[float, ClusterInfo] | None = None
+        self._refreshing: asyncio.Future[ClusterInfo] | None = None
+
+    def _checked(self, handler: Any) -> Any:
+        """``handler`` behind ACL 2.0's check of the request, when the proxy checks clients."""
+        auth = self.auth
+        if auth is None:
+            return handler
+
+        def check_then(client: Connection, cmd: RemotingCommand) -> Any:
+            try:
+                auth.check_remoting(cmd.code, cmd.ext_fields, bytes(cmd.body), cmd.version, client.address)
+            except AuthRefused as exc:
+                return cmd.response(ResponseCode.NO_PERMISSION, str(exc))
+            return handler(client, cmd)
+
+        return check_then
 
     async def start(self, host: str, port: int) -> int:
         return await self.server.listen(host, port)
@@ -109,12 +169,28 @@ class RemotingFront:
     # -- the cluster ------------------------------------------------------------------------
 
     async def cluster(self) -> ClusterInfo:
+        """The cluster's brokers, from the name servers: kept :data:`CLUSTER_TTL` seconds, one
+        refresh at a time, and the last answer kept while no name server answers."""
         now = time.monotonic()
         if self._cluster is not None and self._cluster[0] > now:
             return self._cluster[1]
+        if self._refreshing is None:
+            self._refreshing = asyncio.ensure_future(self._fetch_cluster())
+        refreshing = self._refreshing
+        try:
+            return await asyncio.shield(refreshing)
+        except MQError:
+            if self._cluster is not None:
+                return self._cluster[1]
+            raise
+        finally:
+            if self._refreshing is refreshing and refreshing.done():
+                self._refreshing = None
+
+    async def _fetch_cluster(self) -> ClusterInfo:
         response = await self.instance.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         info = ClusterInfo.decode(response.body)
-        self._cluster = (now + CLUSTER_TTL, info)
+        self._cluster = (time.monotonic() + CLUSTER_TTL, info)
         return info
 
     async def _master(self, broker_name: str) -> str | None:
@@ -127,6 +203,8 @@ class RemotingFront:
 
     async def _upstream(self, client: Connection, addr: str) -> Connection:
         """The client's own connection to the broker at ``addr`` (opened on first use)."""
+        if client.closed:
+            raise ConnectionClosedError(f"{client.address} went away")
         ups: dict[str, Awaitable[Connection]] = client.attrs.setdefault(_UPSTREAM, {})
         pending = ups.get(addr)
         if pending is None:
@@ -168,12 +246,8 @@ class RemotingFront:
 
     def _client_gone(self, client: Connection) -> None:
         for pending in list(client.attrs.pop(_UPSTREAM, {}).values()):
-            if isinstance(pending, asyncio.Future) and pending.done() and not pending.exception():
-                pending.result().close("its client went away")
-            elif isinstance(pending, asyncio.Future):
-                pending.add_done_callback(
-                    lambda f: f.result().close("its client went away") if not f.exception() else None
-                )
+            if isinstance(pending, asyncio.Future):
+                pending.add_done_callback(_close_opened)
 
     async def _forward(self, client: Connection, addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
         upstream = await self._upstream(client, addr)
@@ -191,7 +265,7 @@ class RemotingFront:
         if response.code != ResponseCode.SUCCESS or not response.body:
             return response
         route = TopicRouteData.decode(response.body)
-        here = f"{client.local[0]}:{client.local[1]}"
+        here = self.access_addr or f"{client.local[0]}:{client.local[1]}"
         for broker in route.broker_datas:
             broker.broker_addrs = {MASTER_ID: here} if MASTER_ID in broker.broker_addrs else {}
         standard = (
@@ -260,10 +334,10 @@ class RemotingFront:
         broker_name = cmd.ext_fields.get(field)
         if not broker_name:
             return cmd.response(ResponseCode.VERSION_NOT_SUPPORTED, "Request doesn't have field bname")
-        addr = await self._master(str(broker_name))
-        if addr is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"broker {broker_name} has no master now")
         try:
+            addr = await self._master(str(broker_name))
+            if addr is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"broker {broker_name} has no master now")
             return await self._forward(client, addr, cmd)
         except RequestTimeoutError as exc:
             return cmd.response(
@@ -271,3 +345,9 @@ class RemotingFront:
             )
         except MQError as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"broker {broker_name} cannot be reached: {exc}")
+
+
+def _close_opened(done: asyncio.Future[Connection]) -> None:
+    """Close a connection to a broker whose client went away (once it is open)."""
+    if not done.cancelled() and done.exception() is None:
+        done.result().close("its client went away")

@@ -35,7 +35,13 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         client_id = f"{config.proxy_name}@proxy-{os.getpid()}#{time.monotonic_ns()}"
-        inner = config.inner_credentials
+        inner = config.inner_credentials if config.signs_as_inner_user else None
+        if config.inner_credentials is not None and inner is None:
+            log.warning(
+                "innerClientAuthenticationCredentials is set but the proxy checks no client "
+                "(authenticationEnabled/authorizationEnabled off) and enableAclRpcHookForClusterMode "
+                "is false: its requests to brokers go unsigned"
+            )
         options = ClientOptions(
             serialization="json",
             access_key=inner[0] if inner else None,
@@ -46,7 +52,11 @@ class Proxy:
         self.auth_ready = asyncio.Event()
         self.service = ProxyService(config, self.instance, self.auth)
         self.endpoint = GrpcEndpoint(self.service, config.grpc_tls())
-        self.remoting = RemotingFront(self.instance) if config.remoting_listen_port >= 0 else None
+        self.remoting = (
+            RemotingFront(self.instance, auth=self.auth, access_addr=config.remoting_access_addr)
+            if config.remoting_listen_port >= 0
+            else None
+        )
         self.port = 0
         self.remoting_port = 0
 
@@ -97,6 +107,7 @@ class Proxy:
 
     async def _expire(self) -> None:
         self.service.expire(CLIENT_IDLE_SECONDS)
+        self.service.sweep()
 
     async def stop(self) -> None:
         if self.remoting is not None:

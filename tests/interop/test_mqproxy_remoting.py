@@ -23,6 +23,9 @@ import pytest_asyncio
 from aiorocketmq.client import Message, Producer, PullClient
 from aiorocketmq.client.admin import Admin
 from aiorocketmq.client.errors import MQError
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
+from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.transport import connect
 from tests.cluster import Cluster
 from tests.support import ServerProcess
 
@@ -135,3 +138,35 @@ async def test_a_client_without_bname_is_refused_as_apache_refuses_it(proxied: P
     async with Producer(f"pg-{os.getpid()}", proxied.remoting_addr) as producer:
         with pytest.raises(MQError, match="Request doesn't have field bname"):
             await producer.send(Message(topic, b"no bname"))
+
+
+async def test_admin_requests_are_not_relayed(proxied: Proxied) -> None:
+    """Only the codes Apache's proxy relays pass: an admin request naming a broker (creating a
+    topic, changing the broker's config) is REQUEST_CODE_NOT_SUPPORTED, and the broker never
+    sees it."""
+    host, _, port = proxied.remoting_addr.rpartition(":")
+    conn = await connect(host, int(port))
+    topic = f"PxAdmin{os.getpid()}"
+    try:
+        create = RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": 1,
+                "writeQueueNums": 1,
+                "perm": 6,
+                "bname": "broker-a",
+            },
+        )
+        answer = await conn.request(create)
+        assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, answer
+        config = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, {"bname": "broker-a"})
+        config.body = b"brokerPermission=2\n"
+        answer = await conn.request(config)
+        assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, answer
+    finally:
+        conn.close()
+    async with Admin(proxied.cluster.namesrv_addr) as admin:
+        with pytest.raises(MQError):
+            await admin.topic_route(topic)
