@@ -475,6 +475,8 @@ class ClusterFront(Front):
         expression: str,
         poll_ms: int,
         fifo: bool,
+        expression_type: str = "TAG",
+        attempt_id: str = "",
     ) -> Sequence[Received]:
         route = await self.route(topic)
         if not broker:
@@ -492,9 +494,10 @@ class ClusterFront(Front):
             poll_time=poll_ms,
             born_time=time.time_ns() // 1_000_000,
             init_mode=INIT_MODE_MAX,
-            exp_type="TAG",
+            exp_type=expression_type,
             exp=expression,
             order=fifo,
+            attempt_id=attempt_id or None,
         )
         timeout = poll_ms / 1000 + self.instance.options.request_timeout
         try:
@@ -583,7 +586,9 @@ class ClusterFront(Front):
             handle.commit_log_offset,
         ).encode()
 
-    async def _forward_to_dlq(self, *, group: str, topic: str, receipt_handle: str) -> None:
+    async def _forward_to_dlq(
+        self, *, group: str, topic: str, receipt_handle: str, message_id: str = ""
+    ) -> None:
         """As Apache's proxy: send the message back with delay level -1 (its dead-letter
         queue), then acknowledge the delivery."""
         handle, addr = await self._handle_target(topic, receipt_handle)
@@ -593,6 +598,7 @@ class ClusterFront(Front):
             offset=handle.commit_log_offset,
             group=group,
             delay_level=-1,
+            origin_msg_id=message_id or None,
             origin_topic=handle.real_topic(topic, group),
             max_reconsume_times=(await self._group(group)).retry_max_times,
         )

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_LONG_POLL = 5.0
+#: Renewals in flight at once (renew_due).
+RENEW_CONCURRENCY = 32
 
 
 class ConsumptionRpcs(Front):
@@ -53,29 +55,41 @@ class ConsumptionRpcs(Front):
 
     async def renew_due(self) -> None:
         """Extend every auto-renewed message whose invisible time ends within the renew-ahead
-        time; give up on those received more than RENEW_MAX_MS ago (they come back)."""
+        time; give up on those received more than RENEW_MAX_MS ago (they come back). Renewals
+        run side by side (through a proxy each is a round trip to a broker), at most
+        :data:`RENEW_CONCURRENCY` at once."""
         now = now_ms()
+        due: list[tuple[str, Renewal]] = []
         for first, renewal in list(self.renewals.items()):
             if renewal.deadline_ms - now > self.renew_ahead_ms:
                 continue
             if now - renewal.received_ms >= RENEW_MAX_MS or renewal.client_id not in self.sessions:
                 self.renewals.pop(first, None)
                 continue
+            due.append((first, renewal))
+        if not due:
+            return
+        slots = asyncio.Semaphore(RENEW_CONCURRENCY)
+
+        async def renew(first: str, renewal: Renewal) -> None:
             steps = self.renew_steps_ms
             invisible = steps[min(renewal.renewed, len(steps) - 1)]
-            try:
-                renewal.handle = await self._change_invisible(
-                    group=renewal.group,
-                    topic=renewal.topic,
-                    receipt_handle=renewal.handle,
-                    invisible_ms=invisible,
-                )
-            except RpcError as exc:
-                log.debug("cannot renew %s: %s", first, exc)
-                self.renewals.pop(first, None)
-                continue
+            async with slots:
+                try:
+                    renewal.handle = await self._change_invisible(
+                        group=renewal.group,
+                        topic=renewal.topic,
+                        receipt_handle=renewal.handle,
+                        invisible_ms=invisible,
+                    )
+                except RpcError as exc:
+                    log.debug("cannot renew %s: %s", first, exc)
+                    self.renewals.pop(first, None)
+                    return
             renewal.deadline_ms = now + invisible
             renewal.renewed += 1
+
+        await asyncio.gather(*(renew(first, renewal) for first, renewal in due))
 
     def _current_handle(self, handle: str) -> str:
         """The latest receipt handle of a message the client knows by ``handle`` (renewals
@@ -136,8 +150,6 @@ class ConsumptionRpcs(Front):
         try:
             self._authorize(context, self._group_perms(topic, group), request)
             session = self._client_id_required(context)
-            if request.filter_expression.type == pb.SQL:
-                raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "POP receives filter by TAG only")
             invisible, poll = self._receive_params(request, context)
             fifo = (await self._group(group)).fifo
             popped = await self._receive(
@@ -150,6 +162,8 @@ class ConsumptionRpcs(Front):
                 expression=request.filter_expression.expression or "*",
                 poll_ms=int(poll * 1000),
                 fifo=fifo,
+                expression_type="SQL92" if request.filter_expression.type == pb.SQL else "TAG",
+                attempt_id=request.attempt_id,
             )
         except RpcError as exc:
             yield pb.ReceiveMessageResponse(status=exc.status)
@@ -252,7 +266,10 @@ class ConsumptionRpcs(Front):
         try:
             self._authorize(context, self._group_perms(topic, group), request)
             await self._forward_to_dlq(
-                group=group, topic=topic, receipt_handle=self._current_handle(request.receipt_handle)
+                group=group,
+                topic=topic,
+                receipt_handle=self._current_handle(request.receipt_handle),
+                message_id=request.message_id,
             )
             return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
         except RpcError as exc:

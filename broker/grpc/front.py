@@ -243,9 +243,12 @@ class Front(pb_grpc.MessagingServiceServicer):
         expression: str,
         poll_ms: int,
         fifo: bool,
+        expression_type: str = "TAG",
+        attempt_id: str = "",
     ) -> Sequence[Received]:
-        """POP up to ``max_messages`` of ``topic`` on broker ``broker``, waiting up to
-        ``poll_ms`` for some."""
+        """POP up to ``max_messages`` of ``topic`` on broker ``broker`` matching a TAG or
+        SQL92 ``expression``, waiting up to ``poll_ms`` for some (``attempt_id``: a FIFO
+        client's retry of a receive names the attempt it repeats)."""
         raise NotImplementedError
 
     async def _ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
@@ -257,7 +260,9 @@ class Front(pb_grpc.MessagingServiceServicer):
         """The message stays invisible ``invisible_ms`` from now; its new receipt handle."""
         raise NotImplementedError
 
-    async def _forward_to_dlq(self, *, group: str, topic: str, receipt_handle: str) -> None:
+    async def _forward_to_dlq(
+        self, *, group: str, topic: str, receipt_handle: str, message_id: str = ""
+    ) -> None:
         raise NotImplementedError
 
     def _register(self, session: Session) -> None:

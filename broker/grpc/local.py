@@ -242,7 +242,11 @@ class LocalFront(Front):
         expression: str,
         poll_ms: int,
         fifo: bool,
+        expression_type: str = "TAG",
+        attempt_id: str = "",
     ) -> Sequence[Received]:
+        # attempt_id: a FIFO retry's attempt; the POP service answers a repeated receive from
+        # the queue's state, whichever attempt it names.
         try:
             outcome = await self.pop.pop(
                 group=group,
@@ -250,7 +254,7 @@ class LocalFront(Front):
                 queue_id=queue_id,
                 max_messages=max_messages,
                 invisible_ms=invisible_ms,
-                expression_type="TAG",
+                expression_type=expression_type,
                 expression=expression,
                 poll_ms=poll_ms,
                 fifo=fifo,
@@ -275,7 +279,9 @@ class LocalFront(Front):
         except BrokerError as exc:
             raise pop_refusal(exc) from None
 
-    async def _forward_to_dlq(self, *, group: str, topic: str, receipt_handle: str) -> None:
+    async def _forward_to_dlq(
+        self, *, group: str, topic: str, receipt_handle: str, message_id: str = ""
+    ) -> None:
         try:
             await self.pop.forward_to_dlq(group=group, topic=topic, receipt_handle=receipt_handle)
         except BrokerError as exc:

@@ -28,6 +28,7 @@ from rocketmq import (
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType
 
 
 def config(args: dict[str, Any]) -> ClientConfiguration:
@@ -143,7 +144,12 @@ def transaction(args: dict[str, Any]) -> dict[str, Any]:
 def simple(args: dict[str, Any]) -> dict[str, Any]:
     """Receive until ``count`` messages; ``ack`` them, or (``change``) give each one a new
     invisible duration and ack only its redelivery."""
-    expression = FilterExpression(args.get("filter", "*"))
+    # ``sql``: the filter is an SQL92 expression over the messages' properties.
+    expression = (
+        FilterExpression(args["sql"], FilterType.SQL)
+        if args.get("sql")
+        else FilterExpression(args.get("filter", "*"))
+    )
     consumer = SimpleConsumer(
         config(args), args["group"], {args["topic"]: expression}, await_duration=args.get("await", 5)
     )

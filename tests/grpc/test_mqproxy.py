@@ -86,7 +86,11 @@ async def start_proxied(root: Path, proxies: int = 2) -> ProxiedCluster:
     await asyncio.gather(
         *(
             cluster.start_broker(
-                name, transactionCheckInterval=1000, transactionTimeOut=1000, recallMessageEnable="true"
+                name,
+                transactionCheckInterval=1000,
+                transactionTimeOut=1000,
+                recallMessageEnable="true",
+                enablePropertyFilter="true",
             )
             for name in BROKERS
         )
@@ -221,6 +225,25 @@ async def test_a_changed_invisible_duration_redelivers(proxied: ProxiedCluster) 
     assert sorted(m["body"] for m in got["changed"]) == bodies, got["changed"]
     assert sorted(m["body"] for m in got["messages"]) == bodies, got["messages"]
     assert {m["attempt"] for m in got["messages"]} == {2}
+
+
+async def test_an_sql92_filter_receives_only_what_matches(proxied: ProxiedCluster) -> None:
+    """A SimpleConsumer with an SQL92 filter through the proxy: the brokers filter the POP by
+    the messages' properties."""
+    topic, group = unique("ProxySql"), unique("cg")
+    await create_topic(proxied.cluster, topic, 2)
+    colors = ["red", "blue"] * 6
+    messages = [
+        {"topic": topic, "body": f"{c}-{i}", "properties": {"color": c}} for i, c in enumerate(colors)
+    ]
+    result = await proxied.client(0).run("produce", messages=messages)
+    assert result["errors"] == []
+    got = await proxied.client(1).run(
+        "simple", topic=topic, group=group, count=6, sql="color = 'red'", wait=30
+    )
+    assert sorted(m["body"] for m in got["messages"]) == sorted(
+        m["body"] for m in messages if "red" in m["body"]
+    )
 
 
 async def test_a_recalled_timer_message_is_never_delivered(proxied: ProxiedCluster) -> None:
