@@ -95,7 +95,16 @@ async def mixed(
             await wait_until(both_registered, timeout=60)
         proxy = await ServerProcess(
             "aiorocketmq.proxy",
-            ["-n", cluster.namesrv_addr, "--grpc-port", "0", "--remoting-port", "0", "--bind-address", "127.0.0.1"],
+            [
+                "-n",
+                cluster.namesrv_addr,
+                "--grpc-port",
+                "0",
+                "--remoting-port",
+                "0",
+                "--bind-address",
+                "127.0.0.1",
+            ],
         ).start()
         assert proxy.port is not None
         yield Mixed(cluster, Grpc5(cluster, proxy.port, client_path))
