@@ -387,17 +387,7 @@ class SimpleConsumer(InstanceClient):
             message.broker_addr, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header
         )
         answer = ChangeInvisibleTimeResponseHeader.from_fields(response.ext_fields)
-        fresh = ReceiptHandle(
-            handle.queue_offset,
-            answer.pop_time,
-            answer.invisible_time,
-            answer.revive_qid,
-            handle.topic_type,
-            handle.broker_name,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.commit_log_offset,
-        )
+        fresh = handle.changed(answer)
         message.receipt_handle = fresh.encode()
         message.invisible_until = fresh.visible_at / 1000
 

@@ -159,6 +159,21 @@ class ReceiptHandle(NamedTuple):
         """When the message becomes visible again (ms since the epoch)."""
         return self.pop_time + self.invisible_time
 
+    def changed(self, answer: ChangeInvisibleTimeResponseHeader) -> ReceiptHandle:
+        """The handle after a CHANGE_MESSAGE_INVISIBLETIME the broker answered with ``answer``
+        (the new check point is the message's own; where the message is, unchanged)."""
+        return ReceiptHandle(
+            self.queue_offset,
+            answer.pop_time,
+            answer.invisible_time,
+            answer.revive_qid,
+            self.topic_type,
+            self.broker_name,
+            self.queue_id,
+            self.queue_offset,
+            self.commit_log_offset,
+        )
+
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message is stored in: ``topic`` itself, or the group's retry topic."""
         if topic.startswith(RETRY_PREFIX) or not self.retry:

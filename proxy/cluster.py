@@ -574,17 +574,7 @@ class ClusterFront(Front):
             raise RpcError(
                 Code.INTERNAL_SERVER_ERROR, f"broker {handle.broker_name} answered unreadably: {exc}"
             ) from None
-        return ReceiptHandle(
-            handle.queue_offset,
-            answer.pop_time,
-            answer.invisible_time,
-            answer.revive_qid,
-            handle.topic_type,
-            handle.broker_name,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.commit_log_offset,
-        ).encode()
+        return handle.changed(answer).encode()
 
     async def _forward_to_dlq(
         self, *, group: str, topic: str, receipt_handle: str, message_id: str = ""

@@ -7,6 +7,7 @@ Every server binds port 0 and reports the port it got; a restarted server must k
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,30 @@ class Cluster:
 
 def _property(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+REMOTING_PORT = re.compile(r"remoting clients on port (\d+)")
+
+
+@dataclass
+class ProxyProcess:
+    """An ``mqproxy`` process: its gRPC port and its remoting port (0: none)."""
+
+    process: ServerProcess
+    grpc_port: int
+    remoting_port: int
+
+    async def stop(self) -> int:
+        return await self.process.stop()
+
+
+async def start_mqproxy(namesrv_addr: str | None, *args: str) -> ProxyProcess:
+    """``mqproxy`` on free ports of loopback in front of ``namesrv_addr``'s brokers (None: the
+    name servers of the config that ``args`` name, with ``-pc``)."""
+    argv = ["--grpc-port", "0", "--remoting-port", "0", "--bind-address", "127.0.0.1", *args]
+    if namesrv_addr is not None:
+        argv = ["-n", namesrv_addr, *argv]
+    process = await ServerProcess("aiorocketmq.proxy", argv).start()
+    assert process.port is not None
+    match = REMOTING_PORT.search(process.output)
+    return ProxyProcess(process, process.port, int(match.group(1)) if match else 0)

@@ -31,7 +31,7 @@ from aiorocketmq.client import PullClient
 from aiorocketmq.client.admin import Admin
 from aiorocketmq.protocol.body import SubscriptionGroupConfig
 from aiorocketmq.protocol.pop import ReceiptHandle
-from tests.cluster import Cluster
+from tests.cluster import Cluster, ProxyProcess, start_mqproxy
 from tests.support import ServerProcess
 
 from .conftest import Grpc5, install_py5_client
@@ -50,34 +50,16 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{next(_names)}"
 
 
-async def start_proxy(cluster: Cluster, config: Path | None = None) -> ServerProcess:
-    args = [
-        "-n",
-        cluster.namesrv_addr,
-        "--grpc-port",
-        "0",
-        "--remoting-port",
-        "0",
-        "--bind-address",
-        "127.0.0.1",
-    ]
-    if config is not None:
-        args += ["-pc", str(config)]
-    return await ServerProcess("aiorocketmq.proxy", args).start()
-
-
 @dataclass
 class ProxiedCluster:
     cluster: Cluster
-    proxies: list[ServerProcess]
+    proxies: list[ProxyProcess]
 
     def endpoint(self, i: int = 0) -> str:
-        return f"127.0.0.1:{self.proxies[i].port}"
+        return f"127.0.0.1:{self.proxies[i].grpc_port}"
 
     def client(self, i: int = 0) -> Grpc5:
-        port = self.proxies[i].port
-        assert port is not None
-        return Grpc5(self.cluster, port, install_py5_client())
+        return Grpc5(self.cluster, self.proxies[i].grpc_port, install_py5_client())
 
 
 async def start_proxied(root: Path, proxies: int = 2) -> ProxiedCluster:
@@ -95,7 +77,7 @@ async def start_proxied(root: Path, proxies: int = 2) -> ProxiedCluster:
             for name in BROKERS
         )
     )
-    started = [await start_proxy(cluster) for _ in range(proxies)]
+    started = [await start_mqproxy(cluster.namesrv_addr) for _ in range(proxies)]
     return ProxiedCluster(cluster, started)
 
 
@@ -143,7 +125,7 @@ async def test_a_route_names_the_proxy_for_every_broker(proxied: ProxiedCluster)
             (b, i) for b in BROKERS for i in range(2)
         ]
         assert {a.port for q in response.message_queues for a in q.broker.endpoints.addresses} == {
-            proxied.proxies[0].port
+            proxied.proxies[0].grpc_port
         }
         # With the endpoints the client reached it by (a load balancer's, say): those.
         balancer = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host="10.1.2.3", port=9081)])

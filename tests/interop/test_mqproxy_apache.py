@@ -22,9 +22,9 @@ import pytest_asyncio
 from aiorocketmq.client import Message, Producer, PullClient, SimpleConsumer
 from aiorocketmq.client.admin import Admin
 from aiorocketmq.client.simple_consumer import ReceivedMessage
-from tests.cluster import Cluster
+from tests.cluster import Cluster, ProxyProcess, start_mqproxy
 from tests.grpc.conftest import Grpc5, install_py5_client
-from tests.support import ServerProcess, wait_until
+from tests.support import wait_until
 
 from .conftest import APACHE53_BROKER
 from .harness import ApacheBroker, Toolchain
@@ -68,7 +68,7 @@ async def mixed(
     cluster = Cluster(root / "ours")
     await cluster.start_namesrv()
     apache: ApacheBroker | None = None
-    proxy: ServerProcess | None = None
+    proxy: ProxyProcess | None = None
     try:
         await cluster.start_broker("broker-a", transactionCheckInterval=1000, transactionTimeOut=1000)
         apache = ApacheBroker(
@@ -93,21 +93,8 @@ async def mixed(
                 return set((await admin.cluster_info()).broker_addr_table) == set(BROKERS)
 
             await wait_until(both_registered, timeout=60)
-        proxy = await ServerProcess(
-            "aiorocketmq.proxy",
-            [
-                "-n",
-                cluster.namesrv_addr,
-                "--grpc-port",
-                "0",
-                "--remoting-port",
-                "0",
-                "--bind-address",
-                "127.0.0.1",
-            ],
-        ).start()
-        assert proxy.port is not None
-        yield Mixed(cluster, Grpc5(cluster, proxy.port, client_path))
+        proxy = await start_mqproxy(cluster.namesrv_addr)
+        yield Mixed(cluster, Grpc5(cluster, proxy.grpc_port, client_path))
     finally:
         if proxy is not None:
             await proxy.stop()

@@ -11,7 +11,6 @@ it: VERSION_NOT_SUPPORTED, "Request doesn't have field bname".
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,8 +25,7 @@ from aiorocketmq.client.errors import MQError
 from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.transport import connect
-from tests.cluster import Cluster
-from tests.support import ServerProcess
+from tests.cluster import Cluster, ProxyProcess, start_mqproxy
 
 from .harness import Toolchain
 from .test_java53_client import SCENARIOS, assert_content, names, run_scenario, scenario
@@ -35,7 +33,6 @@ from .test_java53_client import SCENARIOS, assert_content, names, run_scenario, 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 BROKERS = ("broker-a", "broker-b")
-REMOTING_PORT = re.compile(r"remoting clients on port (\d+)")
 
 
 @dataclass
@@ -50,27 +47,13 @@ async def proxied(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pro
     root = tmp_path_factory.mktemp("mqproxy-remoting")
     cluster = Cluster(root / "ours")
     await cluster.start_namesrv()
-    proxy: ServerProcess | None = None
+    proxy: ProxyProcess | None = None
     try:
         for name in BROKERS:
             await cluster.start_broker(name, traceTopicEnable=True)
-        proxy = await ServerProcess(
-            "aiorocketmq.proxy",
-            [
-                "-n",
-                cluster.namesrv_addr,
-                "--grpc-port",
-                "0",
-                "--remoting-port",
-                "0",
-                "--bind-address",
-                "127.0.0.1",
-            ],
-        ).start()
-        line = await proxy.wait_for_line(REMOTING_PORT.pattern)
-        match = REMOTING_PORT.search(line)
-        assert match is not None
-        yield Proxied(cluster, f"127.0.0.1:{match.group(1)}", root)
+        proxy = await start_mqproxy(cluster.namesrv_addr)
+        assert proxy.remoting_port
+        yield Proxied(cluster, f"127.0.0.1:{proxy.remoting_port}", root)
     finally:
         if proxy is not None:
             await proxy.stop()
