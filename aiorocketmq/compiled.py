@@ -72,6 +72,13 @@ MODULES: tuple[str, ...] = (
     "aiorocketmq.broker.store.index",
     "aiorocketmq.broker.store.mapped_file",
     "aiorocketmq.broker.store.store",
+    "aiorocketmq.broker.store.append",
+    "aiorocketmq.broker.store.queues",
+    "aiorocketmq.broker.store.dispatch",
+    "aiorocketmq.broker.store.reads",
+    "aiorocketmq.broker.store.disk",
+    "aiorocketmq.broker.store.store_stats",
+    "aiorocketmq.broker.store.workers",
 )
 
 #: mypyc's group, and the shared library it builds for it (``aiorocketmq/_native__mypyc.*.so``).

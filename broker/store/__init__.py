@@ -13,7 +13,8 @@ from .messages import (
     QueryResult,
     StoreMessage,
 )
-from .store import PUT_LATENCY_BUCKETS_MS, MessageStore, StoreStats
+from .store import MessageStore
+from .store_stats import PUT_LATENCY_BUCKETS_MS, StoreStats
 
 __all__ = [
     "PUT_LATENCY_BUCKETS_MS",

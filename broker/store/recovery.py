@@ -29,6 +29,7 @@ from .checkpoint import RECOVERY_SLACK_MS, Checkpoint
 from .commit_log import END_OF_FILE, STOPPED, CommitLog, ScannedRecord
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue
+from .flush import sync_all
 from .index import Index
 from .mapped_file import MappedFile
 
@@ -53,6 +54,7 @@ class MessageStore(Protocol):
     def load_consume_queues(self) -> None: ...
     def consume_queues(self) -> Iterable[ConsumeQueue]: ...
     def dispatch_recovered(self, records: Sequence[ScannedRecord]) -> None: ...
+    def recovered(self, logics_timestamp: int, index_timestamp: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -129,6 +131,32 @@ def recover(store: MessageStore, abnormal: bool) -> RecoveryReport:
         report.dispatched_from,
         report.seconds,
     )
+    return report
+
+
+def recover_and_checkpoint(store: MessageStore, abnormal: bool) -> RecoveryReport:
+    """:func:`recover` (blocking), then make the result durable and checkpoint it: every file
+    synced, the checkpoint's timestamps at least the last record's store time."""
+    report = recover(store, abnormal)
+    commit_log = store.commit_log
+    files = list(commit_log.queue.files)
+    for cq in store.consume_queues():
+        files.extend(cq.queue.files)
+        cq.queue.flushed_where = cq.queue.max_offset
+    sync_all(files)
+    if store.index is not None:
+        sync_all(store.index.dirty_files())
+    stamp = 0
+    if report.last_record_offset >= 0:
+        stamp = commit_log.store_timestamp_at(report.last_record_offset)
+    checkpoint = store.checkpoint
+    if stamp > 0:
+        commit_log.last_store_timestamp = stamp
+        checkpoint.physic_timestamp = max(checkpoint.physic_timestamp, stamp)
+        checkpoint.logics_timestamp = max(checkpoint.logics_timestamp, stamp)
+        checkpoint.index_timestamp = max(checkpoint.index_timestamp, stamp)
+    store.recovered(checkpoint.logics_timestamp, checkpoint.index_timestamp)
+    checkpoint.flush()
     return report
 
 
