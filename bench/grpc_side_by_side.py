@@ -42,9 +42,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -54,7 +51,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,12 +69,11 @@ from bench.side_by_side import (  # noqa: E402
     store_settings,
     write_properties,
 )
+from tests.grpc.conftest import build_go_program  # noqa: E402
 from tests.interop.harness import (  # noqa: E402
-    CACHE,
     LOGBACK5_PROPERTY,
     build_java53_only,
     build_java53_proxy,
-    require,
     rocketmq_home,
 )
 from tests.support import die_with_parent  # noqa: E402
@@ -94,39 +89,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # ---- the Go load --------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _lock(name: str) -> Iterator[None]:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def build_go5load() -> Path:
     """``go5load/``'s program, built once per digest of its sources into the interop cache."""
-    go = require("go", "the 5.x load is the official Go client")
-    sha = hashlib.sha256()
-    for path in sorted([*GO5LOAD_DIR.glob("*.go"), GO5LOAD_DIR / "go.mod", GO5LOAD_DIR / "go.sum"]):
-        sha.update(path.name.encode())
-        sha.update(path.read_bytes())
-    binary = CACHE / f"go5load-{sha.hexdigest()[:16]}" / "go5load"
-    with _lock("go5load"):
-        if not binary.exists():
-            binary.parent.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                [go, "build", "-buildvcs=false", "-o", f"{binary}.tmp", "."],
-                cwd=GO5LOAD_DIR,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"go build failed:\n{done.stdout}\n{done.stderr}")
-            Path(f"{binary}.tmp").replace(binary)
-    return binary
+    return build_go_program(GO5LOAD_DIR, "go5load", "the 5.x load is the official Go client")
 
 
 # ---- CPU accounting -----------------------------------------------------------------------

@@ -39,7 +39,7 @@ from aiorocketmq.broker.grpc.routes import RoutedBroker
 from aiorocketmq.broker.grpc.sessions import Session
 from aiorocketmq.client.client_instance import ClientInstance
 from aiorocketmq.client.errors import MQError, RemotingError, RequestTimeoutError
-from aiorocketmq.client.offset_store import OffsetStore
+from aiorocketmq.client.offset_store import OffsetStore, RemoteOffsetStore
 from aiorocketmq.protocol.body import (
     ClusterInfo,
     ConsumerData,
@@ -613,7 +613,7 @@ class ClusterFront(Front):
                 return
             member = self.consumers.get(data.group_name)
             if member is None:
-                member = self.consumers[data.group_name] = ConsumerGroup(data.group_name)
+                member = self.consumers[data.group_name] = ConsumerGroup(data.group_name, self.instance)
                 self.instance.register_consumer(member)
             known = member.sessions.get(session.client_id)
             # A heartbeat repeats the settings: the subscription kept (and its version) unless
@@ -702,9 +702,10 @@ class ConsumerGroup:
     """The proxy's member for the 5.x consumers of one group: their subscriptions, announced
     to the brokers. POP consumers neither rebalance nor keep offsets."""
 
-    def __init__(self, group: str) -> None:
+    def __init__(self, group: str, instance: ClientInstance) -> None:
         self.group = group
         self.sessions: dict[str, ConsumerData] = {}
+        self._offsets = RemoteOffsetStore(instance, group)
 
     def _consumer_data(self) -> ConsumerData:
         merged: dict[str, object] = {}
@@ -734,4 +735,5 @@ class ConsumerGroup:
 
     @property
     def _offset_store(self) -> OffsetStore:
-        raise NotImplementedError("POP consumers keep no offsets in the proxy")
+        # Always empty: POP consumers keep no offsets (a running-info query lists none).
+        return self._offsets

@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -183,7 +184,7 @@ class Outgoing:
     transactional: bool
 
 
-class Front(pb_grpc.MessagingServiceServicer):
+class Front(pb_grpc.MessagingServiceServicer, metaclass=ABCMeta):
     """Sessions and per-request checks, and the hooks through which the RPC families reach
     the messages (module doc). A hook refuses with :class:`RpcError`."""
 
@@ -210,27 +211,28 @@ class Front(pb_grpc.MessagingServiceServicer):
 
     # -- hooks: where the messages are ----------------------------------------------------
 
+    @abstractmethod
     async def _cluster(self, name: str, *, create: bool) -> tuple[list[RoutedBroker], list[pb.MessageType]]:
         """The brokers of topic ``name`` as clients are told to reach them, and the message
         types its queues accept (``create``: a topic that does not exist may be created)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _store(self, message: Outgoing) -> pb.SendResultEntry:
         """Store one checked message (topic checks, queue choice); its result entry."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _end(self, topic: str, transaction_id: str, *, commit: bool) -> None:
         """Commit or roll back the open transaction ``transaction_id`` of ``topic``."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _recall(self, topic: str, recall_handle: str, peer: tuple[str, int]) -> str:
         """Recall the timer message ``recall_handle`` names; its message id."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _group(self, name: str) -> GroupPolicy:
         """The consumer group's policy (created with defaults when the broker allows it)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _receive(
         self,
         broker: str,
@@ -249,30 +251,31 @@ class Front(pb_grpc.MessagingServiceServicer):
         """POP up to ``max_messages`` of ``topic`` on broker ``broker`` matching a TAG or
         SQL92 ``expression``, waiting up to ``poll_ms`` for some (``attempt_id``: a FIFO
         client's retry of a receive names the attempt it repeats)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
-        raise NotImplementedError
+        """The message ``receipt_handle`` names is consumed: never delivered again."""
 
+    @abstractmethod
     async def _change_invisible(
         self, *, group: str, topic: str, receipt_handle: str, invisible_ms: int
     ) -> str:
         """The message stays invisible ``invisible_ms`` from now; its new receipt handle."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _forward_to_dlq(
         self, *, group: str, topic: str, receipt_handle: str, message_id: str = ""
     ) -> None:
-        raise NotImplementedError
+        """The message goes to its group's dead-letter queue (``message_id``: its id)."""
 
+    @abstractmethod
     def _register(self, session: Session) -> None:
         """Make the client a member of the groups its settings name (transaction checks and
         consumer listings find it there)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _unregister(self, session: Session) -> None:
         """The client is gone: drop its memberships."""
-        raise NotImplementedError
 
     # -- per request ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import pytest_asyncio
 
 from aiorocketmq.broker.grpc import messaging_pb2_grpc as pb_grpc
 from tests.cluster import Cluster
+from tests.interop.harness import require
 
 HERE = Path(__file__).resolve().parent
 PY5_CLIENT = "rocketmq-python-client==5.1.2"
@@ -46,6 +48,31 @@ def cache_lock(name: str = "py5") -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_go_program(source: Path, name: str, why: str) -> Path:
+    """The Go program in ``source`` (its own go.mod), built once per digest of its sources into
+    the cache (a warm cache builds nothing)."""
+    go = require("go", why)
+    sha = hashlib.sha256()
+    for path in sorted([*source.glob("*.go"), source / "go.mod", source / "go.sum"]):
+        sha.update(path.name.encode())
+        sha.update(path.read_bytes())
+    binary = CACHE / f"{name}-{sha.hexdigest()[:16]}" / name
+    with cache_lock(name):
+        if not binary.exists():
+            binary.parent.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                [go, "build", "-buildvcs=false", "-o", f"{binary}.tmp", "."],
+                cwd=source,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"go build failed:\n{done.stdout}\n{done.stderr}")
+            Path(f"{binary}.tmp").replace(binary)
+    return binary
 
 
 def install_py5_client() -> Path:

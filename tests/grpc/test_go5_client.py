@@ -12,11 +12,9 @@ on a fresh machine.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 import os
-import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +28,8 @@ from aiorocketmq.client.admin import Admin
 from aiorocketmq.protocol.body import SubscriptionGroupConfig
 from aiorocketmq.protocol.message import Message
 from tests.cluster import Cluster
-from tests.interop.harness import require
 
-from .conftest import CACHE, HERE, Grpc5, Grpc5Pair, cache_lock, result_of, run_child
+from .conftest import HERE, Grpc5, Grpc5Pair, build_go_program, result_of, run_child
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -46,26 +43,7 @@ def unique(prefix: str) -> str:
 
 def build_go5() -> Path:
     """``go5/``'s program, built once per digest of its sources (a warm cache builds nothing)."""
-    go = require("go", "the Go 5.x client scenarios are a Go program")
-    sha = hashlib.sha256()
-    for path in sorted([*GO5_DIR.glob("*.go"), GO5_DIR / "go.mod", GO5_DIR / "go.sum"]):
-        sha.update(path.name.encode())
-        sha.update(path.read_bytes())
-    binary = CACHE / f"go5-{sha.hexdigest()[:16]}" / "go5"
-    with cache_lock("go5"):
-        if not binary.exists():
-            binary.parent.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                [go, "build", "-buildvcs=false", "-o", f"{binary}.tmp", "."],
-                cwd=GO5_DIR,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"go build failed:\n{done.stdout}\n{done.stderr}")
-            Path(f"{binary}.tmp").replace(binary)
-    return binary
+    return build_go_program(GO5_DIR, "go5", "the Go 5.x client scenarios are a Go program")
 
 
 @dataclass(frozen=True)
