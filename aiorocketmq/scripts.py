@@ -20,6 +20,7 @@ EXTRAS: dict[str, str] = {
     "yaml": "server",
     "grpc": "server",
     "google": "server",  # protobuf's package is google.protobuf
+    "pysyncobj": "server",
     "starlette": "dashboard",
     "uvicorn": "dashboard",
     "jinja2": "dashboard",
@@ -74,6 +75,13 @@ def mqbroker() -> int:
 def mqproxy() -> int:
     with _extras_of("mqproxy"):
         from aiorocketmq.proxy.__main__ import main
+
+        return main()
+
+
+def mqcontroller() -> int:
+    with _extras_of("mqcontroller"):
+        from aiorocketmq.controller.__main__ import main
 
         return main()
 
