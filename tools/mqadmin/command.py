@@ -68,6 +68,9 @@ class Command:
     run: Run
     #: Groups of option names of which exactly one must be given.
     one_of: tuple[tuple[str, ...], ...] = ()
+    #: False for commands that talk only to servers named in their options (the controllers),
+    #: which run without ``-n`` as Apache's do.
+    namesrv_needed: bool = True
 
 
 Argument = tuple[tuple[str, ...], dict[str, Any]]
@@ -87,12 +90,17 @@ class CommandSet:
         self.commands: list[Command] = []
 
     def add(
-        self, name: str, description: str, *arguments: Argument, one_of: tuple[tuple[str, ...], ...] = ()
+        self,
+        name: str,
+        description: str,
+        *arguments: Argument,
+        one_of: tuple[tuple[str, ...], ...] = (),
+        namesrv_needed: bool = True,
     ) -> Callable[[Run], Run]:
         """A decorator: the function runs ``mqadmin <name>`` with these options."""
 
         def define(fn: Run) -> Run:
-            self.commands.append(Command(name, description, arguments, fn, one_of))
+            self.commands.append(Command(name, description, arguments, fn, one_of, namesrv_needed))
             return fn
 
         return define

@@ -118,8 +118,13 @@ def _option_of(cmd: Command, dest: str) -> str:
 
 
 async def execute(args: argparse.Namespace) -> Result:
-    if not args.namesrv:
-        raise CommandFailed("no name server address: give -n host:9876 or set NAMESRV_ADDR")
+    namesrv = args.namesrv
+    if not namesrv:
+        if COMMANDS[args.command].namesrv_needed:
+            raise CommandFailed("no name server address: give -n host:9876 or set NAMESRV_ADDR")
+        # The admin client wants a name server it will not ask: the controller named by -a
+        # stands in (embedded in a name server, it is one).
+        namesrv = args.controller.split(";")[0].strip()
     credentials = tool_credentials()
     options = ClientOptions(
         request_timeout=args.timeout,
@@ -130,7 +135,7 @@ async def execute(args: argparse.Namespace) -> Result:
         tls_ca_file=args.tls_ca_file,
         tls_verify=not args.tls_no_verify,
     )
-    async with Context(args.namesrv, options) as ctx:
+    async with Context(namesrv, options) as ctx:
         return await COMMANDS[args.command].run(ctx, args)
 
 
