@@ -6,4 +6,11 @@ SyncStateSet). When the master stops heartbeating, the controller elects a new o
 SyncStateSet and tells the group. Its state is replicated over three or more replicas by Raft
 (PySyncObj), so losing one controller loses no decision. It runs embedded in ``mqnamesrv``
 (``enableControllerInNamesrv``) or on its own (``mqcontroller``); docs/controller.md.
+
+Modules: :mod:`.replicas` (the pure state machine: Apache's ReplicasInfoManager and
+DefaultElectPolicy), :mod:`.heartbeat` (broker liveness), :mod:`.raft` (PySyncObj, bridged to
+asyncio), :mod:`.manager` (:class:`~.manager.ControllerManager`: one replica's remoting server,
+request handling, elections and notifications), :mod:`.config` (Apache's ControllerConfig
+keys) and ``__main__`` (``mqcontroller -c controller.conf``). Nothing is imported here, so
+that the name server reads the controller's settings without PySyncObj installed.
 """

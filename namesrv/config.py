@@ -11,14 +11,21 @@ RocketMQ's ``tls.server.*`` keys (or ``tls.config.file``) put the listening sock
 ``authenticationEnabled`` is Apache 5.3.3's ACL 2.0 switch (``AuthConfig``), which Apache's name
 server does not read: here it makes every write signed by an account of ``authUsersFile``
 (default ``<storePathRootDir>/namesrv_users.yml``; see :mod:`namesrv.auth`).
+
+``enableControllerInNamesrv=true`` runs a controller replica inside the name server, as
+Apache's does: the same file's controller keys (``controllerDLegerPeers``, ...; see
+:mod:`controller.config`) configure it, and it serves on its own peer address.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Self
 
 from pydantic import Field, field_validator
 
+from aiorocketmq.controller.config import ControllerSettings
 from aiorocketmq.protocol.settings import ServerLimitSettings, TlsSettings
 
 DEFAULT_STORE_DIR = "~/namesrv"
@@ -40,6 +47,37 @@ class NamesrvSettings(TlsSettings, ServerLimitSettings):
     #: of the users file; off by default, as Apache's name server has no authentication.
     authentication_enabled: bool = Field(False, alias="authenticationEnabled")
     auth_users_file: str = Field("", alias="authUsersFile")
+    #: Run a controller replica in this process (its keys are read from the same file).
+    enable_controller_in_namesrv: bool = Field(False, alias="enableControllerInNamesrv")
+
+    _controller_settings: ControllerSettings | None = None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Self:
+        """As :meth:`Settings.load`; the controller's keys in the file are known too."""
+        settings = super().load(path, overrides)
+        controller = ControllerSettings.load(path)
+        settings._controller_settings = controller
+        settings._unknown_keys = [k for k in settings.unknown_keys if k in controller.unknown_keys]
+        return settings
+
+    def to_properties(self) -> str:
+        """As :meth:`TlsSettings.to_properties`; ``enableControllerInNamesrv`` only when on."""
+        text = super().to_properties()
+        if self.enable_controller_in_namesrv:
+            return text
+        return "".join(
+            line
+            for line in text.splitlines(keepends=True)
+            if not line.startswith("enableControllerInNamesrv=")
+        )
+
+    @property
+    def controller_settings(self) -> ControllerSettings:
+        """The embedded controller's settings (from the file this was loaded from)."""
+        if self._controller_settings is None:
+            self._controller_settings = ControllerSettings()
+        return self._controller_settings
 
     @field_validator("kv_config_path", "store_path_root_dir", "auth_users_file", mode="before")
     @classmethod

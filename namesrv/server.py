@@ -120,6 +120,13 @@ class NameServer:
         )
         self.port: int | None = None
         self._scanner: asyncio.Task[None] | None = None
+        #: The embedded controller replica (``enableControllerInNamesrv``), on its own port.
+        self.controller: Any = None
+        if settings.enable_controller_in_namesrv:
+            # Imported here: PySyncObj is needed only by a name server that runs a controller.
+            from aiorocketmq.controller.manager import ControllerManager
+
+            self.controller = ControllerManager(settings.controller_settings)
 
     def _handlers(self) -> dict[int, Handler]:
         handlers = self._all_handlers()
@@ -177,9 +184,13 @@ class NameServer:
         """Listen and start the liveness scan; returns the bound port."""
         self.port = await self.server.listen(self.settings.bind_address, self.settings.listen_port)
         self._scanner = asyncio.ensure_future(self._scan_forever())
+        if self.controller is not None:
+            await self.controller.start()
         return self.port
 
     async def close(self) -> None:
+        if self.controller is not None:
+            await self.controller.close()
         if self._scanner is not None:
             self._scanner.cancel()
             try:

@@ -202,7 +202,7 @@ class GetMetaDataResponseHeader(Header):
     controller_leader_id: str | None = Field(None, alias="controllerLeaderId")
     controller_leader_address: str | None = Field(None, alias="controllerLeaderAddress")
     is_leader: WireBool = Field(False, alias="isLeader")
-    #: ``;``-separated ``id-host:port`` of every controller replica.
+    #: ``id:host:port;`` of every controller replica, one after another.
     peers: str | None = None
 
 
@@ -238,9 +238,11 @@ class ElectMasterResponseBody(Body):
     sync_state_set: set[int] = Field(default_factory=set, alias="syncStateSet")
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"syncStateSet": sorted(self.sync_state_set)}
+        # fastjson's order: alphabetical
+        wire: dict[str, Any] = {}
         if self.broker_member_group is not None:
             wire["brokerMemberGroup"] = self.broker_member_group.to_wire()
+        wire["syncStateSet"] = sorted(self.sync_state_set)
         return wire
 
 

@@ -147,3 +147,9 @@ async def start_mqproxy(namesrv_addr: str | None, *args: str) -> ProxyProcess:
     assert process.port is not None
     match = REMOTING_PORT.search(process.output)
     return ProxyProcess(process, process.port, int(match.group(1)) if match else 0)
+
+
+async def start_mqcontroller(conf: Path, port: int = 0) -> ServerProcess:
+    """``mqcontroller -c conf``, ready once it serves (a restart on its old ``port`` is retried
+    while that port is still busy)."""
+    return await start_on_port(lambda: ServerProcess("aiorocketmq.controller", ["-c", str(conf)]), port)

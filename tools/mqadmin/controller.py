@@ -64,10 +64,15 @@ def _broker_names(info: ClusterInfo, cluster: str) -> list[str]:
     arg("-c", "--clusterName", dest="cluster", help="which cluster"),
     arg("-b", "--brokerName", dest="broker_name", help="which broker to fetch"),
     one_of=(("broker_name", "cluster"),),
+    namesrv_needed=False,
 )
 async def get_sync_state_set(ctx: Context, args: argparse.Namespace) -> Result:
     if args.broker_name:
         names = [args.broker_name.strip()]
+    elif not args.namesrv:
+        raise ValueError(
+            "-c needs a name server to list the cluster's brokers: give -n host:9876 or set NAMESRV_ADDR"
+        )
     else:
         names = _broker_names(await ctx.admin.cluster_info(), args.cluster.strip())
     controller = _addresses(args.controller)[0]
