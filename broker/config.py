@@ -180,6 +180,49 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     ha_max_connections: int = Field(16, alias="haMaxConnections", ge=1)
     ha_write_buffer_limit: int = Field(1 << 20, alias="haWriteBufferLimit", ge=64 * 1024)
     ha_write_timeout: int = Field(10_000, alias="haWriteTimeout", ge=100)
+    #: RocketMQ 5's controller mode (broker/replicas.py, docs/controller.md), under Apache
+    #: 5.3.3's keys and defaults: the controllers assign the broker its id (``brokerId=-1``),
+    #: elect the group's master and move the role on failure. ``controllerAddr`` is
+    #: ``;``-separated (a domain name with ``fetchControllerAddrByDnsLookup``).
+    enable_controller_mode: bool = Field(False, alias="enableControllerMode")
+    controller_addr: str = Field("", alias="controllerAddr")
+    fetch_controller_addr_by_dns_lookup: bool = Field(False, alias="fetchControllerAddrByDnsLookup")
+    #: How long a controller waits for this broker's heartbeat before counting it dead (sent
+    #: in each heartbeat), and how often heartbeats go (``brokerHeartbeatInterval``).
+    controller_heart_beat_timeout_mills: int = Field(10_000, alias="controllerHeartBeatTimeoutMills", gt=0)
+    broker_heartbeat_interval: int = Field(1000, alias="brokerHeartbeatInterval", gt=0)
+    send_heartbeat_timeout_millis: int = Field(1000, alias="sendHeartbeatTimeoutMillis", gt=0)
+    #: How often the group's state is read from the controller (a fallback to its
+    #: notifications), the master checks its SyncStateSet, and the controller leader is looked up.
+    sync_broker_metadata_period: int = Field(5000, alias="syncBrokerMetadataPeriod", gt=0)
+    check_sync_state_set_period: int = Field(5000, alias="checkSyncStateSetPeriod", gt=0)
+    sync_controller_metadata_period: int = Field(10_000, alias="syncControllerMetadataPeriod", gt=0)
+    #: Lower is preferred when the controller elects a master.
+    broker_election_priority: int = Field(2**31 - 1, alias="brokerElectionPriority")
+    #: Apache's slave-acting-master mode (without controllers): accepted, not implemented here.
+    enable_slave_acting_master: bool = Field(False, alias="enableSlaveActingMaster")
+    broker_not_active_timeout_millis: int = Field(10_000, alias="brokerNotActiveTimeoutMillis", gt=0)
+    sync_broker_member_group_period: int = Field(1000, alias="syncBrokerMemberGroupPeriod", gt=0)
+    #: Apache's ``MessageStoreConfig`` keys of controller mode (read from the same file; our
+    #: StoreConfig does not carry them): a send waits for every SyncStateSet member
+    #: (``allAckInSyncStateSet``) or ``inSyncReplicas`` of them (at least
+    #: ``minInSyncReplicas``, lowered with the SyncStateSet under ``enableAutoInSyncReplicas``);
+    #: a new slave copies from the master's last file (``syncFromLastFile``); an
+    #: ``asyncLearner`` never joins the SyncStateSet; a slave further than
+    #: ``haMaxGapNotInSync`` bytes or ``haMaxTimeSlaveNotCatchup`` ms behind leaves it.
+    all_ack_in_sync_state_set: bool = Field(False, alias="allAckInSyncStateSet")
+    sync_from_last_file: bool = Field(False, alias="syncFromLastFile")
+    async_learner: bool = Field(False, alias="asyncLearner")
+    total_replicas: int = Field(1, alias="totalReplicas", ge=1)
+    in_sync_replicas: int = Field(1, alias="inSyncReplicas", ge=1)
+    min_in_sync_replicas: int = Field(1, alias="minInSyncReplicas", ge=1)
+    enable_auto_in_sync_replicas: bool = Field(False, alias="enableAutoInSyncReplicas")
+    ha_max_gap_not_in_sync: int = Field(256 * 1024 * 1024, alias="haMaxGapNotInSync", ge=0)
+    ha_max_time_slave_not_catchup: int = Field(15_000, alias="haMaxTimeSlaveNotCatchup", gt=0)
+    #: The broker-id files (``<storePathRootDir>/brokerIdentity`` and ``...-temp``) and the
+    #: epoch file (``<storePathRootDir>/epochFileCheckpoint``) when unset.
+    store_path_broker_identity: str | None = Field(None, alias="storePathBrokerIdentity")
+    store_path_epoch_file: str | None = Field(None, alias="storePathEpochFile")
 
     @field_validator("message_delay_level")
     @classmethod
@@ -233,6 +276,26 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
         if not self.namesrv_addr:
             return []
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        """``controllerAddr``'s addresses (``;``-separated)."""
+        return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
+
+    @property
+    def broker_identity_path(self) -> Path:
+        """Where controller mode keeps the broker id the controllers gave (Apache's
+        ``storePathBrokerIdentity``); the file being written is beside it with ``-temp``."""
+        if self.store_path_broker_identity:
+            return Path(self.store_path_broker_identity)
+        return Path(self.store_path_root_dir) / "brokerIdentity"
+
+    @property
+    def epoch_file_path(self) -> Path:
+        """Apache's ``storePathEpochFile``: the master epochs and their commit-log start offsets."""
+        if self.store_path_epoch_file:
+            return Path(self.store_path_epoch_file)
+        return Path(self.store_path_root_dir) / "epochFileCheckpoint"
 
     @property
     def delay_levels(self) -> list[int]:

@@ -173,6 +173,9 @@ class NameServerRegistration:
         #: The next round registers with every name server, not only those missing.
         self._everywhere = False
         self._stopping = False
+        #: Controller mode: no registration until the broker knows its role (Apache's
+        #: ``isIsolated``); :meth:`unisolate` registers everywhere.
+        self.isolated = False
 
     @property
     def addresses(self) -> list[str]:
@@ -183,8 +186,16 @@ class NameServerRegistration:
         if not self.addresses:
             log.warning("no name server configured (namesrvAddr); clients will not find this broker")
             return
-        await self.register_all()
+        if not self.isolated:
+            await self.register_all()
         self._task = asyncio.ensure_future(self._loop())
+
+    async def unisolate(self) -> None:
+        """Controller mode: the role is known (or changed, with ``brokerId``): register the
+        whole table with every name server now, and on schedule from then on."""
+        self.isolated = False
+        if self.addresses and not self._stopping:
+            await self.register_all()
 
     async def stop(self) -> None:
         self._stopping = True
@@ -300,6 +311,9 @@ class NameServerRegistration:
         await self._register_with(missing or self.addresses)
 
     async def _register_with(self, addresses: list[str], changed: set[str] | None = None) -> None:
+        if self.isolated:
+            log.debug("not registering with the name servers: the broker's role is not known yet")
+            return
         self._unreachable = False
         full = self.topics()
         bodies: dict[bool, tuple[bytes, bool]] = {}

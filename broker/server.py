@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from aiorocketmq import compiled
-from aiorocketmq.broker.store import FlushDiskType, MessageStore, StoreConfig
+from aiorocketmq.broker.store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
 from aiorocketmq.client.routing import subscribe_queues
 from aiorocketmq.protocol import speedups
 from aiorocketmq.protocol.body import MessageQueue, TopicConfigSerializeWrapper
@@ -44,7 +44,7 @@ from .filters import ConsumerFilters
 from .groups import GroupTable
 from .ha import HighAvailability
 from .handlers.acl import AclHandlers
-from .handlers.admin import AdminHandlers
+from .handlers.admin import AdminHandlers, ControllerModeHandlers
 from .handlers.assignment import AssignmentHandlers
 from .handlers.cold_data import ColdDataHandlers
 from .handlers.consumer import ConsumerHandlers
@@ -64,6 +64,7 @@ from .pop import PopService
 from .pop.handlers import PopHandlers
 from .recall import Recaller
 from .registration import NameServerRegistration
+from .replicas import AutoSwitch, ReplicasManager
 from .static_topics import StaticTopicRouter, StaticTopicTable
 from .stats import BrokerStats, TpsSampler
 from .stats_history import SAMPLE_INTERVAL, StatsHistory
@@ -161,12 +162,42 @@ def auth_guarded(engine: AuthEngine, handler: Handler) -> Handler:
     return checked
 
 
+class _RoleSwitch:
+    """What controller mode's :class:`ReplicasManager` changes in the broker on a role change."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @property
+    def auto(self) -> AutoSwitch:
+        return self._broker.ha.auto
+
+    def commit_log_max_offset(self) -> int:
+        return self._broker.store.commit_log_max_offset
+
+    async def become_master(self, master_epoch: int) -> None:
+        await self._broker.ha.become_master(master_epoch)
+
+    async def become_slave(self, master_addr: str, master_epoch: int, master_broker_id: int) -> None:
+        await self._broker.ha.become_slave(master_addr, master_epoch, master_broker_id)
+
+    async def role_changed(self) -> None:
+        await self._broker.role_changed()
+
+
 class Broker:
     """One broker: ``await start()``, serve, ``await shutdown()``."""
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         self.config = config
         self.store_config = store_config
+        if config.enable_controller_mode:
+            # Controller mode: a slave (taking no writes) until the controllers say otherwise.
+            store_config.broker_role = BrokerRole.SLAVE
+        if config.enable_slave_acting_master:
+            log.warning(
+                "enableSlaveActingMaster=true is not supported here and is ignored (use enableControllerMode)"
+            )
         store_host = pack_host(resolve_ipv4(config.broker_ip1), config.listen_port)
         # The parts; each service and handler family is given only the parts it uses.
         self.store = store = MessageStore(store_config, store_host=store_host)
@@ -213,6 +244,17 @@ class Broker:
         self.static_router = StaticTopicRouter(
             self.static_topics, self.registration.route, inner_credentials(config)
         )
+        #: Controller mode (RocketMQ 5): the controllers give the id and the role, which may
+        #: change at run time; no name-server registration until it is known.
+        self.replicas: ReplicasManager | None = None
+        if config.enable_controller_mode:
+            self.registration.isolated = True
+            self.replicas = ReplicasManager(
+                config, _RoleSwitch(self), signer=self.registration.credentials.sign
+            )
+        #: Whether delayed delivery, timers, transaction checks and POP revive run (a master's).
+        self._special_services = False
+        self._role_lock = asyncio.Lock()
         #: Every consumer waiting for a message as a coroutine (POP, the 5.x pulls); held remoting
         #: pulls wait in long_polling.
         self.arrivals = Arrivals()
@@ -298,6 +340,7 @@ class Broker:
                 static_changed=self._static_topics_changed,
                 consumer_tps=self.metrics.consumer_tps,
             ),
+            ControllerModeHandlers(config, store=store, replicas=self.replicas),
             AclHandlers(config, self.access),
             AuthAdminHandlers(self.auth.store),
             MaintenanceHandlers(
@@ -386,13 +429,7 @@ class Broker:
                 )
         if self.grpc is not None:
             await self._start_grpc(self.grpc, host)
-        if not self.ha.is_slave:
-            # A slave's store takes writes only from its master: it neither delivers delayed or
-            # timer messages, nor checks transactions back, nor revives POP check points.
-            self.delay.start()
-            self.timers.start()
-            self.transactions.start()
-            self.pop.start()
+        await self._set_special_services(not self.ha.is_slave)
         await self.ha.start(host)
         self._spawn(self._sample_tps_periodically())
         self._spawn(self._sample_history_periodically())
@@ -401,6 +438,8 @@ class Broker:
         self._spawn(self._expire_clients_periodically())
         self._spawn(self.long_polling.recheck_periodically())
         await self.registration.start()
+        if self.replicas is not None:
+            await self.replicas.start()
         log.info(
             "broker %s (cluster %s, id %d) serving %s; listening on %s:%d (ACL %s, TLS %s)",
             self.config.broker_name,
@@ -467,6 +506,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("leave the controllers", self._stop_replicas),
             ("unregister from the name servers", self.registration.stop),
             ("stop the metrics endpoint", self.metrics.stop),
             ("stop replication", self.ha.stop),
@@ -497,6 +537,44 @@ class Broker:
                 log.exception("shutdown: cannot %s", what)
         self.long_polling.clear()
         log.info("broker %s stopped", self.config.broker_name)
+
+    async def _set_special_services(self, run: bool) -> None:
+        """A slave's store takes writes only from its master: it neither delivers delayed or
+        timer messages, nor checks transactions back, nor revives POP check points. Apache's
+        ``changeSpecialServiceStatus``: started on a master, stopped when it becomes a slave."""
+        if run == self._special_services:
+            return
+        self._special_services = run
+        if run:
+            self.delay.start()
+            self.timers.start()
+            self.transactions.start()
+            self.pop.start()
+        else:
+            await self.delay.stop()
+            await self.timers.stop()
+            await self.transactions.stop()
+            await self.pop.stop()
+
+    async def role_changed(self) -> None:
+        """Controller mode, after a role change: the master's services follow the role, and
+        the name servers learn it (``brokerId`` 0 for the master, the controller's id for a
+        slave)."""
+        async with self._role_lock:
+            if self._stopped:
+                return
+            await self._set_special_services(not self.ha.is_slave)
+            log.info(
+                "broker %s is now %s (brokerId %d)",
+                self.config.broker_name,
+                self.ha.role.value,
+                self.config.broker_id,
+            )
+            await self.registration.unisolate()
+
+    async def _stop_replicas(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
 
     async def _stop_grpc(self) -> None:
         if self.grpc is not None:
@@ -653,4 +731,5 @@ class Broker:
             ),
             **self.timers.runtime_info(),
             **self.ha.runtime_info(),
+            **(self.replicas.runtime_info() if self.replicas is not None else {}),
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from aiorocketmq.broker.store import MessageStore, StoreConfig
 from aiorocketmq.protocol import topic_attributes
@@ -29,6 +30,12 @@ from aiorocketmq.protocol.body import (
 )
 from aiorocketmq.protocol.codes import RequestCode
 from aiorocketmq.protocol.command import RemotingCommand
+from aiorocketmq.protocol.controller import (
+    ControllerRequestCode,
+    EpochEntryCache,
+    NotifyBrokerRoleChangedRequestHeader,
+    SyncStateSet,
+)
 from aiorocketmq.protocol.errors import (
     ConsumerNotOnlineError,
     InvalidParameterError,
@@ -65,6 +72,9 @@ from ..static_topics import StaticTopicTable
 from ..timers import TimerStore
 from ..topics import TopicTable
 from . import text_field, topic_config_of
+
+if TYPE_CHECKING:
+    from ..replicas import ReplicasManager
 
 RESERVED_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC}
 
@@ -535,3 +545,48 @@ def _check_group_attributes(group: SubscriptionGroupConfig) -> None:
     """RocketMQ 5 defines no subscription-group attribute: any change names an unknown key."""
     for signed in group.attributes:
         raise ServerSystemError(f"unsupported key: {signed.lstrip('+-')}")
+
+
+class ControllerModeHandlers:
+    """RocketMQ 5's controller-mode requests to a broker: NOTIFY_BROKER_ROLE_CHANGED (from the
+    controllers) and GET_BROKER_EPOCH_CACHE (``mqadmin getBrokerEpoch``). Outside controller
+    mode Apache's broker answers a notification with SUCCESS and the epoch cache with
+    SYSTEM_ERROR; so does this one."""
+
+    def __init__(
+        self, config: BrokerConfig, *, store: MessageStore, replicas: ReplicasManager | None
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.replicas = replicas
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            ControllerRequestCode.NOTIFY_BROKER_ROLE_CHANGED: self.role_changed,
+            ControllerRequestCode.GET_BROKER_EPOCH_CACHE: self.epoch_cache,
+        }
+
+    async def role_changed(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = NotifyBrokerRoleChangedRequestHeader.from_fields(cmd.ext_fields)
+        members = SyncStateSet.decode(cmd.body) if cmd.body else SyncStateSet()
+        if self.replicas is not None:
+            await self.replicas.change_broker_role(
+                header.master_broker_id,
+                header.master_address,
+                header.master_epoch,
+                header.sync_state_set_epoch,
+                members.sync_state_set,
+            )
+        return cmd.response()
+
+    def epoch_cache(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if self.replicas is None:
+            raise ServerSystemError("this request only for controllerMode ")
+        cache = EpochEntryCache(
+            cluster_name=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name,
+            broker_id=self.config.broker_id,
+            epoch_list=self.replicas.epoch_entries(),
+            max_offset=self.store.commit_log_max_offset,
+        )
+        return cmd.response(body=cache.encode())

@@ -777,3 +777,397 @@ if __name__ == "__main__":
     print(
         f"interop harness ready in {time.monotonic() - started:.1f}s: cache {CACHE}, go binary {built.go_binary}"
     )
+
+
+# ---- controller mode (T) ---------------------------------------------------------------------
+#
+# Apache 5.3.3's controller (rocketmq-controller, already on the 5.3.3 server classpath through
+# rocketmq-namesrv's dependencies) and its brokers in controller mode, each process optionally on
+# a simulated host (tests/hosts.py): ``prefix`` is the host's ``Host.prefix`` (``ip netns exec
+# <namespace>``) and ``address`` its own address, which the process binds and advertises. Hosts
+# have ports of their own, so these use Apache's fixed default ports there.
+
+#: A controller's port in Apache's controller configs (conf/controller/): the DLedger peer address,
+#: where the other replicas, the brokers and ``mqadmin -a`` reach it.
+CONTROLLER_PORT = 9878
+APACHE_NAMESRV_PORT = 9876
+APACHE_BROKER_PORT = 10911
+
+#: Controller settings for the tests (keys of Apache's ControllerConfig): the DLedger data in
+#: 16 MiB files rather than 1 GiB ones, and inactive brokers scanned for every second (5 s by
+#: default; a killed broker's closed channel is noticed at once anyway).
+APACHE_CONTROLLER: dict[str, Any] = {
+    "mappedFileSize": 16 * 1024 * 1024,
+    "scanNotActiveBrokerInterval": 1000,
+    "enableElectUncleanMaster": False,
+    "notifyBrokerRoleChanged": True,
+}
+
+#: Broker settings for controller mode in the tests (BrokerConfig / MessageStoreConfig keys):
+#: what Apache's quick-start broker-n0.conf sets (brokerId -1 so that the controller hands one
+#: out, starting as a SLAVE until it says otherwise, every SyncStateSet replica acking a write),
+#: with the periods shortened from 5-10 s so that a test sees a group form within seconds, and
+#: pulls served by a slave (``slaveReadEnable``; a slave rejects them as SYSTEM_BUSY otherwise),
+#: so that a test can read what a replica holds.
+APACHE_CONTROLLER_BROKER: dict[str, Any] = {
+    "brokerId": -1,
+    "brokerRole": "SLAVE",
+    "enableControllerMode": True,
+    "allAckInSyncStateSet": True,
+    "syncBrokerMetadataPeriod": 1000,
+    "checkSyncStateSetPeriod": 1000,
+    "syncControllerMetadataPeriod": 2000,
+    "controllerHeartBeatTimeoutMills": 3000,
+    "haMaxTimeSlaveNotCatchup": 5000,
+    "slaveReadEnable": True,
+}
+
+
+def controller_peers(addresses: Sequence[str], port: int = CONTROLLER_PORT) -> str:
+    """``controllerDLegerPeers`` for replicas at ``addresses``: ``n0-addr:port;n1-...``."""
+    return ";".join(f"n{i}-{address}:{port}" for i, address in enumerate(addresses))
+
+
+class _HostedJava:
+    """A JVM of Apache's started in the background (:meth:`launch`), then awaited
+    (:meth:`wait_ready`, blocking: run it in a thread from asyncio)."""
+
+    process: JavaProcess | None
+    ready_line: str = "boot success"
+
+    def launch(self) -> None:
+        raise NotImplementedError
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        assert self.process is not None, "launch() first"
+        self.process.wait_for(self.ready_line, timeout=timeout)
+
+    def start(self, timeout: float = 180.0) -> Any:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+    def kill(self) -> None:
+        """kill -9 of the JVM alone (a host's kill takes every process of the host)."""
+        if self.process is not None:
+            if self.process.proc.poll() is None:
+                self.process.proc.kill()
+                self.process.proc.wait()
+            self.process.stop()
+
+
+@dataclass
+class ApacheController(_HostedJava):
+    """One replica of Apache 5.3.3's controller group (DLedger), replica ``index`` of ``peers``
+    (every replica's address, in the same order everywhere; ids ``n0``, ``n1``...).
+
+    ``embedded``: inside Apache's name server (NamesrvStartup with ``enableControllerInNamesrv``,
+    serving routes on ``namesrv_port``), else standalone (ControllerStartup). Its data (DLedger
+    log) stays in ``root/controller`` across restarts. ``overrides`` are ControllerConfig (or,
+    embedded, NamesrvConfig) keys over :data:`APACHE_CONTROLLER`."""
+
+    toolchain: Toolchain
+    root: Path
+    peers: Sequence[str]
+    index: int = 0
+    embedded: bool = True
+    port: int = CONTROLLER_PORT
+    namesrv_port: int = APACHE_NAMESRV_PORT
+    prefix: Sequence[str] = ()
+    group: str = "group1"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    process: JavaProcess | None = None
+
+    @property
+    def address(self) -> str:
+        return self.peers[self.index]
+
+    @property
+    def addr(self) -> str:
+        """Where brokers and admin tools reach this controller replica."""
+        return f"{self.address}:{self.port}"
+
+    @property
+    def namesrv_addr(self) -> str:
+        assert self.embedded, "a standalone controller serves no routes"
+        return f"{self.address}:{self.namesrv_port}"
+
+    @property
+    def controller_addrs(self) -> str:
+        """Every replica's address, as brokers' ``controllerAddr`` takes them."""
+        return ";".join(f"{address}:{self.port}" for address in self.peers)
+
+    def settings(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "controllerDLegerGroup": self.group,
+            "controllerDLegerPeers": controller_peers(self.peers, self.port),
+            "controllerDLegerSelfId": f"n{self.index}",
+            "controllerStorePath": self.root / "controller",
+            **APACHE_CONTROLLER,
+        }
+        if self.embedded:
+            settings = {
+                "listenPort": self.namesrv_port,
+                "enableControllerInNamesrv": True,
+                **settings,
+            }
+        return {**settings, **self.overrides}
+
+    def launch(self) -> None:
+        home = rocketmq_home(self.root)
+        kind = "namesrv" if self.embedded else "controller"
+        # ControllerStartup loads conf/rmq_controller.logback.xml: rocketmq_home makes none.
+        (home / "conf" / "rmq_controller.logback.xml").write_text(
+            LOGBACK5.format(log=home / "controller.log")
+        )
+        conf = _properties(self.root / f"{kind}.conf", self.settings())
+        main = (
+            "org.apache.rocketmq.namesrv.NamesrvStartup"
+            if self.embedded
+            else "org.apache.rocketmq.controller.ControllerStartup"
+        )
+        command = [*self.prefix, *_server_jvm(self.toolchain, home, kind), main, "-c", str(conf)]
+        # Embedded, NamesrvStartup boots the name server first, then the controller.
+        self.ready_line = (
+            "ControllerManager boot success" if self.embedded else "Controller Server boot success"
+        )
+        self.process = JavaProcess(command, home, f"apache controller n{self.index} ({kind})")
+
+
+@dataclass
+class ApacheControllerBroker(_HostedJava):
+    """Apache 5.3.3's broker in controller mode, one replica of the group ``name``: it asks the
+    controllers at ``controller_addr`` (``;``-separated) for a broker id and a role, and
+    registers with ``namesrv_addr``. It binds and advertises ``address`` (brokerIP1 and
+    brokerIP2, the HA address slaves connect to); its store stays in ``root/store`` across
+    restarts (its broker id and epoch file with it). ``overrides`` over
+    :data:`APACHE_CONTROLLER_BROKER` and the suite's small-file store settings."""
+
+    toolchain: Toolchain
+    root: Path
+    address: str
+    namesrv_addr: str
+    controller_addr: str
+    name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    port: int = APACHE_BROKER_PORT
+    prefix: Sequence[str] = ()
+    overrides: dict[str, Any] = field(default_factory=dict)
+    process: JavaProcess | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"{self.address}:{self.port}"
+
+    def settings(self) -> dict[str, Any]:
+        store = self.root / "store"
+        return {
+            "brokerClusterName": self.cluster_name,
+            "brokerName": self.name,
+            "listenPort": self.port,
+            "haListenPort": self.port + 1,
+            "brokerIP1": self.address,
+            "brokerIP2": self.address,
+            "namesrvAddr": self.namesrv_addr,
+            "controllerAddr": self.controller_addr,
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 300_000 * 20,
+            "maxIndexNum": 100_000,
+            "maxHashSlotNum": 20_000,
+            "autoCreateTopicEnable": True,
+            "autoCreateSubscriptionGroup": True,
+            "diskMaxUsedSpaceRatio": 98,
+            **APACHE5_BROKER,
+            **APACHE_CONTROLLER_BROKER,
+            **self.overrides,
+        }
+
+    def launch(self) -> None:
+        home = rocketmq_home(self.root)
+        conf = _properties(self.root / "broker.conf", self.settings())
+        command = [
+            *self.prefix,
+            *_server_jvm(self.toolchain, home, "broker"),
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            str(conf),
+        ]
+        self.process = JavaProcess(command, home, f"apache broker {self.name}@{self.address}")
+
+
+@dataclass
+class ApacheHostedGroup:
+    """Apache 5.3.3 in controller mode on simulated hosts (:func:`start_apache_group`): the
+    controllers embedded in name servers, one broker group, each process on a host of its own."""
+
+    controllers: list[ApacheController]
+    brokers: dict[str, ApacheControllerBroker]  # by broker address
+    hosts: dict[str, Any]  # broker address -> tests.hosts.Host
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(c.namesrv_addr for c in self.controllers)
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [c.addr for c in self.controllers]
+
+    async def kill(self, addr: str) -> None:
+        """kill -9 of every process on the host of the broker at ``addr``."""
+        await self.hosts[addr].kill()
+
+    async def isolate(self, addr: str) -> None:
+        """The host of the broker at ``addr`` unplugged: a power loss seen from the others (no
+        connection closes; they notice by timeouts)."""
+        await self.hosts[addr].isolate()
+
+    async def restart(self, addr: str) -> None:
+        """The broker at ``addr`` started again on its host, with its store (after a kill, or
+        an isolation: its processes are killed and the host plugged in again first)."""
+        import asyncio
+
+        host = self.hosts[addr]
+        await host.kill()
+        await host.reconnect()
+        broker = self.brokers[addr]
+        broker.stop()  # reaps the killed JVM
+        await asyncio.to_thread(broker.start)
+
+    def stop(self) -> None:
+        """Reap the JVMs (killed with their hosts when the network closes)."""
+        for process in [*self.controllers, *self.brokers.values()]:
+            process.stop()
+
+
+async def start_apache_group(
+    toolchain: Toolchain,
+    net: Any,
+    *,
+    replicas: int = 3,
+    controllers: int = 1,
+    broker_name: str = "broker-a",
+    broker_overrides: dict[str, Any] | None = None,
+    controller_overrides: dict[str, Any] | None = None,
+) -> ApacheHostedGroup:
+    """``controllers`` Apache name servers with the controller embedded (hosts ``ns0``...) and
+    ``replicas`` brokers of the group ``broker_name`` in controller mode (hosts ``b0``...) on
+    ``net`` (a tests.hosts.Network), every JVM launched at once (brokers retry the controllers
+    until they are up); returns once each says it booted (the group may not have formed yet).
+    On a failure the JVMs started are reaped; the network's exit kills them anyway."""
+    import asyncio
+
+    ns_hosts = [await net.host(f"ns{i}") for i in range(controllers)]
+    peers = [h.address for h in ns_hosts]
+    group = ApacheHostedGroup(
+        [
+            ApacheController(
+                toolchain,
+                h.dir / "apache",
+                peers,
+                index=i,
+                prefix=h.prefix,
+                overrides=dict(controller_overrides or {}),
+            )
+            for i, h in enumerate(ns_hosts)
+        ],
+        {},
+        {},
+    )
+    for i in range(replicas):
+        host = await net.host(f"b{i}")
+        broker = ApacheControllerBroker(
+            toolchain,
+            host.dir / "apache",
+            host.address,
+            group.namesrv_addr,
+            group.controllers[0].controller_addrs,
+            name=broker_name,
+            prefix=host.prefix,
+            overrides=dict(broker_overrides or {}),
+        )
+        group.brokers[broker.addr] = broker
+        group.hosts[broker.addr] = host
+    processes: list[_HostedJava] = [*group.controllers, *group.brokers.values()]
+    try:
+        for process in processes:
+            process.launch()
+        await asyncio.gather(*(asyncio.to_thread(process.wait_ready) for process in processes))
+    except BaseException:
+        for process in processes:
+            process.kill()
+        raise
+    return group
+
+
+# controller mode (R) -------------------------------------------------------------------------
+# Apache 5.3.3's name server with its controller embedded (T's ApacheController, embedded) on free
+# loopback ports, for our brokers in controller mode without simulated hosts. The controller does
+# not answer on the name server's port: it serves on its DLedger peer's port
+# (controllerDLegerPeers), which is what brokers put in controllerAddr.
+
+
+def start_loopback_controller(toolchain: Toolchain, root: Path, **overrides: Any) -> ApacheController:
+    """Apache's name server + embedded single-peer controller on free ports of 127.0.0.1, once
+    its controller is leader (answers CONTROLLER_GET_METADATA_INFO with ``isLeader=true``)."""
+    controller = ApacheController(
+        toolchain, root, ["127.0.0.1"], port=free_port(), namesrv_port=free_port(), overrides=overrides
+    )
+    controller.start()
+    await_controller_leader(controller.addr)
+    return controller
+
+
+def await_controller_leader(addr: str, timeout: float = 60.0) -> None:
+    """Wait until the controller at ``addr`` answers CONTROLLER_GET_METADATA_INFO (1005) as leader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fields: dict[str, Any] = {}
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            fields = remoting_header(addr, 1005)
+        if str(fields.get("isLeader", "")).lower() == "true":
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the controller at {addr} elected no leader in {timeout}s")
+        time.sleep(0.3)
+
+
+def remoting_header(
+    addr: str, code: int, fields: dict[str, str] | None = None, timeout: float = 5.0
+) -> dict[str, Any]:
+    """One request without a body; the response's header fields (``extFields``); RuntimeError
+    when it is not SUCCESS."""
+    import socket
+    import struct
+
+    host, port = addr.rsplit(":", 1)
+    command = {
+        "code": code,
+        "flag": 0,
+        "language": "JAVA",
+        "opaque": 1,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": 475,
+    }
+    if fields:
+        command["extFields"] = fields
+    request = json.dumps(command).encode()
+    with socket.create_connection((host, int(port)), timeout) as conn:
+        conn.sendall(struct.pack(">II", 4 + len(request), len(request)) + request)
+        (length,) = struct.unpack(">I", _recv_exactly(conn, 4))
+        frame = _recv_exactly(conn, length)
+    (header_length,) = struct.unpack(">I", frame[:4])
+    header = json.loads(frame[4 : 4 + (header_length & 0xFFFFFF)])
+    if header.get("code") != 0:
+        raise RuntimeError(f"{addr} answered {header.get('code')}: {header.get('remark')}")
+    answer: dict[str, Any] = header.get("extFields") or {}
+    return answer
