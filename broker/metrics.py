@@ -15,11 +15,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TypeVar
 
 from aiorocketmq.broker.store import PUT_LATENCY_BUCKETS_MS, MessageStore
 from aiorocketmq.protocol.names import SYSTEM_GROUP_PREFIX, dlq_topic, is_dlq_topic, is_retry_topic
+from aiorocketmq.protocol.prometheus import CONTENT_TYPE, answer_http
+from aiorocketmq.protocol.prometheus import PromText as _Text
+from aiorocketmq.protocol.prometheus import escape_label as _escape
 
 from .clients import ClientRegistry
 from .config import BrokerConfig
@@ -30,11 +33,8 @@ from .topics import TopicTable
 log = logging.getLogger(__name__)
 
 RATE_WINDOW = 10.0
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+#: Re-exported from :mod:`aiorocketmq.protocol.prometheus` (the controller's metrics use it too).
+__all__ = ["CONTENT_TYPE", "RATE_WINDOW", "MetricsExporter", "_Text", "_escape"]
 
 
 class _Snapshot:
@@ -99,26 +99,7 @@ class MetricsExporter:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, _, rest = request.partition(b" ")
-            path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
-            if method != b"GET":
-                status, body, ctype = "405 Method Not Allowed", b"only GET\n", "text/plain"
-            elif path == b"/metrics":
-                status, body, ctype = "200 OK", self.render().encode(), CONTENT_TYPE
-            else:
-                status, body, ctype = "404 Not Found", b"metrics are at /metrics\n", "text/plain"
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                f"Connection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        await answer_http(reader, writer, self.render)
 
     # -- rendering --------------------------------------------------------------------------
 
@@ -296,21 +277,3 @@ class MetricsExporter:
 
 
 _K = TypeVar("_K")
-
-
-class _Text:
-    """Prometheus text exposition format, one line at a time."""
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def header(self, name: str, kind: str, help_text: str) -> None:
-        self._lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
-
-    def sample(self, name: str, labels: Mapping[str, object], value: float) -> None:
-        inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
-        number = f"{value:.6g}" if isinstance(value, float) else str(value)
-        self._lines.append(f"{name}{{{inner}}} {number}\n")
-
-    def text(self) -> str:
-        return "".join(self._lines)

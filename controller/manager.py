@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import inspect
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiorocketmq.protocol import fastjson
@@ -49,7 +52,8 @@ from aiorocketmq.protocol.transport import Connection, Handler, Server, connect
 
 from .config import ControllerSettings, Peer
 from .heartbeat import BrokerHeartbeatManager, BrokerLiveInfo
-from .raft import LEADER, ROLE_NAMES, RaftError, RaftNode
+from .metrics import FAILED, SUCCESS, TIMEOUT, ControllerMetrics, GroupState
+from .raft import FOLLOWER, LEADER, ROLE_NAMES, RaftError, RaftNode
 from .replicas import ControllerResult, ReplicasInfo
 
 log = logging.getLogger("controller")
@@ -59,6 +63,16 @@ Req = ControllerRequestCode
 WAIT_TIMEOUT = 5.0
 #: Apache's heartbeat manager starts scanning 2 s after start-up.
 FIRST_SCAN_DELAY = 2.0
+#: How the request being handled ended when its handler still answered (a Raft commit that
+#: failed or timed out is answered SYSTEM_ERROR): for ``request_total``'s status.
+_OUTCOME: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "controller_request_outcome", default=None
+)
+
+
+def _raft_status(exc: RaftError) -> str:
+    # RaftNode's timeout says "not committed within"; other failures are PySyncObj's reasons.
+    return TIMEOUT if str(exc).startswith("not committed within") else FAILED
 
 
 class ControllerManager:
@@ -70,6 +84,9 @@ class ControllerManager:
         self.self_peer: Peer = next(p for p in self.peers if p.id == self.self_id)
         self.replicas = ReplicasInfo(enable_elect_unclean_master=settings.enable_elect_unclean_master)
         self.heartbeats = BrokerHeartbeatManager()
+        #: PySyncObj's state of this replica (the ``role`` metric).
+        self.raft_role = FOLLOWER
+        self.metrics = ControllerMetrics.for_manager(self)
         self.server = Server(
             self._handlers(),
             name=name,
@@ -98,6 +115,8 @@ class ControllerManager:
         self._lock = asyncio.Lock()
         port = int(self.self_peer.address.rpartition(":")[2])
         self.port = await self.server.listen(self.settings.bind_address, port)
+        # As Apache's: the port it serves on is its listenPort (getControllerConfig shows it).
+        self.settings.listen_port = self.port
         others = [p.raft_address for p in self.peers if p.id != self.self_id]
         self.raft = await loop.run_in_executor(
             None,
@@ -112,6 +131,7 @@ class ControllerManager:
             ),
         )
         self._scanner = asyncio.ensure_future(self._scan_forever())
+        await self.metrics.start()
         log.info(
             "controller %s serves on %s:%d (Raft %s, peers %s, store %s)",
             self.self_id,
@@ -137,6 +157,7 @@ class ControllerManager:
             conn.close("controller shutting down")
         self._notify_conns.clear()
         await self.server.close()
+        await self.metrics.stop()
         if self.raft is not None:
             await self.raft.close()
 
@@ -162,6 +183,7 @@ class ControllerManager:
     def _role_changed(self, role: int) -> None:
         if self._closing:
             return
+        self.raft_role = role
         log.info("controller %s is now Raft %s", self.self_id, ROLE_NAMES.get(role, role))
         if role == LEADER:
             if self._becoming is None or self._becoming.done():
@@ -199,7 +221,7 @@ class ControllerManager:
     # -- handlers -----------------------------------------------------------------------
 
     def _handlers(self) -> dict[int, Handler]:
-        return {
+        handlers: dict[int, Handler] = {
             Req.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
             Req.CONTROLLER_ELECT_MASTER: self.elect_master,
             Req.CONTROLLER_REGISTER_BROKER: self.register_broker,
@@ -213,6 +235,43 @@ class ControllerManager:
             Req.CONTROLLER_GET_NEXT_BROKER_ID: self.get_next_broker_id,
             Req.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
         }
+        return {code: self._measured(handler) for code, handler in handlers.items()}
+
+    def _measured(self, handler: Handler) -> Handler:
+        """``handler``, counted in ``request_total`` and timed in ``request_latency`` (as
+        Apache's request processor: a handler that raises counts as failed, or timeout)."""
+        metrics = self.metrics
+
+        def measured(conn: Connection, cmd: RemotingCommand) -> Any:
+            started = time.perf_counter()
+            try:
+                result = handler(conn, cmd)
+            except Exception as exc:
+                metrics.request(cmd.code, TIMEOUT if isinstance(exc, TimeoutError) else FAILED, None)
+                raise
+            if inspect.isawaitable(result):
+                return self._measured_async(cmd.code, started, result)
+            metrics.request(cmd.code, SUCCESS, (time.perf_counter() - started) * 1e6)
+            return result
+
+        return measured
+
+    async def _measured_async(self, code: int, started: float, pending: Awaitable[Any]) -> Any:
+        token = _OUTCOME.set(None)
+        try:
+            response = await pending
+        except Exception as exc:
+            self.metrics.request(code, TIMEOUT if isinstance(exc, TimeoutError) else FAILED, None)
+            raise
+        else:
+            outcome = _OUTCOME.get()
+            if outcome is None:
+                self.metrics.request(code, SUCCESS, (time.perf_counter() - started) * 1e6)
+            else:
+                self.metrics.request(code, outcome, None)
+            return response
+        finally:
+            _OUTCOME.reset(token)
 
     def _alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
         return self.heartbeats.is_active(cluster, broker_name, broker_id)
@@ -236,10 +295,20 @@ class ControllerManager:
             with self.raft.lock:
                 result = compute(self.replicas)
             if write and result.events:
-                await self.raft.append(result.events, timeout=WAIT_TIMEOUT)
+                await self._append(self.raft.append(result.events, timeout=WAIT_TIMEOUT))
             elif self.settings.process_read_event:
-                await self.raft.barrier("read", timeout=WAIT_TIMEOUT)
+                await self._append(self.raft.barrier("read", timeout=WAIT_TIMEOUT))
             return result
+
+    async def _append(self, append: Awaitable[None]) -> None:
+        """One append to the replicated log, counted in ``dledger_op_total`` (and timed)."""
+        started = time.perf_counter()
+        try:
+            await append
+        except RaftError as exc:
+            self.metrics.raft_op("append", _raft_status(exc), None)
+            raise
+        self.metrics.raft_op("append", SUCCESS, (time.perf_counter() - started) * 1e6)
 
     async def _answer(
         self, cmd: RemotingCommand, compute: Callable[[ReplicasInfo], ControllerResult], write: bool
@@ -248,6 +317,7 @@ class ControllerManager:
             result = await self.run(compute, write)
         except RaftError as exc:
             log.error("controller %s: request %d not committed: %s", self.self_id, cmd.code, exc)
+            _OUTCOME.set(_raft_status(exc))
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR, f"the controller could not commit the request: {exc}"
             )
@@ -265,6 +335,8 @@ class ControllerManager:
         response = await self._answer(
             cmd, lambda r: r.elect_master(header, self._alive, self._live_info), True
         )
+        if _OUTCOME.get() is None:  # decided (and committed): an election, whatever its outcome
+            self._count_election(header.cluster_name, header.broker_name, response.code)
         if response.code == ResponseCode.SUCCESS and self.settings.notify_broker_role_changed:
             self.notify_broker_role_changed(response)
         return response
@@ -357,15 +429,24 @@ class ControllerManager:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "the config body is not UTF-8 text")
         if set(updates) & self.settings.black_list():
             return cmd.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        fields = {info.alias or name: name for name, info in type(self.settings).model_fields.items()}
-        for key, value in updates.items():
-            if key in fields:
-                try:
-                    setattr(self.settings, fields[key], value)
-                except ValueError as exc:
-                    return cmd.response(
-                        ResponseCode.SYSTEM_ERROR, f"{key}={value}: {str(exc).splitlines()[-1].strip()}"
-                    )
+        fields: dict[str, str] = {}
+        for name, info in type(self.settings).model_fields.items():
+            fields[info.alias or name] = name
+            for choice in getattr(info.validation_alias, "choices", ()):
+                if isinstance(choice, str):
+                    fields[choice] = name
+        # Every value checked before any is applied: a bad one leaves the settings as they were.
+        trial = self.settings.model_copy()
+        known = [(key, fields[key], value) for key, value in updates.items() if key in fields]
+        for key, name, value in known:
+            try:
+                setattr(trial, name, value)
+            except ValueError as exc:
+                return cmd.response(
+                    ResponseCode.SYSTEM_ERROR, f"{key}={value}: {str(exc).splitlines()[-1].strip()}"
+                )
+        for _, name, _ in known:
+            setattr(self.settings, name, getattr(trial, name))
         if "enableElectUncleanMaster" in updates:
             with contextlib.ExitStack() as stack:
                 if self.raft is not None:
@@ -373,6 +454,34 @@ class ControllerManager:
                 self.replicas.enable_elect_unclean_master = self.settings.enable_elect_unclean_master
         log.info("controller config updated by %s: %s", conn.address, updates)
         return cmd.response()
+
+    def _count_election(self, cluster: str | None, broker_name: str | None, code: int) -> None:
+        if not cluster and broker_name:
+            with self.raft.lock if self.raft is not None else contextlib.nullcontext():
+                known = self.replicas.replica_info_table.get(broker_name)
+            cluster = known.cluster_name if known is not None else None
+        self.metrics.election(cluster, broker_name, code)
+
+    def group_states(self) -> list[GroupState]:
+        """Every broker group's master and SyncStateSet as this replica holds them."""
+        with self.raft.lock if self.raft is not None else contextlib.nullcontext():
+            groups = []
+            for name, replicas in sorted(self.replicas.replica_info_table.items()):
+                info = self.replicas.sync_state_set_info_table.get(name)
+                master = info.master_broker_id if info is not None else None
+                groups.append(
+                    GroupState(
+                        cluster=replicas.cluster_name,
+                        broker_set=name,
+                        brokers=len(replicas.broker_id_info),
+                        master_broker_id=master,
+                        master_alive=master is not None and self._alive(replicas.cluster_name, name, master),
+                        master_epoch=info.master_epoch if info is not None else 0,
+                        sync_state_set_epoch=info.sync_state_set_epoch if info is not None else 0,
+                        sync_state_set_size=len(info.sync_state_set) if info is not None else 0,
+                    )
+                )
+            return groups
 
     # -- liveness and elections ---------------------------------------------------------
 
@@ -449,6 +558,7 @@ class ControllerManager:
                     exc,
                 )
                 continue
+            self._count_election(None, broker_name, result.code)
             if result.code == ResponseCode.SUCCESS:
                 header = result.header
                 assert isinstance(header, ElectMasterResponseHeader)
@@ -507,9 +617,24 @@ class ControllerManager:
         payload = SyncStateSet(
             sync_state_set=set(body.sync_state_set), sync_state_set_epoch=header.sync_state_set_epoch or 0
         ).encode()
-        for broker_id, address in sorted(group.broker_addrs.items()):
-            if self.heartbeats.is_active(group.cluster or "", group.broker_name or "", broker_id):
-                self._spawn(self._notify(address, notify, payload))
+        # The new master first, the others once it is told: it re-registers with the name servers
+        # as master before they re-register as its slaves, and a slave learns its master's HA
+        # address from the answer to that registration (else only at its next one, up to 30 s on).
+        master = header.master_broker_id
+        targets = [
+            address
+            for broker_id, address in sorted(
+                group.broker_addrs.items(), key=lambda item: (item[0] != master, item[0])
+            )
+            if self.heartbeats.is_active(group.cluster or "", group.broker_name or "", broker_id)
+        ]
+        self._spawn(self._notify_in_order(targets, notify, payload))
+
+    async def _notify_in_order(
+        self, addresses: list[str], header: NotifyBrokerRoleChangedRequestHeader, body: bytes
+    ) -> None:
+        for address in addresses:
+            await self._notify(address, header, body)
 
     async def _notify(self, address: str, header: NotifyBrokerRoleChangedRequestHeader, body: bytes) -> None:
         log.info("notifying broker %s of its group's master: %s", address, header)

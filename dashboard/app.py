@@ -1,6 +1,7 @@
 """The web application: Starlette routes rendering Jinja2 templates on the server (cluster and
 broker settings, topics, consumer groups and their clients, producers, messages, message traces,
-dead letters, ACL accounts, the TPS history by day and the consumer-group monitors), one JSON
+dead letters, ACL accounts, the TPS history by day, the consumer-group monitors, and with
+``--controller`` the controllers of a controller-mode cluster), one JSON
 endpoint for the live charts, the optional login, and the rule that no cluster failure ever
 breaks a page: every handler turns an error into a message shown on the page it renders.
 
@@ -39,6 +40,7 @@ from aiorocketmq.protocol.auth import USER_SUBJECT_PREFIX, UserInfo, user_subjec
 from aiorocketmq.protocol.codes import PERM_READ_WRITE, MQVersion, Perm
 from aiorocketmq.protocol.errors import MQError
 
+from . import controllers as controller_view
 from . import render
 from .cluster_access import (
     GROUP_SETTINGS,
@@ -90,6 +92,9 @@ class Settings:
     collect_interval: float = 60.0
     #: Days of history kept (today's included).
     history_days: int = 7
+    #: The controllers of a controller-mode cluster (``host:port;host:port``): the
+    #: ``/controller`` page, with each group's master and SyncStateSet.
+    controllers: str | None = None
 
 
 def perm_text(perm: int) -> str:
@@ -155,6 +160,7 @@ def page(request: Request, template: str, status: int = 200, **context: Any) -> 
         template,
         {
             "namesrv": settings.namesrv,
+            "controllers": settings.controllers,
             "refresh": settings.refresh,
             "user": user_of(request),
             "login_enabled": settings.sessions is not None,
@@ -313,6 +319,57 @@ async def broker_config_update(request: Request) -> Response:
             back, error=f"{key} not changed: the broker kept {after} (it does not change it while running)"
         )
     return redirect(back, ok=f"{key} set to {after} on {addr} (in memory: a restart reads broker.conf again)")
+
+
+# -- controllers (controller mode) ---------------------------------------------------------------
+
+
+def controller_addrs(request: Request) -> list[str]:
+    settings: Settings = request.app.state.settings
+    return controller_view.split_addresses(settings.controllers)
+
+
+async def controller_page(request: Request) -> Response:
+    configured = controller_addrs(request)
+    wanted = [n for n in request.query_params.get("broker", "").replace(",", " ").split() if n]
+    view = None
+    error = None
+    if configured:
+        view, error = await attempt(controller_view.overview(ops(request), configured, wanted))
+    return page(
+        request,
+        "controller.html",
+        configured=configured,
+        view=view,
+        wanted=" ".join(wanted),
+        open_end=controller_view.OPEN_END,
+        error=error or (view.error if view is not None else None),
+    )
+
+
+async def controller_elect(request: Request) -> Response:
+    fields = await form(request)
+    broker_name = fields.get("broker_name", "").strip()
+    cluster = fields.get("cluster", "").strip()
+    # Back to the page as it was, this group shown even when the name servers do not know it.
+    shown = dict.fromkeys([*fields.get("wanted", "").split(), *([broker_name] if broker_name else [])])
+    back = "/controller" + ("?" + urllib.parse.urlencode({"broker": " ".join(shown)}) if shown else "")
+    try:
+        if not broker_name:
+            raise ValueError("name the broker group")
+        broker_id = int_field(fields, "broker_id", 0, low=0, high=2**31 - 1)
+        if broker_id < 1:
+            raise ValueError("choose the broker to elect")
+        header = await controller_view.elect(
+            ops(request), controller_addrs(request), cluster, broker_name, broker_id
+        )
+    except EXPECTED as exc:
+        return redirect(back, error=f"{broker_name}: no master elected: {describe(exc)}")
+    return redirect(
+        back,
+        ok=f"{broker_name}: broker {header.master_broker_id} at {header.master_address} is master, "
+        f"master epoch {header.master_epoch}",
+    )
 
 
 # -- topics -------------------------------------------------------------------------------------
@@ -1283,6 +1340,8 @@ def create_app(settings: Settings) -> Starlette:
         ("/", cluster_page, ["GET"]),
         ("/broker", broker_page, ["GET"]),
         ("/broker/config", broker_config_update, ["POST"]),
+        ("/controller", controller_page, ["GET"]),
+        ("/controller/elect", controller_elect, ["POST"]),
         ("/topics", topics_page, ["GET"]),
         ("/topics/create", topic_create, ["POST"]),
         ("/topic/update", topic_update, ["POST"]),

@@ -61,6 +61,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=os.environ.get("NAMESRV_ADDR"),
         help="name server address(es), 'host:9876;host2:9876' (default: $NAMESRV_ADDR)",
     )
+    parser.add_argument(
+        "--controller",
+        default=os.environ.get("CONTROLLER_ADDR"),
+        help="controller address(es) of a controller-mode cluster, 'host:9878;host2:9878': the "
+        "Controller page (default: $CONTROLLER_ADDR)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (8080; 0: any free port)")
     parser.add_argument(
@@ -188,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir=args.data_dir.expanduser(),
         collect_interval=args.collect_interval,
         history_days=args.history_days,
+        controllers=args.controller or None,
     )
     if sessions is None and not is_loopback(args.host):
         log.warning(
