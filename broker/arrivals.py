@@ -1,11 +1,14 @@
 """The consumers waiting for a message to arrive, in one registry.
 
-Every front parks a consumer that found nothing: the remoting pull's long polling
-(:mod:`.long_polling`, held pulls answered by callback from the compiled send/pull path), and,
-here, every consumer that waits as a coroutine: POP receives (remoting POP_MESSAGE and the 5.x
-ReceiveMessage, both through :class:`~.pop.PopService`) by topic, and the 5.x PullMessage by
-queue. The store calls :meth:`Arrivals.on_arrival` once for each message it dispatches; the
-waiters of its queue and of its whole topic wake and look again.
+Every front parks a consumer that found nothing here, and the store has one listener for all of
+them (:meth:`Arrivals.on_arrival`, called once for each message it dispatches):
+
+- the remoting pull's long polling: held pulls, answered by callback from the compiled
+  send/pull path (:class:`~.long_polling.LongPolling`, which this registry owns and wakes first,
+  by queue, honouring each pull's tag filter);
+- every consumer that waits as a coroutine: POP receives (remoting POP_MESSAGE and the 5.x
+  ReceiveMessage, both through :class:`~.pop.PopService`) by topic, and the 5.x PullMessage by
+  queue; the waiters of the message's queue and of its whole topic wake and look again.
 
 A POP consumer of a topic also reads its group's POP retry topic, so an arrival there wakes the
 topic's waiters too (:meth:`Arrivals.alias`).
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 
+from .long_polling import LongPolling
+
 #: The queue id a waiter for a whole topic waits on.
 ANY_QUEUE = -1
 
@@ -22,7 +27,9 @@ ANY_QUEUE = -1
 class Arrivals:
     """Waiters by (topic, queue id), woken on arrival (module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pulls: LongPolling | None = None) -> None:
+        #: Held remoting pulls (none in a registry built for one front's tests).
+        self.pulls = pulls
         self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         #: A topic whose arrivals also wake another's waiters (a POP retry topic -> its topic).
         self._aliases: dict[str, str] = {}
@@ -60,8 +67,10 @@ class Arrivals:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def on_arrival(self, topic: str, queue_id: int, _max_offset: int = 0, _tags_code: int = 0) -> None:
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int = 0, tags_code: int = 0) -> None:
         """The store's arrival listener: wake whoever waits for this queue or this topic."""
+        if self.pulls is not None:
+            self.pulls.on_arrival(topic, queue_id, max_offset, tags_code)
         if not self._waiters:
             return
         self.wake(topic, queue_id)

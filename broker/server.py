@@ -255,9 +255,9 @@ class Broker:
         #: Whether delayed delivery, timers, transaction checks and POP revive run (a master's).
         self._special_services = False
         self._role_lock = asyncio.Lock()
-        #: Every consumer waiting for a message as a coroutine (POP, the 5.x pulls); held remoting
-        #: pulls wait in long_polling.
-        self.arrivals = Arrivals()
+        #: Every consumer waiting for a message: held remoting pulls (long_polling), POP and the
+        #: 5.x receives and pulls; the store's one listener for all of them.
+        self.arrivals = Arrivals(self.long_polling)
         self.pop = PopService(
             config,
             store=store,
@@ -405,14 +405,13 @@ class Broker:
         await self.store.start()
         self._store_started = True
         self.server.between_requests = self.store.flush_settler()
-        self.store.add_arrival_listener(self.long_polling.on_arrival)
+        self.store.add_arrival_listener(self.arrivals.on_arrival)
         self.store.add_arrival_listener(self.delay.on_arrival, SCHEDULE_TOPIC)
         self.delay.load()
         self.store.add_arrival_listener(self.timers.on_arrival, TIMER_TOPIC)
         self.timers.load()
         await self.transactions.load()
         self.pop.recover()
-        self.store.add_arrival_listener(self.arrivals.on_arrival)
         port = await self.server.listen(host, self.config.listen_port)
         vip_port = self.config.listen_port - 2
         if vip_port > 0:

@@ -48,3 +48,25 @@ async def test_a_timeout_answers_false_and_stopping_wakes_everyone() -> None:
     arrivals.cancel_all()
     assert [await task for task in waiting] == [True, True, True]
     assert arrivals.waiting == 0
+
+
+async def test_one_arrival_wakes_held_pulls_and_coroutine_waiters_alike() -> None:
+    """The registry owns the remoting pulls' long polling: the store's one listener answers a
+    held pull (with its tag filter and offset) and wakes a POP waiter on the same arrival."""
+    from aiorocketmq.broker.long_polling import LongPolling
+
+    from .support import RecordedConnection
+    from .test_long_polling import Queues, Repull, request
+
+    pulls, repull, conn = LongPolling(Queues()), Repull(), RecordedConnection()
+    arrivals = Arrivals(pulls)
+    cmd = request()
+    pulls.hold(conn, cmd, "T", 0, 5, frozenset({11}), 30_000, repull)  # type: ignore[arg-type]
+    pop = await started(arrivals, "T", ANY_QUEUE)
+    arrivals.on_arrival("T", 0, 6, 99)  # another tag: the pull keeps waiting, the POP wakes
+    assert await pop is True
+    assert repull.calls == [] and pulls.held_count == 1
+    arrivals.on_arrival("T", 0, 6, 11)
+    assert repull.calls == [cmd] and pulls.held_count == 0
+    (response,) = conn.responses
+    assert response.opaque == cmd.opaque
