@@ -16,21 +16,45 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from aiorocketmq.protocol.command import RemotingCommand
 from aiorocketmq.protocol.controller import (
     BrokerReplicasInfo,
     CleanControllerBrokerDataRequestHeader,
     ControllerRequestCode,
+    ControllerResponseCode,
     ElectMasterRequestHeader,
     ElectMasterResponseBody,
     ElectMasterResponseHeader,
     EpochEntryCache,
     GetMetaDataResponseHeader,
 )
-from aiorocketmq.protocol.errors import MQError
+from aiorocketmq.protocol.errors import BrokerError, MQError
 from aiorocketmq.protocol.settings import read_properties
 
 from .admin import Admin
+
+
+class ControllerError(BrokerError):
+    """A controller's refusal, named by its controller code (``CONTROLLER_NOT_LEADER(2007)``)."""
+
+    def __str__(self) -> str:
+        try:
+            name = ControllerResponseCode(self.code).name
+        except ValueError:
+            return super().__str__()
+        return f"{name}({self.code}): {self.remark}" if self.remark else f"{name}({self.code})"
+
+
+async def _call(admin: Admin, addr: str, code: int, header: Any = None, body: bytes = b"") -> RemotingCommand:
+    """``admin.instance.call``, a controller's refusal raised as :class:`ControllerError`."""
+    try:
+        return await admin.instance.call(addr, code, header, body)
+    except BrokerError as exc:
+        if exc.code in ControllerResponseCode._value2member_map_:
+            raise ControllerError(exc.remark, code=exc.code) from exc
+        raise
 
 
 def _properties(updates: Mapping[str, str]) -> bytes:
@@ -39,7 +63,7 @@ def _properties(updates: Mapping[str, str]) -> bytes:
 
 async def controller_metadata(admin: Admin, controller_addr: str) -> GetMetaDataResponseHeader:
     """Who leads the controllers, as ``controller_addr`` sees it (CONTROLLER_GET_METADATA_INFO)."""
-    response = await admin.instance.call(controller_addr, ControllerRequestCode.CONTROLLER_GET_METADATA_INFO)
+    response = await _call(admin, controller_addr, ControllerRequestCode.CONTROLLER_GET_METADATA_INFO)
     return GetMetaDataResponseHeader.from_fields(response.ext_fields)
 
 
@@ -58,9 +82,7 @@ async def sync_state_data(
     (CONTROLLER_GET_SYNC_STATE_DATA to the leader)."""
     leader = await controller_leader(admin, controller_addr)
     body = json.dumps(list(broker_names)).encode()
-    response = await admin.instance.call(
-        leader, ControllerRequestCode.CONTROLLER_GET_SYNC_STATE_DATA, None, body
-    )
+    response = await _call(admin, leader, ControllerRequestCode.CONTROLLER_GET_SYNC_STATE_DATA, None, body)
     return BrokerReplicasInfo.decode(response.body or b"{}")
 
 
@@ -72,7 +94,7 @@ async def elect_master(
     header = ElectMasterRequestHeader(
         cluster_name=cluster, broker_name=broker_name, broker_id=broker_id, designate_elect=True
     )
-    response = await admin.instance.call(leader, ControllerRequestCode.CONTROLLER_ELECT_MASTER, header)
+    response = await _call(admin, leader, ControllerRequestCode.CONTROLLER_ELECT_MASTER, header)
     body = ElectMasterResponseBody.decode(response.body) if response.body else ElectMasterResponseBody()
     return ElectMasterResponseHeader.from_fields(response.ext_fields), body
 
@@ -95,14 +117,14 @@ async def clean_broker_metadata(
         broker_controller_ids_to_clean=broker_ids,
         is_clean_living_broker=clean_living_broker,
     )
-    await admin.instance.call(leader, ControllerRequestCode.CLEAN_BROKER_DATA, header)
+    await _call(admin, leader, ControllerRequestCode.CLEAN_BROKER_DATA, header)
 
 
 async def controller_config(admin: Admin, controller_addrs: Sequence[str]) -> dict[str, dict[str, str]]:
     """Each controller's settings (GET_CONTROLLER_CONFIG), by address."""
     configs = {}
     for addr in controller_addrs:
-        response = await admin.instance.call(addr, ControllerRequestCode.GET_CONTROLLER_CONFIG)
+        response = await _call(admin, addr, ControllerRequestCode.GET_CONTROLLER_CONFIG)
         configs[addr] = read_properties((response.body or b"").decode())
     return configs
 
@@ -112,12 +134,10 @@ async def update_controller_config(
 ) -> None:
     """Change each controller's settings in memory (UPDATE_CONTROLLER_CONFIG)."""
     for addr in controller_addrs:
-        await admin.instance.call(
-            addr, ControllerRequestCode.UPDATE_CONTROLLER_CONFIG, None, _properties(updates)
-        )
+        await _call(admin, addr, ControllerRequestCode.UPDATE_CONTROLLER_CONFIG, None, _properties(updates))
 
 
 async def broker_epochs(admin: Admin, broker_addr: str) -> EpochEntryCache:
     """A controller-mode broker's epochs and log end (GET_BROKER_EPOCH_CACHE)."""
-    response = await admin.instance.call(broker_addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE)
+    response = await _call(admin, broker_addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE)
     return EpochEntryCache.decode(response.body or b"{}")

@@ -22,6 +22,7 @@ controller serves on its own peer address.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,15 @@ def _split_address(address: str, what: str) -> tuple[str, int]:
 
 
 class ControllerSettings(TlsSettings, ServerLimitSettings):
-    rocketmq_home: str = Field("", alias="rocketmqHome")
-    config_store_path: str = Field("~/controller/controller.properties", alias="configStorePath")
+    #: As Apache: ``$ROCKETMQ_HOME`` unless set.
+    rocketmq_home: str = Field(
+        default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""), alias="rocketmqHome"
+    )
+    #: As Apache: under the user's home, spelt out (getControllerConfig shows it).
+    config_store_path: str = Field(
+        default_factory=lambda: str(Path.home() / "controller" / "controller.properties"),
+        alias="configStorePath",
+    )
     controller_type: str = Field(DLEDGER_CONTROLLER, alias="controllerType")
     #: Milliseconds between scans for brokers whose heartbeats stopped.
     scan_not_active_broker_interval: int = Field(5_000, alias="scanNotActiveBrokerInterval", gt=0)
@@ -67,9 +75,11 @@ class ControllerSettings(TlsSettings, ServerLimitSettings):
     elect_master_max_retry_count: int = Field(3, alias="electMasterMaxRetryCount", ge=1)
     #: Whether a broker outside the SyncStateSet may be elected (it may lack messages).
     enable_elect_unclean_master: bool = Field(False, alias="enableElectUncleanMaster")
+    #: Apache's field is ``isProcessReadEvent`` (so getControllerConfig lists that name), its
+    #: setter ``setProcessReadEvent`` (so its files and updates say ``processReadEvent``): both read.
     process_read_event: bool = Field(
         False,
-        alias="processReadEvent",
+        alias="isProcessReadEvent",
         validation_alias=AliasChoices("processReadEvent", "isProcessReadEvent"),
     )
     #: Whether the brokers of a group are told (NOTIFY_BROKER_ROLE_CHANGED) of a new master.

@@ -617,24 +617,9 @@ class ControllerManager:
         payload = SyncStateSet(
             sync_state_set=set(body.sync_state_set), sync_state_set_epoch=header.sync_state_set_epoch or 0
         ).encode()
-        # The new master first, the others once it is told: it re-registers with the name servers
-        # as master before they re-register as its slaves, and a slave learns its master's HA
-        # address from the answer to that registration (else only at its next one, up to 30 s on).
-        master = header.master_broker_id
-        targets = [
-            address
-            for broker_id, address in sorted(
-                group.broker_addrs.items(), key=lambda item: (item[0] != master, item[0])
-            )
-            if self.heartbeats.is_active(group.cluster or "", group.broker_name or "", broker_id)
-        ]
-        self._spawn(self._notify_in_order(targets, notify, payload))
-
-    async def _notify_in_order(
-        self, addresses: list[str], header: NotifyBrokerRoleChangedRequestHeader, body: bytes
-    ) -> None:
-        for address in addresses:
-            await self._notify(address, header, body)
+        for broker_id, address in sorted(group.broker_addrs.items()):
+            if self.heartbeats.is_active(group.cluster or "", group.broker_name or "", broker_id):
+                self._spawn(self._notify(address, notify, payload))
 
     async def _notify(self, address: str, header: NotifyBrokerRoleChangedRequestHeader, body: bytes) -> None:
         log.info("notifying broker %s of its group's master: %s", address, header)

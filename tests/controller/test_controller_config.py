@@ -143,6 +143,37 @@ async def test_requests_every_replica_answers(replica: tuple[ControllerManager, 
     assert meta.ext_fields["isLeader"] == "true" and meta.ext_fields["controllerLeaderId"] == "n0"
 
 
+async def test_config_as_apache_lists_it(replica: tuple[ControllerManager, Connection]) -> None:
+    """GET_CONTROLLER_CONFIG names and values as Apache's: ``isProcessReadEvent`` (its field; its
+    setter's ``processReadEvent`` is read too), the port it serves on as ``listenPort``, the
+    store path spelt out. An update with one bad value changes nothing."""
+    controller, conn = replica
+
+    async def ask(code: int, body: bytes = b"") -> RemotingCommand:
+        return await conn.request(RemotingCommand.request(code, {}, body))
+
+    async def config() -> dict[str, str]:
+        return read_properties((await ask(Req.GET_CONTROLLER_CONFIG)).body.decode())
+
+    before = await config()
+    assert before["isProcessReadEvent"] == "false" and "processReadEvent" not in before
+    assert before["listenPort"] == str(controller.port)
+    assert before["configStorePath"] == str(Path.home() / "controller" / "controller.properties")
+    assert (await ask(Req.UPDATE_CONTROLLER_CONFIG, b"processReadEvent=true\n")).code == ResponseCode.SUCCESS
+    assert controller.settings.process_read_event
+    assert (
+        await ask(Req.UPDATE_CONTROLLER_CONFIG, b"isProcessReadEvent=false\n")
+    ).code == ResponseCode.SUCCESS
+    assert not controller.settings.process_read_event
+    refused = await ask(
+        Req.UPDATE_CONTROLLER_CONFIG, b"electMasterMaxRetryCount=7\nscanNotActiveBrokerInterval=soon\n"
+    )
+    assert refused.code == ResponseCode.SYSTEM_ERROR and "scanNotActiveBrokerInterval=soon" in (
+        refused.remark or ""
+    )
+    assert await config() == before
+
+
 async def test_raft_snapshot_restores_the_state(tmp_path: Path) -> None:
     """PySyncObj's log compaction writes our state to ``raft.dump``; a replica restarted from
     it (and the journal's tail) has the same replicas info."""

@@ -70,7 +70,8 @@ NOT_RUN = {
             "electMaster",
             "cleanBrokerMetadata",
         ],
-        "controller mode (a controller, or a broker with enableControllerMode)",
+        "controller mode: run by test_mqadmin53_controller.py against Apache's controller and ours, "
+        "with Apache's brokers in controller mode",
     ),
     **dict.fromkeys(
         [

@@ -171,9 +171,9 @@ async def elect_master_cmd(ctx: Context, args: argparse.Namespace) -> Result:
         f"#MasterEpoch\t{header.master_epoch}",
         f"#SyncStateSetEpoch\t{header.sync_state_set_epoch}",
     ]
-    group = body.broker_member_group
-    if group is not None:
-        lines += [f"\t#Broker\t{broker_id}\t{addr}" for broker_id, addr in sorted(group.broker_addrs.items())]
+    # Apache 5.3.3's tool reads the response body as a BrokerMemberGroup, which it is not (an
+    # ElectMasterResponseBody holding one): its "#Broker id addr" lines never print. Ours prints
+    # what it prints; the group is in the result's data (--json).
     return Result({**header.to_fields(), **body.to_wire()}, lines)
 
 
@@ -199,13 +199,8 @@ async def elect_master_cmd(ctx: Context, args: argparse.Namespace) -> Result:
     namesrv_needed=False,
 )
 async def clean_broker_metadata_cmd(ctx: Context, args: argparse.Namespace) -> Result:
-    if args.broker_ids:
-        try:
-            [int(part) for part in args.broker_ids.split(";")]
-        except ValueError:
-            raise ValueError(
-                "please set the option <brokerControllerIdsToClean> as ids joined by ';', e.g. 1;2;3"
-            ) from None
+    # Ids that are not numbers are the controller's to refuse (CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+    # naming the bad one), as with Apache's tool, whose own check never runs.
     if not args.clean_living and not args.cluster:
         raise ValueError("cleanLivingBroker option is false, clusterName option can not be empty.")
     await clean_broker_metadata(
