@@ -177,9 +177,12 @@ class _RoleSwitch:
 
     async def become_master(self, master_epoch: int) -> None:
         await self._broker.ha.become_master(master_epoch)
+        # The name servers prefer the registration with the newest epoch for a broker id.
+        self._broker.topics.next_version(master_epoch)
 
     async def become_slave(self, master_addr: str, master_epoch: int, master_broker_id: int) -> None:
         await self._broker.ha.become_slave(master_addr, master_epoch, master_broker_id)
+        self._broker.topics.next_version(master_epoch)
 
     async def role_changed(self) -> None:
         await self._broker.role_changed()
@@ -563,6 +566,10 @@ class Broker:
             if self._stopped:
                 return
             await self._set_special_services(not self.ha.is_slave)
+            if self.grpc is not None:
+                # 5.x clients' routes name this broker under the id it has now (0: master),
+                # not the one it started with (-1 in controller mode).
+                self.grpc.service.routes.broker_id = self.config.broker_id
             log.info(
                 "broker %s is now %s (brokerId %d)",
                 self.config.broker_name,

@@ -180,9 +180,19 @@ class TopicTable:
         return names
 
     def _changed(self) -> None:
-        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+        self.next_version()
         if self.on_change is not None:
             self.on_change()
+
+    def next_version(self, state_version: int | None = None) -> None:
+        """A new data version (the name servers re-read the topics); ``state_version``, a
+        controller-mode broker's new master epoch, is kept in every later version."""
+        previous = self.data_version
+        self.data_version = DataVersion(
+            timestamp=_now_ms(),
+            counter=previous.counter + 1,
+            state_version=previous.state_version if state_version is None else state_version,
+        )
 
 
 def _now_ms() -> int:

@@ -265,6 +265,8 @@ class ClientInstance:
         self._rebalance_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
+        #: Topics whose route refresh_route_soon is fetching.
+        self._refreshing_routes: set[str] = set()
         self._users = 0
         self.running = False
         self._ssl = options.ssl_context()
@@ -525,6 +527,23 @@ class ClientInstance:
             route = await self.fetch_route(topic)
             self.adopt_route(topic, route)
             return route
+
+    def refresh_route_soon(self, topic: str) -> None:
+        """Fetch ``topic``'s route in the background, once at a time: a broker of it stopped
+        answering, and its master may have moved (a controller-mode failover) before the
+        periodic refresh would notice."""
+        if topic in self._refreshing_routes:
+            return
+        self._refreshing_routes.add(topic)
+        self.spawn(self._refresh_route(topic))
+
+    async def _refresh_route(self, topic: str) -> None:
+        try:
+            await self.update_route(topic)
+        except MQError as exc:
+            log.debug("route refresh of %s after a failed request: %s", topic, exc)
+        finally:
+            self._refreshing_routes.discard(topic)
 
     def adopt_route(self, topic: str, route: TopicRouteData) -> None:
         old = self.routes.get(topic)

@@ -195,7 +195,6 @@ class Producer(ClientLifecycle):
         #: topic -> the V2 header map each single (batch) send to it starts from.
         self._single_headers: dict[str, dict[str, Any]] = {}
         self._batch_headers: dict[str, dict[str, Any]] = {}
-        self._refreshing: set[str] = set()
         self._registered = True
         self._state = ServiceState.CREATED
         #: ``enable_trace``: message traces (``Pub``, ``EndTransaction``) go to ``trace_topic``.
@@ -728,7 +727,8 @@ class Producer(ClientLifecycle):
             aimed.append(mq.broker_name)
             failed.add(mq.broker_name)
             if info is not None:
-                self._refresh_route_soon(topic)
+                # After a failure the broker set may have changed (a master moved).
+                self._instance.refresh_route_soon(topic)
             unreachable = isinstance(error, (ConnectionClosedError, NoRouteError))
             if len(errors) >= attempts and not (ride_out and unreachable):
                 break
@@ -739,22 +739,6 @@ class Producer(ClientLifecycle):
             f"send to {topic!r} failed after {tries} attempt(s) in {cost:.3f}s: {causes}", errors, aimed
         )
         raise failure from (errors[-1] if errors else None)
-
-    def _refresh_route_soon(self, topic: str) -> None:
-        """Ask the name servers for ``topic``'s route in the background (once at a time):
-        after a failure the broker set may have changed."""
-        if topic in self._refreshing:
-            return
-        self._refreshing.add(topic)
-        self._instance.spawn(self._refresh_route(topic))
-
-    async def _refresh_route(self, topic: str) -> None:
-        try:
-            await self._instance.update_route(topic)
-        except MQError as exc:
-            log.debug("route refresh of %s after a failed send: %s", topic, exc)
-        finally:
-            self._refreshing.discard(topic)
 
 
 #: Java's ``LocalTransactionState`` names, as ``EndTransaction`` traces record them.

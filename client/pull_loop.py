@@ -218,6 +218,9 @@ async def pull_queue(owner: PullingConsumer, pulled: PulledQueue) -> None:
             if pq.dropped:
                 return
             log.debug("pull of %s failed: %s", queue, exc)
+            # The broker did not answer: its master may have moved (a controller-mode
+            # failover); the route tells where, without waiting for the periodic refresh.
+            instance.refresh_route_soon(queue.topic)
             await asyncio.sleep(PULL_DELAY_ON_ERROR)
             continue
         if pq.dropped:

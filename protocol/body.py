@@ -98,6 +98,10 @@ class ConsumeFromWhere(StrEnum):
 class DataVersion(Body):
     timestamp: int = 0
     counter: int = 0
+    #: RocketMQ 5: a controller-mode broker's master epoch at its last role change. A name
+    #: server keeps a broker id's address against a registration with a lower one, so a
+    #: deposed master cannot take the route back from the new one.
+    state_version: int = Field(0, alias="stateVersion")
 
 
 class TopicConfig(Body):

@@ -99,6 +99,7 @@ public final class Scenarios {
             case "litepull": litePull(); break;
             case "pull": pull(); break;
             case "fromslave": fromSlave(); break;
+            case "failover": failover(); break;
             default: throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -685,5 +686,76 @@ public final class Scenarios {
      */
     private void fromSlave() throws Exception {
         consumeAll("fromslave", topic("fromslave"), 16, "the messages on the slave");
+    }
+
+    /**
+     * For a master failover driven from outside (tests/interop/test_controller_clients.py): a
+     * push consumer of the scenario's group and a SYNC send loop on the scenario's topic (created
+     * by the test), every send outcome and every delivery printed with the wall clock, until
+     * the line "stop" on stdin stops the sends and "quit" (or the end of stdin) the consumer.
+     */
+    private void failover() throws Exception {
+        String scenario = "failover";
+        String topic = topic(scenario);
+        java.io.BufferedReader in = new java.io.BufferedReader(
+            new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        DefaultMQPushConsumer consumer = pushConsumer(group(scenario, "cg"), group(scenario, "c1"), topic);
+        // How often the clients ask the name server for routes (the client default: 30 s).
+        int poll = Integer.getInteger("failover.pollNameServerInterval", 30000);
+        consumer.setPollNameServerInterval(poll);
+        consumer.setPersistConsumerOffsetInterval(1000);
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt msg : msgs) {
+                Json.of("recv").put("scenario", scenario).put("keys", msg.getKeys())
+                    .put("queueId", msg.getQueueId()).put("queueOffset", msg.getQueueOffset())
+                    .put("at", System.currentTimeMillis()).emit();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        DefaultMQProducer producer = new DefaultMQProducer(group(scenario, "pg"));
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(group(scenario, "pg"));
+        producer.setSendMsgTimeout(3000);
+        producer.setPollNameServerInterval(poll);
+        producer.start();
+        java.util.concurrent.atomic.AtomicBoolean sending = new java.util.concurrent.atomic.AtomicBoolean(true);
+        Thread sender = new Thread(() -> {
+            for (int i = 0; sending.get(); i++) {
+                String key = "jf-" + i;
+                Message msg = new Message(topic, "failover", key, body(scenario, i, 128));
+                long started = System.currentTimeMillis();
+                try {
+                    SendResult result = producer.send(msg);
+                    Json.of("sent").put("scenario", scenario).put("keys", key)
+                        .put("status", result.getSendStatus().name())
+                        .put("queueId", result.getMessageQueue().getQueueId())
+                        .put("queueOffset", result.getQueueOffset())
+                        .put("started", started).put("at", System.currentTimeMillis()).emit();
+                } catch (Exception e) {
+                    Json.of("senderror").put("scenario", scenario).put("keys", key)
+                        .put("error", e.getClass().getSimpleName() + ": " + e.getMessage())
+                        .put("started", started).put("at", System.currentTimeMillis()).emit();
+                    try {
+                        Thread.sleep(50);
+                    } catch (InterruptedException interrupted) {
+                        return;
+                    }
+                }
+            }
+        });
+        sender.start();
+        String line;
+        while ((line = in.readLine()) != null && !line.trim().equals("quit")) {
+            if (line.trim().equals("stop")) {
+                sending.set(false);
+                sender.join();
+                Json.of("stopped").put("scenario", scenario).emit();
+            }
+        }
+        sending.set(false);
+        sender.join();
+        producer.shutdown();
+        consumer.shutdown();
     }
 }
