@@ -3,7 +3,10 @@
 * ``checkpoint``: 4096 bytes; at 0, 8 and 16 the store timestamps (ms, i64) of the newest
   message known durable in the commit log, in the consume queues and in the index. An
   abnormal restart re-verifies the commit log from the file holding the oldest of the three
-  (less three seconds of slack).
+  (less three seconds of slack). At 24 and 32, as in RocketMQ's ``StoreCheckpoint``, the
+  master's flushed offset (kept as read, unused here) and the *confirm offset* of controller
+  mode (``confirmPhyOffset``: how far the commit log may be dispatched to consumers; 0 when
+  never set).
 * ``abort``: exists while a store runs; finding it at start means the last run did not shut
   down cleanly.
 * ``lock``: held (``flock``) by the running store, so two processes never share a directory.
@@ -15,12 +18,14 @@ import contextlib
 import fcntl
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from .mapped_file import StoreError, reserve
 
 CHECKPOINT_SIZE = 4096
-_STAMPS = struct.Struct(">qqq")
+#: The three timestamps, the master's flushed offset and the confirm offset.
+_FIELDS = struct.Struct(">qqqqq")
 #: Slack subtracted from the checkpoint before choosing where recovery starts.
 RECOVERY_SLACK_MS = 3000
 
@@ -31,9 +36,20 @@ class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        data = os.pread(self.fd, _STAMPS.size, 0)
-        if len(data) == _STAMPS.size:
-            self.physic_timestamp, self.logics_timestamp, self.index_timestamp = _STAMPS.unpack(data)
+        #: Controller mode: the confirm offset to persist (RocketMQ's ``confirmPhyOffset``),
+        #: read from ``confirm_source`` when set (at each flush, from the flushing thread).
+        self.confirm_offset = 0
+        self.confirm_source: Callable[[], int] | None = None
+        self._master_flushed_offset = 0
+        data = os.pread(self.fd, _FIELDS.size, 0)
+        if len(data) == _FIELDS.size:
+            (
+                self.physic_timestamp,
+                self.logics_timestamp,
+                self.index_timestamp,
+                self._master_flushed_offset,
+                self.confirm_offset,
+            ) = _FIELDS.unpack(data)
         else:
             self.physic_timestamp = self.logics_timestamp = self.index_timestamp = 0
             try:
@@ -53,10 +69,13 @@ class Checkpoint:
         return stamp
 
     def flush(self, stamps: tuple[int, int, int] | None = None) -> None:
-        """Blocking: write ``stamps`` (default: the current values) and force them to disk."""
+        """Blocking: write ``stamps`` (default: the current values) and the confirm offset, and
+        force them to disk."""
         if stamps is None:
             stamps = (self.physic_timestamp, self.logics_timestamp, self.index_timestamp)
-        os.pwrite(self.fd, _STAMPS.pack(*stamps), 0)
+        if self.confirm_source is not None:
+            self.confirm_offset = self.confirm_source()
+        os.pwrite(self.fd, _FIELDS.pack(*stamps, self._master_flushed_offset, self.confirm_offset), 0)
         os.fdatasync(self.fd)
 
     def close(self) -> None:

@@ -133,6 +133,9 @@ class StoreConfig(Settings):
     ha_slave_fallbehind_max: int = Field(256 << 20, alias="haSlaveFallbehindMax", ge=0)
     #: Ms a SYNC_MASTER waits for its slave before answering FLUSH_SLAVE_TIMEOUT.
     slave_timeout: int = Field(3000, alias="slaveTimeout", ge=1)
+    #: Controller mode: dispatch (make visible to consumers) past the confirm offset, the
+    #: commit-log offset every SyncStateSet member holds (RocketMQ's key; off as there).
+    read_un_committed: bool = Field(False, alias="readUnCommitted")
 
     @field_validator("disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio", mode="before")
     @classmethod

@@ -7,9 +7,19 @@ listeners (long polling, the delay and timer services) are told the queue's new 
 for the records recovery verifies and for the bytes a slave replicates.
 
 Apart from the append (:mod:`.store`) because three writers share it: a put, recovery, and
-replication. A put calls :meth:`Dispatcher.dispatch_one` or :meth:`Dispatcher.dispatch_batch`
-once per request, which loop over the batch themselves. The consume-queue and index
-timestamps it keeps are what the logics flush checkpoints (:class:`.flush.LogicsFlusher`).
+replication.
+
+Controller mode sets a *dispatch limit* (:attr:`Dispatcher.limit`: the confirm offset, which
+every SyncStateSet member holds; RocketMQ's ``getReputEndOffset``): a record that ends past it
+is appended but *held*, neither in its consume queue nor the index nor told to the listeners,
+until the limit passes it; then the held records are dispatched in log order from
+:attr:`Dispatcher.reput_offset` as a slave's are (:meth:`Dispatcher.dispatch_replicated`). A put
+behind held records takes its queue offset after theirs (:attr:`Dispatcher.held_next`).
+Without a limit (every other broker) a put pays one attribute check for it.
+
+A put calls :meth:`Dispatcher.dispatch_one` or :meth:`Dispatcher.dispatch_batch` once per
+request, which loop over the batch themselves. The consume-queue and index timestamps it keeps
+are what the logics flush checkpoints (:class:`.flush.LogicsFlusher`).
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ _TX_PREPARED = TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = TRANSACTION_ROLLBACK_TYPE
 #: Replicated records dispatched together (their index keys go in as one batch).
 _CHUNK = 512
+#: No dispatch limit.
+NO_LIMIT = 1 << 62
 
 ArrivalListener = Callable[[str, int, int, int], None]
 
@@ -59,8 +71,21 @@ class Dispatcher:
         self.listeners: list[tuple[str | None, ArrivalListener]] = []
         #: The listeners of each topic that has had arrivals, in registration order.
         self.topic_listeners: dict[str, tuple[ArrivalListener, ...]] = {}
-        #: A slave: where dispatching replicated records stands in the commit log.
+        #: A slave: where dispatching replicated records stands in the commit log (with a
+        #: limit, on a master too: the first record not dispatched, or the log's end).
         self.reput_offset = 0
+        #: Controller mode: the confirm offset; records ending past it are held. None: no limit.
+        self.limit: Callable[[], int] | None = None
+        #: Called after a put was held (no arrival tells the HA writers about it).
+        self.on_held: Callable[[], None] | None = None
+        #: The limit as last seen (what the checkpoint keeps).
+        self.confirmed = 0
+        #: With a limit: records may be held past :attr:`reput_offset` (False: none are).
+        self.holding = False
+        #: The queue offset after the held records of each queue that has some, and whether
+        #: it is known (else :meth:`scan_held` reads it from the log).
+        self.held_next: dict[tuple[str, int], int] = {}
+        self.held_known = True
 
     # -- puts ------------------------------------------------------------------------------------
 
@@ -120,6 +145,76 @@ class Dispatcher:
             self.index_timestamp = stamps[-1]
         if arrivals and self.listeners:
             self.notify(topic, queue_id, sorted((nxt, code) for code, nxt in arrivals.items()))
+
+    # -- the dispatch limit (controller mode) ------------------------------------------------------
+
+    def held_queue_offset(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """The queue offset of a put to ``topic``/``queue_id`` while records are held (those of
+        the queue took theirs already)."""
+        if not self.held_known:
+            self.scan_held()
+        return self.held_next.get((topic, queue_id), queue_offset)
+
+    def dispatch_held(
+        self, msgs: Sequence[StoreMessage], cq: ConsumeQueue | None, queue_offset: int, appended: Appended
+    ) -> None:
+        """A put under a limit: dispatched at once when nothing is held and the limit covers
+        it, else held (and the records the limit covers, from the oldest held, dispatched)."""
+        assert self.limit is not None
+        end = appended.wrote_offset + appended.wrote_bytes
+        confirmed = self.confirmed = self.limit()
+        if not self.holding and confirmed >= end:
+            if len(msgs) == 1:
+                self.dispatch_one(msgs[0], cq, queue_offset, appended)
+            else:
+                self.dispatch_batch(msgs, cq, queue_offset, appended)
+            self.reput_offset = end
+            return
+        if not self.holding:
+            self.holding = True
+            self.held_next.clear()
+            self.held_known = True
+        if appended.next_queue_offset > queue_offset:
+            self.held_next[(msgs[0].topic, msgs[0].queue_id)] = appended.next_queue_offset
+        on_held = self.on_held
+        if on_held is not None:
+            on_held()
+        if confirmed > self.reput_offset:
+            try:
+                self.dispatch_replicated()
+            except ValueError as exc:  # not this put's fault: it is stored, it stays held
+                log.error("cannot dispatch held records: %s", exc)
+
+    def scan_held(self) -> int:
+        """Read the whole records from :attr:`reput_offset` on (none dispatched): the queue
+        offsets they took (:attr:`held_next`); returns where they end (before bytes that are not
+        a record where one must start, or a record not wholly written)."""
+        commit_log = self._commit_log
+        held = self.held_next
+        held.clear()
+        offset = self.reput_offset
+        while True:
+            try:
+                mapped, count, file_ended = commit_log.complete_records(offset, _CHUNK)
+            except ValueError:
+                break
+            if mapped is None:
+                break
+            if count:
+                records, end, _outcome = commit_log.read_run(mapped, offset - mapped.start, False, count)
+                for record in records:
+                    tx = record[5] & _TX_MASK
+                    if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                        held[(record[2], record[3])] = record[4] + 1
+                offset = mapped.start + end
+                if len(records) < count:
+                    break
+            if file_ended:
+                offset = mapped.end
+            elif count < _CHUNK:
+                break
+        self.held_known = True
+        return offset
 
     # -- arrival listeners -------------------------------------------------------------------------
 
@@ -194,10 +289,13 @@ class Dispatcher:
         return tags_code(properties.get(PropertyKey.TAGS))
 
     def dispatch_replicated(self) -> int:
-        """Dispatch the complete records between :attr:`reput_offset` and the end of the log;
-        ValueError at bytes that are not a record where one must start (``reput_offset`` then
-        stands after the last record dispatched)."""
+        """Dispatch the complete records between :attr:`reput_offset` and the end of the log (or
+        the limit: those that end at or before it); ValueError at bytes that are not a record
+        where one must start (``reput_offset`` then stands after the last record dispatched)."""
         commit_log = self._commit_log
+        limit = NO_LIMIT
+        if self.limit is not None:
+            limit = self.confirmed = self.limit()
         dispatched = 0
         while True:
             mapped, count, file_ended = commit_log.complete_records(self.reput_offset, _CHUNK)
@@ -208,22 +306,42 @@ class Dispatcher:
                 records, end, _outcome = commit_log.read_run(mapped, pos, False, count)
                 if len(records) < count:
                     raise ValueError(f"invalid record at commit-log offset {mapped.start + end}")
-                self.dispatch_recovered(records)
-                if self.listeners:
-                    # Pulls held on the slave wake once per queue and run (RocketMQ's slave
-                    # wakes none; a held pull filtering other tags waits for its recheck).
-                    last: dict[tuple[str, int], ScannedRecord] = {}
-                    for record in records:
-                        tx = record[5] & _TX_MASK
-                        if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
-                            last[(record[2], record[3])] = record
-                    for (topic, queue_id), record in last.items():
-                        code = self.recovered_tags_code(topic, record[6], decode_properties(record[7]))
-                        self.notify(topic, queue_id, ((record[4] + 1, code),))
-                dispatched += count
+                limited = mapped.start + end > limit
+                if limited:
+                    records = [record for record in records if record[0] + record[1] <= limit]
+                    if not records:
+                        break
+                    last = records[-1]
+                    end = last[0] + last[1] - mapped.start
+                self._dispatch_run(records)
+                dispatched += len(records)
                 self.reput_offset = mapped.start + end
+                if limited:
+                    break
             if file_ended:
                 self.reput_offset = mapped.end
             elif count < _CHUNK:
                 break
+        if self.limit is not None and self.holding and self.reput_offset >= commit_log.max_offset:
+            self.holding = False
+            self.held_next.clear()
+            self.held_known = True
         return dispatched
+
+    def _dispatch_run(self, records: Sequence[ScannedRecord]) -> None:
+        stamp = self._commit_log.last_store_timestamp
+        self.dispatch_recovered(records)
+        if self.limit is not None and stamp > self._commit_log.last_store_timestamp:
+            # A master's held records: the log's newest time stays its last append's.
+            self._commit_log.last_store_timestamp = stamp
+        if self.listeners:
+            # Pulls held on the slave wake once per queue and run (RocketMQ's slave
+            # wakes none; a held pull filtering other tags waits for its recheck).
+            last: dict[tuple[str, int], ScannedRecord] = {}
+            for record in records:
+                tx = record[5] & _TX_MASK
+                if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                    last[(record[2], record[3])] = record
+            for (topic, queue_id), record in last.items():
+                code = self.recovered_tags_code(topic, record[6], decode_properties(record[7]))
+                self.notify(topic, queue_id, ((record[4] + 1, code),))

@@ -24,6 +24,12 @@ to one part per domain, each in its own module:
 * :mod:`.workers` -- the worker threads, the flushers and what a put waits for from them;
 * :mod:`.recovery` and :mod:`.retention` -- start-up and deleting old files.
 
+Controller mode limits what is dispatched to the *confirm offset*
+(:meth:`MessageStore.limit_dispatch`, RocketMQ's ``getReputEndOffset``): records past it are
+stored but not visible to consumers until the replication confirms them
+(:meth:`MessageStore.dispatch_confirmed`); the confirm offset is kept in the checkpoint and
+bounds what recovery dispatches.
+
 The put and the pull each make one call into a part per request; none adds a call per message.
 """
 
@@ -125,6 +131,10 @@ class MessageStore:
         self._retention = Retention(self)
         #: SYNC_MASTER: what a waiting send also awaits after the flush (the slave's ack).
         self.replica: ReplicaWait | None = None
+        #: Recovery under a dispatch limit: records ending past this are held (-1: no limit),
+        #: and the first of them (-1: none).
+        self._recovery_bound = -1
+        self._held_from = -1
 
     # -- state kept by the parts -------------------------------------------------------------------
 
@@ -154,7 +164,76 @@ class MessageStore:
 
     @reput_offset.setter
     def reput_offset(self, value: int) -> None:
-        self.dispatcher.reput_offset = value
+        dispatcher = self.dispatcher
+        dispatcher.reput_offset = value
+        # Under a limit, records may be held past it now, their queue offsets unknown.
+        dispatcher.holding = True
+        dispatcher.held_known = False
+
+    # -- the dispatch limit (controller mode) ---------------------------------------------------
+
+    def limit_dispatch(
+        self, confirm: Callable[[], int] | None, on_held: Callable[[], None] | None = None
+    ) -> None:
+        """Controller mode: dispatch (consume queues, index, arrival listeners) only the records
+        that end at or before ``confirm()``, the confirm offset (RocketMQ's reput end offset);
+        the others are held until :meth:`dispatch_confirmed` finds it past them. ``on_held`` is
+        called after a put was held. Ignored with ``readUnCommitted=true``; None removes the
+        limit. Set before :meth:`start`, recovery dispatches no record past the confirm offset
+        the checkpoint kept."""
+        if confirm is not None and self.config.read_un_committed:
+            log.info("readUnCommitted=true: messages are visible before every replica has them")
+            confirm = None
+        dispatcher = self.dispatcher
+        if self._running and dispatcher.limit is None and confirm is not None:
+            # Every record so far was dispatched as it was stored.
+            dispatcher.reput_offset = dispatcher.confirmed = self.commit_log.max_offset
+            dispatcher.holding = False
+            dispatcher.held_next.clear()
+            dispatcher.held_known = True
+        dispatcher.limit = confirm
+        dispatcher.on_held = on_held if confirm is not None else None
+        if self._checkpoint is not None:
+            self._checkpoint.confirm_source = self._confirmed if confirm is not None else None
+        if self._running and confirm is None and dispatcher.holding:
+            dispatcher.holding = False
+            self.dispatch_replicated()
+
+    @property
+    def dispatch_limited(self) -> bool:
+        """Whether a dispatch limit is set (:meth:`limit_dispatch`)."""
+        return self.dispatcher.limit is not None
+
+    @property
+    def confirm_offset(self) -> int:
+        """Under a limit: the confirm offset as last seen (at start, the one the checkpoint
+        kept, within the log)."""
+        return self.dispatcher.confirmed
+
+    def dispatch_confirmed(self) -> int:
+        """Under a limit: the confirm offset moved; dispatch the held records it now covers,
+        in log order, and tell the arrival listeners (long polling, POP) as for a put.
+        Returns how many records were dispatched."""
+        dispatcher = self.dispatcher
+        limit = dispatcher.limit
+        if limit is None or not self._running:
+            return 0
+        if not dispatcher.holding:
+            dispatcher.confirmed = limit()
+            return 0
+        try:
+            return self.dispatch_replicated()
+        except ValueError as invalid:
+            log.error("cannot dispatch held records: %s", invalid)
+        except OSError as failure:
+            log.error("cannot write consume-queue or index entries, refusing new messages: %s", failure)
+            self.appender.dispatch_failed = True
+        return 0
+
+    def held_records_end(self) -> int:
+        """Where the whole records after :attr:`reput_offset` end (before a torn or invalid
+        tail), none of them dispatched; their queue offsets are noted for puts."""
+        return self.dispatcher.scan_held()
 
     @property
     def _io_executor(self) -> concurrent.futures.ThreadPoolExecutor | None:
@@ -194,6 +273,9 @@ class MessageStore:
         self._lock = DirectoryLock(root)
         try:
             self._checkpoint = await asyncio.to_thread(Checkpoint, root / "checkpoint")
+            if self.dispatcher.limit is not None:
+                self._recovery_bound = self._checkpoint.confirm_offset
+                self._held_from = -1
             abnormal = abort_file_exists(root)
             self.recovery = await asyncio.to_thread(recover_and_checkpoint, self, abnormal)
             await asyncio.to_thread(create_abort_file, root)
@@ -211,13 +293,38 @@ class MessageStore:
         self.commit_log.start_preallocation(workers.io_executor, workers.prepare_executor)
         self._retention.start()
         self.disk.start()
-        self.dispatcher.reput_offset = self.commit_log.max_offset
+        dispatcher = self.dispatcher
+        end = self.commit_log.max_offset
+        dispatcher.reput_offset = end
+        if dispatcher.limit is not None:
+            held = self._held_from
+            if 0 <= held < end:
+                dispatcher.reput_offset = held
+                dispatcher.holding = True
+                dispatcher.held_known = False
+            self._recovery_bound = -1
         self._running = True
 
     def recovered(self, logics_timestamp: int, index_timestamp: int) -> None:
-        """Recovery: where the consume queues and the index stand (the checkpoint's times)."""
-        self.dispatcher.logics_timestamp = logics_timestamp
-        self.dispatcher.index_timestamp = index_timestamp
+        """Recovery: where the consume queues and the index stand (the checkpoint's times);
+        under a limit, the kept confirm offset brought within the log (as RocketMQ does)."""
+        dispatcher = self.dispatcher
+        dispatcher.logics_timestamp = logics_timestamp
+        dispatcher.index_timestamp = index_timestamp
+        if dispatcher.limit is not None:
+            checkpoint = self.checkpoint
+            commit_log = self.commit_log
+            confirmed = min(max(checkpoint.confirm_offset, commit_log.min_offset), commit_log.max_offset)
+            if confirmed != checkpoint.confirm_offset:
+                log.warning(
+                    "confirm offset %d corrected to %d (the commit log holds [%d, %d))",
+                    checkpoint.confirm_offset,
+                    confirmed,
+                    commit_log.min_offset,
+                    commit_log.max_offset,
+                )
+            dispatcher.confirmed = checkpoint.confirm_offset = confirmed
+            checkpoint.confirm_source = self._confirmed
 
     async def shutdown(self) -> None:
         """Stop the tasks, flush everything, checkpoint, remove the abort file, close."""
@@ -317,8 +424,17 @@ class MessageStore:
 
     def dispatch_recovered(self, records: Sequence[ScannedRecord]) -> None:
         """Recovery: rebuild the consume-queue and index entries of verified records (in log
-        order)."""
+        order); under a limit, only of those that end at or before the kept confirm offset."""
+        bound = self._recovery_bound
+        if bound >= 0 and records and records[-1][0] + records[-1][1] > bound:
+            kept = [record for record in records if record[0] + record[1] <= bound]
+            if self._held_from < 0:
+                self._held_from = records[len(kept)][0]
+            records = kept
         self.dispatcher.dispatch_recovered(records)
+
+    def _confirmed(self) -> int:
+        return self.dispatcher.confirmed
 
     def add_arrival_listener(self, fn: ArrivalListener, topic: str | None = None) -> None:
         """``fn(topic, queue_id, next_queue_offset, tags_code)`` after each dispatch (for long
@@ -375,10 +491,13 @@ class MessageStore:
         """Dispatch the complete records between ``reput_offset`` and the end of the log.
         Bytes that are not records where one must start are taken back (the log ends at the
         last good record again, so the slave reports its true end) and raise ValueError."""
+        dispatcher = self.dispatcher
         try:
-            return self.dispatcher.dispatch_replicated()
+            return dispatcher.dispatch_replicated()
         except ValueError:
-            for mapped in self.commit_log.queue.truncate(self.dispatcher.reput_offset):
+            # Under a limit, whole records held before the bad bytes stay.
+            end = dispatcher.scan_held() if dispatcher.limit is not None else dispatcher.reput_offset
+            for mapped in self.commit_log.queue.truncate(end):
                 mapped.destroy()
             raise
 

@@ -102,6 +102,9 @@ class AutoSwitchReplication:
         #: expansion callback is called for it too.
         self.on_sync_state_set_shrink: Callable[[set[int]], None] | None = None
         self.master_side = MasterSide(self)
+        # Consumers see only what every SyncStateSet member holds: the store dispatches up to
+        # the confirm offset (on a slave, its master's), unless readUnCommitted=true.
+        store.limit_dispatch(self.master_side.confirm_offset, on_held=self.master_side.wake)
         self.slave: SlaveClient | None = None
         #: The master epoch of the last role change.
         self.master_epoch = -1
@@ -132,7 +135,11 @@ class AutoSwitchReplication:
         served only while this broker is master."""
         store = self.store
         self._started_at_offset = store.commit_log_max_offset
-        self.master_side.stored_confirm = store.commit_log_max_offset
+        # The confirm offset the checkpoint kept (RocketMQ's confirmPhyOffset), until the
+        # master (or this broker as master) says more.
+        self.master_side.stored_confirm = (
+            store.confirm_offset if store.dispatch_limited else store.commit_log_max_offset
+        )
         store.add_arrival_listener(self.master_side.wake)
         try:
             await self.master_side.open(host, self.config.ha_listen_port)
@@ -172,8 +179,10 @@ class AutoSwitchReplication:
     def _own_reput_offset(self) -> None:
         """Make the store's ``reput_offset`` mean "dispatched up to" again before replicated
         bytes are appended or cut: a master's puts are dispatched as they are stored and do
-        not move it."""
+        not move it (under the store's dispatch limit they do: nothing to do)."""
         store = self.store
+        if store.dispatch_limited:
+            return
         if self._role is BrokerRole.SYNC_MASTER or (
             self._role is None and store.commit_log_max_offset != self._started_at_offset
         ):
@@ -213,6 +222,8 @@ class AutoSwitchReplication:
         self.master_broker_id = self.local_broker_id
         side.activate()
         store.replica = side
+        # What the new confirm offset covers becomes visible (RocketMQ waits for that dispatch).
+        store.dispatch_confirmed()
         log.info(
             "changed to master: epoch %d, commit log ends at %d, confirm offset %d; epochs %s",
             master_epoch,

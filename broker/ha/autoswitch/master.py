@@ -158,6 +158,8 @@ class MasterSide:
         self._proposed_at.clear()
         self.stored_confirm = self.compute_confirm_offset()
         self._settle_waiters()
+        if self.active:
+            self.store.dispatch_confirmed()
 
     def _mark_synchronizing(self, proposed: set[int]) -> None:
         self.synchronizing = True
@@ -449,6 +451,8 @@ class MasterSide:
         if link.slave_id in self.local_sync_state_set:
             self.stored_confirm = self.compute_confirm_offset()
         self._settle_waiters()
+        # The records every in-sync slave now holds become visible.
+        self.store.dispatch_confirmed()
 
     async def _write(self, link: SlaveLink) -> None:
         writer = link.writer

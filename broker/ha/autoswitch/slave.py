@@ -208,10 +208,13 @@ class SlaveClient:
             self._received_epoch = header.epoch
             self.owner.epochs.append(header.epoch, header.epoch_start)
         if body:
-            store.append_replicated(header.offset, body)
+            store.append_replicated(header.offset, body, dispatch=False)
             self.bytes_received += len(body)
         end = store.commit_log_max_offset
         self.owner.master_side.stored_confirm = min(header.confirm_offset, end)
+        # Consumers of this slave see up to the master's confirm offset (under the store's
+        # dispatch limit; everything without it).
+        store.dispatch_replicated()
         if end > self.reported_offset:
             self._report(end)
 

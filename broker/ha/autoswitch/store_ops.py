@@ -4,7 +4,8 @@ index keys), and finding where a replicated log's whole records end.
 
 Built on the store's public parts (the commit log's file queue, the consume queues' truncation
 by physical offset, the index's roll-back), as the store's own recovery and replicated-append
-paths use them; the store itself is not changed.
+paths use them, and its dispatch limit (the confirm offset: records past it are held, not
+dispatched, and are whole records all the same).
 """
 
 from __future__ import annotations
@@ -48,23 +49,25 @@ def truncate(store: MessageStore, offset: int) -> bool:
     # Destroyed here, not in the background: the next append may make a file of the same name.
     for mapped in commit_log.queue.truncate(offset):
         mapped.destroy()
-    if store.reput_offset > offset:
-        store.reput_offset = offset
+    if store.reput_offset > offset or store.dispatch_limited:
+        # (Under a limit, records held past ``offset`` are gone: the store notes it.)
+        store.reput_offset = min(store.reput_offset, offset)
     log.warning("commit log cut back from %d to %d (with its consume-queue and index entries)", end, offset)
     return True
 
 
 def truncate_invalid(store: MessageStore) -> int:
-    """A replicated log's torn tail: dispatch the whole records past ``reput_offset``, then
-    cut what follows the last of them. Returns the new end, or -1 when nothing was cut
+    """A replicated log's torn tail: dispatch the whole records past ``reput_offset`` (up to
+    the confirm offset under the store's dispatch limit: the others stay, held), then cut
+    what follows the last whole record. Returns the new end, or -1 when nothing was cut
     (Apache's ``truncateInvalidMsg``). Only for a log whose ``reput_offset`` is kept (a
-    slave's, or any store just after it started)."""
+    slave's, any store just after it started, or any under a dispatch limit)."""
     try:
         store.dispatch_replicated()
     except ValueError as exc:
         # The store already took back what followed the last good record.
         log.warning("replicated commit log: %s", exc)
-    reput = store.reput_offset
+    reput = store.held_records_end() if store.dispatch_limited else store.reput_offset
     if reput >= store.commit_log_max_offset:
         return -1
     cut = store.commit_log_max_offset
