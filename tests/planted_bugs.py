@@ -125,9 +125,9 @@ BUGS: list[Bug] = [
     ),
     Bug(
         "long polling not woken by arrivals",
-        "broker/server.py",
-        "        self.store.add_arrival_listener(self.long_polling.on_arrival)\n",
-        "",
+        "broker/arrivals.py",
+        "            self.pulls.on_arrival(topic, queue_id, max_offset, tags_code)\n",
+        "            pass\n",
         ["tests/broker/test_broker.py::test_long_poll_wakes_on_arrival"],
     ),
     Bug(
@@ -137,6 +137,46 @@ BUGS: list[Bug] = [
         "        if old is None:\n",
         [
             "tests/client/test_failure_paths.py::test_every_route_change_reaches_the_members_not_only_the_first"
+        ],
+    ),
+    Bug(
+        "controller elects outside the SyncStateSet without enableElectUncleanMaster",
+        "controller/replicas.py",
+        "all_replicas = set(replicas.broker_id_info) if self.enable_elect_unclean_master else None",
+        "all_replicas = set(replicas.broker_id_info)",
+        ["tests/controller/test_controller_replicas.py::test_no_alive_replica_in_sync_state_set"],
+    ),
+    Bug(
+        "controller takes a SyncStateSet change made under a stale epoch",
+        "controller/replicas.py",
+        "if sync_state_set.sync_state_set_epoch != info.sync_state_set_epoch:",
+        "if sync_state_set.sync_state_set_epoch > info.sync_state_set_epoch:",
+        ["tests/controller/test_controller_replicas.py::test_alter_sync_state_set_fencing"],
+    ),
+    Bug(
+        "allAckInSyncStateSet acknowledges with one member missing",
+        "broker/ha/autoswitch/master.py",
+        "            return acks >= len(members)\n",
+        "            return acks >= len(members) - 1\n",
+        ["tests/broker/ha/test_autoswitch.py::test_a_send_waits_for_every_member_of_the_sync_state_set"],
+    ),
+    Bug(
+        "a rejoining old master keeps what the new master never had",
+        "broker/ha/autoswitch/epoch.py",
+        "return min(entry.end, theirs.end)",
+        "return max(entry.end, theirs.end)",
+        [
+            "tests/broker/ha/test_autoswitch_epoch.py::test_consistent_point",
+            "tests/broker/ha/test_autoswitch.py::test_an_old_master_cuts_what_the_new_master_never_had",
+        ],
+    ),
+    Bug(
+        "controller mode shows messages the SyncStateSet does not have yet",
+        "broker/store/dispatch.py",
+        "        if not self.holding and confirmed >= end:\n",
+        "        if not self.holding:\n",
+        [
+            "tests/broker/ha/test_autoswitch_visibility.py::test_a_message_is_visible_once_every_sync_state_set_member_has_it"
         ],
     ),
 ]
