@@ -54,6 +54,8 @@ class Registration:
     ha_server_addr: str | None = None
     new_broker: bool = False
     topics_updated: bool = False
+    #: Refused as stale: the address holding the id with a newer stateVersion.
+    rejected_by: str | None = None
 
 
 class RouteRegistry:
@@ -97,10 +99,22 @@ class RouteRegistry:
         # under its new id, and its old entry must go.
         for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
             del addrs[other_id]
-        first = addrs.get(broker_id) is None or first
-        addrs[broker_id] = broker_addr
 
         version = topic_configs.data_version if topic_configs is not None else DataVersion()
+        # The id is held by another address whose data has a newer stateVersion (the master
+        # epoch a controller-mode broker stamps on it): this registration is stale, e.g. an old
+        # master's periodic one sent just before it learnt it was demoted, arriving after the new
+        # master's. As Apache does, it is refused (answered with no master) and the address is
+        # forgotten until it registers again, so that it cannot take the new master's place.
+        holder = addrs.get(broker_id)
+        if holder is not None and holder != broker_addr:
+            held = self._live.get(holder)
+            if held is not None and held.data_version.state_version > version.state_version:
+                self._live.pop(broker_addr, None)
+                return Registration(rejected_by=holder)
+        first = holder is None or first
+        addrs[broker_id] = broker_addr
+
         topics_updated = False
         # Only a master's topics become queue data, and only when they may have changed.
         if (

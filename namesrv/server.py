@@ -267,7 +267,15 @@ class NameServer:
             channel=conn,
             now=self.clock(),
         )
-        if result.new_broker:
+        if result.rejected_by is not None:
+            log.warning(
+                "registration of %s as %s id %d ignored: %s holds the id with a newer stateVersion",
+                header.broker_addr,
+                header.broker_name,
+                header.broker_id,
+                result.rejected_by,
+            )
+        elif result.new_broker:
             log.info(
                 "broker registered: %s name=%s id=%d cluster=%s ha=%s topics=%d",
                 header.broker_addr,

@@ -72,6 +72,8 @@ class FakeBroker:
     counter: int = 1
     ha_addr: str = ""
     serialize_type: int = JSON
+    #: The data version's stateVersion: a controller-mode broker's master epoch.
+    state_version: int = 0
 
     def body(self) -> RegisterBrokerBody:
         return RegisterBrokerBody(
@@ -90,7 +92,9 @@ class FakeBroker:
         )
 
     def data_version(self) -> DataVersion:
-        return DataVersion(timestamp=1_700_000_000_000, counter=self.counter)
+        return DataVersion(
+            timestamp=1_700_000_000_000, counter=self.counter, state_version=self.state_version
+        )
 
     def header(self) -> dict[str, Any]:
         return {

@@ -379,6 +379,32 @@ async def test_slave_registration_returns_the_master(
     assert "masterAddr" not in (await slave.register()).ext_fields
 
 
+async def test_a_demoted_masters_stale_registration_is_refused(
+    start_namesrv: StartNamesrv, connect_to: Connect
+) -> None:
+    """Controller mode: B elected master (epoch 2) has registered as id 0 when a registration of
+    the old master A as id 0 (epoch 1, sent before it learnt of the election) arrives. It is
+    answered with no master and changes nothing but forgetting A, as Apache's name server does;
+    A, registering next as a slave, hears of B at once."""
+    ns = await start_namesrv()
+    client = await connect_to(ns)
+    a = FakeBroker(await connect_to(ns), "c1", "broker-a", "10.0.0.1:10911", topics={"T": 4}, state_version=1)
+    b = FakeBroker(
+        await connect_to(ns), "c1", "broker-a", "10.0.0.2:10911", 2, topics={"T": 4}, state_version=1
+    )
+    await a.register()
+    assert (await b.register()).ext_fields["haServerAddr"] == "10.0.0.1:10912"
+    b.broker_id, b.state_version = 0, 2
+    await b.register()
+    stale = await a.register()
+    assert stale.code == ResponseCode.SUCCESS and stale.ext_fields == {}
+    info = ClusterInfo.decode((await call(client, RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+    assert info.broker_addr_table["broker-a"].broker_addrs == {0: "10.0.0.2:10911"}
+    a.broker_id, a.state_version = 1, 2
+    demoted = await a.register()
+    assert demoted.ext_fields == {"masterAddr": "10.0.0.2:10911", "haServerAddr": "10.0.0.2:10912"}
+
+
 async def _master_gone(client: Connection) -> bool:
     info = ClusterInfo.decode((await call(client, RequestCode.GET_BROKER_CLUSTER_INFO)).body)
     return info.broker_addr_table["broker-a"].broker_addrs == {1: "10.0.0.11:10911"}

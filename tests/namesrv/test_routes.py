@@ -112,6 +112,45 @@ def test_an_address_registered_under_another_id_is_moved() -> None:
     assert info.broker_addr_table["a"].broker_addrs == {0: "S:1"}
 
 
+def epoch(state_version: int) -> TopicConfigSerializeWrapper:
+    """A controller-mode broker's topics: its data version stamped with its master epoch."""
+    wrapper = configs(("T", 4))
+    wrapper.data_version.state_version = state_version
+    return wrapper
+
+
+def test_a_stale_registration_cannot_take_the_new_masters_id() -> None:
+    """Controller mode, master A (epoch 1) and slave B; B elected (epoch 2) registers as id 0, then
+    an old registration of A as id 0 (epoch 1, sent before it learnt it was demoted) arrives. As
+    Apache's name server, it is refused (no master in the answer, A forgotten until it registers
+    again), B stays the master, and A, registering as a slave, learns B's HA address at once."""
+    r = RouteRegistry()
+    register(r, "a", "A:1", 0, topics=epoch(1), ha="A:2")
+    register(r, "a", "B:1", 2, topics=epoch(1), ha="B:2")
+    register(r, "a", "B:1", 0, topics=epoch(2), ha="B:2")  # B elected
+    stale = register(r, "a", "A:1", 0, topics=epoch(1), ha="A:2")
+    assert stale.rejected_by == "B:1"
+    assert stale.master_addr is None and stale.ha_server_addr is None
+    assert r.broker_addrs("a") == {0: "B:1"}
+    assert [live.address for live in r.live_brokers()] == ["B:1"]
+    demoted = register(r, "a", "A:1", 1, topics=epoch(2), ha="A:2")
+    assert (demoted.master_addr, demoted.ha_server_addr) == ("B:1", "B:2")
+    assert r.broker_addrs("a") == {0: "B:1", 1: "A:1"}
+
+
+def test_an_id_taken_over_with_a_newer_or_equal_state_version_moves() -> None:
+    """Only a strictly newer stateVersion holds an id: a new master (epoch 2) takes id 0 from the
+    old one (epoch 1), and brokers without one (0, classic mode) replace each other as before."""
+    r = RouteRegistry()
+    register(r, "a", "A:1", 0, topics=epoch(1), ha="A:2")
+    taken = register(r, "a", "B:1", 0, topics=epoch(2), ha="B:2")
+    assert taken.rejected_by is None and r.broker_addrs("a") == {0: "B:1"}
+    classic = RouteRegistry()
+    register(classic, "a", "A:1", 0, topics=configs(("T", 4)))
+    register(classic, "a", "B:1", 0, topics=configs(("T", 4)))
+    assert classic.broker_addrs("a") == {0: "B:1"}
+
+
 def test_removing_the_last_address_of_a_broker_name_removes_its_queue_data() -> None:
     r = RouteRegistry()
     register(r, "a", "M:1", 0, topics=configs(("T", 4), ("OnlyA", 2)))
