@@ -78,13 +78,21 @@ class Cluster:
     group: OurGroup
 
 
+#: The brokers' registerNameServerPeriod here: the shortest a broker allows (10 s).
+REGISTER_PERIOD_MS = 10_000
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
     root = tmp_path_factory.mktemp("hosts")
     async with Network(root) as net:
         started = time.monotonic()
         controllers = await start_controllers(net, count=3)
-        group = await start_group(controllers, broker_name=GROUP, replicas=REPLICAS)
+        # Registrations every 10 s (the least a broker takes): the cut master re-registers
+        # with the name server within the cut scenario's watch.
+        group = await start_group(
+            controllers, broker_name=GROUP, replicas=REPLICAS, registerNameServerPeriod=REGISTER_PERIOD_MS
+        )
         print(
             f"\n[ours] 3 mqcontrollers, a name server and {REPLICAS} brokers of {GROUP} booted in "
             f"{time.monotonic() - started:.1f}s"
@@ -308,6 +316,10 @@ async def test_master_cut_from_controllers_and_slaves_but_not_clients(cluster: C
             await asyncio.sleep(0.05)
         first_new = min(a.finished for a in acked_by(new))
         await sc.stop_load()
+        # The cut master keeps registering with the name server as master (id 0) under its old
+        # epoch; the name server must keep routing the new one, whose registration carries the
+        # newer epoch (stateVersion). Watch past one registration period of the old master.
+        await asyncio.sleep(max(0.0, cut_done + REGISTER_PERIOD_MS / 1000 + 2.0 - time.monotonic()))
         await routes.stop()
         sc.load.records.append(await stalled)
         by_old = acked_by(old, since=cut_started)
@@ -336,6 +348,11 @@ async def test_master_cut_from_controllers_and_slaves_but_not_clients(cluster: C
             f"[ours] routed master from the cut on: {routes.describe(cut_started, {old: 'old', new: 'new'})}"
         )
         assert elected_at - cut_started < 10.0
+        routed_new_at = next(at for at, addr in routes.changes if addr == new)
+        assert all(addr != old for at, addr in routes.changes if at > routed_new_at), (
+            "the name server routed the deposed master again: "
+            + routes.describe(cut_started, {old: "old", new: "new"})
+        )
         assert last_old <= cut_done + OLD_MASTER_ACK_BOUND, [a for a in by_old if a.finished > cut_done]
         # Never two masters acknowledging at once.
         assert last_old < first_new and last_old < elected_at
