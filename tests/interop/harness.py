@@ -1119,12 +1119,26 @@ async def start_apache_group(
 def start_loopback_controller(toolchain: Toolchain, root: Path, **overrides: Any) -> ApacheController:
     """Apache's name server + embedded single-peer controller on free ports of 127.0.0.1, once
     its controller is leader (answers CONTROLLER_GET_METADATA_INFO with ``isLeader=true``)."""
+    controller = launch_loopback_controller(toolchain, root, **overrides)
+    await_loopback_controller(controller)
+    return controller
+
+
+def launch_loopback_controller(toolchain: Toolchain, root: Path, **overrides: Any) -> ApacheController:
+    """:func:`start_loopback_controller` without the wait (:func:`await_loopback_controller`), to
+    start several side by side. Launch from a thread that outlives the JVM (the main one): the JVM
+    is SIGTERMed when the thread that forked it ends (die_with_parent)."""
     controller = ApacheController(
         toolchain, root, ["127.0.0.1"], port=free_port(), namesrv_port=free_port(), overrides=overrides
     )
-    controller.start()
-    await_controller_leader(controller.addr)
+    controller.launch()
     return controller
+
+
+def await_loopback_controller(controller: ApacheController) -> None:
+    """Until the launched ``controller`` booted and is leader (blocking; any thread)."""
+    controller.wait_ready()
+    await_controller_leader(controller.addr)
 
 
 def await_controller_leader(addr: str, timeout: float = 60.0) -> None:

@@ -15,8 +15,9 @@ makes the slave master, and it takes sends.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,6 @@ from tests.interop.harness import (
 from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(240)
-
-GROUP = "broker-r"
 
 
 class FakeReplication:
@@ -116,9 +115,10 @@ class FakeReplication:
 class FakeBroker:
     """A RoleSwitch over FakeReplication, serving the controller's notifications on a port."""
 
-    def __init__(self, root: Path, controller: ApacheController) -> None:
+    def __init__(self, root: Path, controller: ApacheController, group: str) -> None:
         self.root = root
         self.controller = controller
+        self.group = group
         self.changed = asyncio.Condition()
         self.replication = FakeReplication(self.changed)
         self.master = False
@@ -149,7 +149,7 @@ class FakeBroker:
         port = await self.server.listen("127.0.0.1", 0)
         config = BrokerConfig(
             brokerClusterName="DefaultCluster",
-            brokerName=GROUP,
+            brokerName=self.group,
             brokerId=-1,
             brokerIP1="127.0.0.1",
             listenPort=port,
@@ -180,14 +180,14 @@ class FakeBroker:
             await self.server.close()
 
 
-async def sync_state_data(controller_addr: str) -> BrokerReplicasInfo:
+async def sync_state_data(controller_addr: str, group: str) -> BrokerReplicasInfo:
     """CONTROLLER_GET_SYNC_STATE_DATA (``mqadmin getSyncStateSet``) for the group."""
     host, port = controller_addr.rsplit(":", 1)
     conn = await connect(host, int(port))
     try:
         response = await conn.request(
             RemotingCommand.request(
-                ControllerRequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=json.dumps([GROUP]).encode()
+                ControllerRequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=json.dumps([group]).encode()
             )
         )
     finally:
@@ -196,24 +196,43 @@ async def sync_state_data(controller_addr: str) -> BrokerReplicasInfo:
     return BrokerReplicasInfo.decode(response.body)
 
 
-@pytest.fixture
-async def controller(java53_toolchain: Toolchain, tmp_path: Path) -> AsyncIterator[ApacheController]:
-    started = await asyncio.to_thread(start_loopback_controller, java53_toolchain, tmp_path / "apache")
+@pytest.fixture(scope="module")
+def controller(
+    java53_toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApacheController]:
+    """One Apache controller (in its name server) for the module: each test has a broker group of
+    its own (:func:`group`), and the controller keeps its state per group."""
+    started = start_loopback_controller(java53_toolchain, tmp_path_factory.mktemp("apache-controller"))
     try:
         yield started
     finally:
-        await asyncio.to_thread(started.stop)
+        started.kill()  # nothing to keep: no need for Apache's graceful shutdown (~10 s)
 
 
-async def test_manager_registers_elects_and_fails_over(controller: ApacheController, tmp_path: Path) -> None:
-    first, second = FakeBroker(tmp_path / "b1", controller), FakeBroker(tmp_path / "b2", controller)
+_groups = itertools.count(1)
+
+
+@pytest.fixture
+def group() -> str:
+    """The test's own broker group (brokerName), fresh to the module's controller: broker ids
+    from 1, no master, no SyncStateSet, epoch 0."""
+    return f"broker-r{next(_groups)}"
+
+
+async def test_manager_registers_elects_and_fails_over(
+    controller: ApacheController, group: str, tmp_path: Path
+) -> None:
+    first, second = (
+        FakeBroker(tmp_path / "b1", controller, group),
+        FakeBroker(tmp_path / "b2", controller, group),
+    )
     try:
         m1 = await first.start()
         await first.wait(lambda: first.master)
         assert m1.broker_controller_id == 1
         assert m1.state is State.RUNNING and not m1.fenced
         assert m1.config.broker_id == 0  # registered with the name servers as the master
-        assert (tmp_path / "b1" / "brokerIdentity").read_text() == f"DefaultCluster#{GROUP}#1"
+        assert (tmp_path / "b1" / "brokerIdentity").read_text() == f"DefaultCluster#{group}#1"
         assert not (tmp_path / "b1" / "brokerIdentity-temp").exists()
         assert first.replication.calls[0] == ("sss", frozenset({1}))
         assert ("master", m1.master_epoch) in first.replication.calls
@@ -234,14 +253,14 @@ async def test_manager_registers_elects_and_fails_over(controller: ApacheControl
         first.replication.on_sync_state_set_expand({1, 2})
         await first.wait(lambda: m1.sync_state_set == {1, 2})
         assert first.replication.sync_state_set == {1, 2} and m1.sync_state_set_epoch >= 2
-        info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+        info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
         assert info["masterBrokerId"] == "1" and info["masterAddress"] == m1.broker_address
 
         # Heartbeats keep both alive past controllerHeartBeatTimeoutMills (3 s), with no new
         # election: nothing to await but time passing.
         epoch = m1.master_epoch
         await asyncio.sleep(4.5)
-        replicas = (await sync_state_data(controller.addr)).replicas_info_table[GROUP]
+        replicas = (await sync_state_data(controller.addr, group)).replicas_info_table[group]
         assert {(r.broker_id, r.alive) for r in replicas.in_sync_replicas} == {(1, True), (2, True)}
         assert m1.master_epoch == m2.master_epoch == epoch
 
@@ -254,7 +273,7 @@ async def test_manager_registers_elects_and_fails_over(controller: ApacheControl
         finally:
             conn.close()
         cache = EpochEntryCache.decode(response.body)
-        assert cache.broker_name == GROUP and [e.epoch for e in cache.epoch_list] == [m1.master_epoch]
+        assert cache.broker_name == group and [e.epoch for e in cache.epoch_list] == [m1.master_epoch]
 
         # The master stops heartbeating: the controller elects the slave and tells it.
         old_epoch = m1.master_epoch
@@ -268,15 +287,17 @@ async def test_manager_registers_elects_and_fails_over(controller: ApacheControl
         await first.stop()
 
 
-async def test_manager_keeps_its_id_across_restarts(controller: ApacheController, tmp_path: Path) -> None:
-    broker = FakeBroker(tmp_path / "b1", controller)
+async def test_manager_keeps_its_id_across_restarts(
+    controller: ApacheController, group: str, tmp_path: Path
+) -> None:
+    broker = FakeBroker(tmp_path / "b1", controller, group)
     try:
         manager = await broker.start()
         await broker.wait(lambda: broker.master)
         assert manager.broker_controller_id == 1
         epoch = manager.master_epoch
         await broker.stop()
-        again = FakeBroker(tmp_path / "b1", controller)
+        again = FakeBroker(tmp_path / "b1", controller, group)
         broker = again
         manager = await again.start()
         await again.wait(lambda: again.master, timeout=60)
@@ -310,9 +331,9 @@ async def cluster_info(namesrv_addr: str) -> ClusterInfo:
     return ClusterInfo.decode(body) if body else ClusterInfo()
 
 
-async def routed_master(namesrv_addr: str) -> str | None:
+async def routed_master(namesrv_addr: str, group: str) -> str | None:
     """The group's address under brokerId 0 at the name server."""
-    data = (await cluster_info(namesrv_addr)).broker_addr_table.get(GROUP)
+    data = (await cluster_info(namesrv_addr)).broker_addr_table.get(group)
     return data.broker_addrs.get(0) if data is not None else None
 
 
@@ -345,38 +366,42 @@ async def ours(controller: ApacheController, tmp_path: Path) -> AsyncIterator[Cl
                 print(f"---- our broker {name} ----\n{broker.process.output}")
 
 
-async def start_replica(cluster: Cluster, controller: ApacheController, name: str) -> BrokerProcess:
+async def start_replica(
+    cluster: Cluster, controller: ApacheController, group: str, name: str
+) -> BrokerProcess:
     return await cluster.start_broker(
-        name, brokerName=GROUP, controllerAddr=controller.addr, **CONTROLLER_BROKER
+        name, brokerName=group, controllerAddr=controller.addr, **CONTROLLER_BROKER
     )
 
 
-async def test_one_broker_becomes_master_routed_as_id_0(ours: Cluster, controller: ApacheController) -> None:
-    broker = await start_replica(ours, controller, "r1")
+async def test_one_broker_becomes_master_routed_as_id_0(
+    ours: Cluster, controller: ApacheController, group: str
+) -> None:
+    broker = await start_replica(ours, controller, group, "r1")
     assert broker.process is not None
     await broker.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)")
-    assert (broker.store_dir / "brokerIdentity").read_text() == f"DefaultCluster#{GROUP}#1"
-    await wait_until(lambda: _is(routed_master(controller.namesrv_addr), broker.addr), 15)
+    assert (broker.store_dir / "brokerIdentity").read_text() == f"DefaultCluster#{group}#1"
+    await wait_until(lambda: _is(routed_master(controller.namesrv_addr, group), broker.addr), 15)
     response = await send_once(broker.addr, b"hello")
     assert response.code == ResponseCode.SUCCESS, response.remark
-    info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+    info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
     assert info["masterBrokerId"] == "1" and info["masterAddress"] == broker.addr
 
 
 async def test_slave_takes_over_when_the_master_is_killed(
-    ours: Cluster, controller: ApacheController
+    ours: Cluster, controller: ApacheController, group: str
 ) -> None:
-    first = await start_replica(ours, controller, "r1")
+    first = await start_replica(ours, controller, group, "r1")
     assert first.process is not None
     await first.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)")
-    second = await start_replica(ours, controller, "r2")
+    second = await start_replica(ours, controller, group, "r2")
     assert second.process is not None
     await second.process.wait_for_line(r"is now SLAVE \(brokerId 2\)")
     # The slave refuses writes; the master takes them once the slave is in the SyncStateSet.
     refused = await send_once(second.addr, b"to the slave")
     assert refused.code != ResponseCode.SUCCESS
     await wait_until(lambda: sends_ok(first.addr), 30)
-    slaves = (await cluster_info(controller.namesrv_addr)).broker_addr_table[GROUP].broker_addrs
+    slaves = (await cluster_info(controller.namesrv_addr)).broker_addr_table[group].broker_addrs
     assert slaves == {0: first.addr, 2: second.addr}
     # Acknowledged with allAckInSyncStateSet: the slave holds each of these.
     acked = {f"before-{i}" for i in range(20)}
@@ -387,7 +412,7 @@ async def test_slave_takes_over_when_the_master_is_killed(
     await ours.kill_broker("r1")
     await second.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)", timeout=60)
     await wait_until(lambda: sends_ok(second.addr), 30)
-    await wait_until(lambda: _is(routed_master(controller.namesrv_addr), second.addr), 30)
+    await wait_until(lambda: _is(routed_master(controller.namesrv_addr, group), second.addr), 30)
     response = await send_once(second.addr, b"after")
     assert response.code == ResponseCode.SUCCESS, response.remark
     conn = await connect("127.0.0.1", second.port)
@@ -396,15 +421,15 @@ async def test_slave_takes_over_when_the_master_is_killed(
     finally:
         conn.close()
     assert acked | {"after"} <= bodies
-    info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+    info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
     assert info["masterBrokerId"] == "2" and info["masterAddress"] == second.addr
 
     # The old master comes back with its store and id: a slave of the new one, in sync again.
-    back = await start_replica(ours, controller, "r1")
+    back = await start_replica(ours, controller, group, "r1")
     assert back.process is not None
     await back.process.wait_for_line(r"is now SLAVE \(brokerId 1\)")
-    await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 30)
-    slaves = (await cluster_info(controller.namesrv_addr)).broker_addr_table[GROUP].broker_addrs
+    await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 30)
+    slaves = (await cluster_info(controller.namesrv_addr)).broker_addr_table[group].broker_addrs
     assert slaves == {0: second.addr, 1: back.addr}
 
 
@@ -412,17 +437,17 @@ async def _is(value: Awaitable[str | None], expected: str) -> bool:
     return await value == expected
 
 
-async def in_sync(controller_addr: str) -> set[int]:
-    replicas = (await sync_state_data(controller_addr)).replicas_info_table.get(GROUP)
+async def in_sync(controller_addr: str, group: str) -> set[int]:
+    replicas = (await sync_state_data(controller_addr, group)).replicas_info_table.get(group)
     return {r.broker_id for r in replicas.in_sync_replicas if r.broker_id is not None} if replicas else set()
 
 
-async def designate(controller_addr: str, broker_id: int) -> None:
+async def designate(controller_addr: str, group: str, broker_id: int) -> None:
     """``mqadmin electMaster``: the controller makes ``broker_id`` the master."""
     host, port = controller_addr.rsplit(":", 1)
     conn = await connect(host, int(port))
     header = ElectMasterRequestHeader(
-        cluster_name="DefaultCluster", broker_name=GROUP, broker_id=broker_id, designate_elect=True
+        cluster_name="DefaultCluster", broker_name=group, broker_id=broker_id, designate_elect=True
     )
     try:
         response = await conn.request(
@@ -446,32 +471,34 @@ async def bodies_on(broker: BrokerProcess) -> set[str]:
         conn.close()
 
 
-async def test_roles_switch_both_ways_without_a_restart(ours: Cluster, controller: ApacheController) -> None:
-    first = await start_replica(ours, controller, "r1")
+async def test_roles_switch_both_ways_without_a_restart(
+    ours: Cluster, controller: ApacheController, group: str
+) -> None:
+    first = await start_replica(ours, controller, group, "r1")
     assert first.process is not None
     await first.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)")
-    second = await start_replica(ours, controller, "r2")
-    await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 30)
+    second = await start_replica(ours, controller, group, "r2")
+    await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 30)
     for i in range(10):
         assert (await send_once(first.addr, f"one-{i}".encode())).code == ResponseCode.SUCCESS
 
     # The controller moves the master to broker 2: broker 1 steps down without a restart.
-    await designate(controller.addr, 2)
+    await designate(controller.addr, group, 2)
     await wait_until(lambda: times(second, "is now SYNC_MASTER (brokerId 0)") == 1, 30)
     await wait_until(lambda: times(first, "is now SLAVE (brokerId 1)") == 1, 30)
     assert (await send_once(first.addr, b"refused")).code != ResponseCode.SUCCESS
     await wait_until(lambda: sends_ok(second.addr), 30)
-    await wait_until(lambda: _is(routed_master(controller.namesrv_addr), second.addr), 30)
+    await wait_until(lambda: _is(routed_master(controller.namesrv_addr, group), second.addr), 30)
     for i in range(10):
         assert (await send_once(second.addr, f"two-{i}".encode())).code == ResponseCode.SUCCESS
 
     # And back: broker 1, caught up as a slave, is master again.
-    await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 30)
-    await designate(controller.addr, 1)
+    await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 30)
+    await designate(controller.addr, group, 1)
     await wait_until(lambda: times(first, "is now SYNC_MASTER (brokerId 0)") == 2, 30)
     await wait_until(lambda: times(second, "is now SLAVE (brokerId 2)") == 2, 30)
     await wait_until(lambda: sends_ok(first.addr), 30)
-    await wait_until(lambda: _is(routed_master(controller.namesrv_addr), first.addr), 30)
+    await wait_until(lambda: _is(routed_master(controller.namesrv_addr, group), first.addr), 30)
     wanted = {f"one-{i}" for i in range(10)} | {f"two-{i}" for i in range(10)}
     assert wanted <= await bodies_on(first)
 
@@ -483,7 +510,9 @@ async def _equals(value: Awaitable[set[int]], expected: set[int]) -> bool:
 # -- mixed groups: Apache's brokers and ours ------------------------------------------------------
 
 
-def apache_replica(toolchain: Toolchain, root: Path, controller: ApacheController) -> ApacheControllerBroker:
+def apache_replica(
+    toolchain: Toolchain, root: Path, controller: ApacheController, group: str
+) -> ApacheControllerBroker:
     """Apache 5.3.3's broker in controller mode on free loopback ports (listenPort, its HA port
     listenPort + 1 and its VIP port listenPort - 2)."""
     while True:
@@ -491,26 +520,26 @@ def apache_replica(toolchain: Toolchain, root: Path, controller: ApacheControlle
         if all(_port_free(p) for p in (port - 2, port + 1)):
             break
     return ApacheControllerBroker(
-        toolchain, root, "127.0.0.1", controller.namesrv_addr, controller.addr, name=GROUP, port=port
+        toolchain, root, "127.0.0.1", controller.namesrv_addr, controller.addr, name=group, port=port
     )
 
 
-async def master_id(controller_addr: str) -> str | None:
-    info = await asyncio.to_thread(remoting_header, controller_addr, 1004, {"brokerName": GROUP})
+async def master_id(controller_addr: str, group: str) -> str | None:
+    info = await asyncio.to_thread(remoting_header, controller_addr, 1004, {"brokerName": group})
     return info.get("masterBrokerId")
 
 
 async def test_our_slave_of_an_apache_master_takes_over(
-    ours: Cluster, controller: ApacheController, java53_toolchain: Toolchain, tmp_path: Path
+    ours: Cluster, controller: ApacheController, group: str, java53_toolchain: Toolchain, tmp_path: Path
 ) -> None:
-    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller)
+    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller, group)
     await asyncio.to_thread(apache.start)
     try:
-        await wait_until(lambda: _is(master_id(controller.addr), "1"), 60)
-        ours_broker = await start_replica(ours, controller, "r2")
+        await wait_until(lambda: _is(master_id(controller.addr, group), "1"), 60)
+        ours_broker = await start_replica(ours, controller, group, "r2")
         assert ours_broker.process is not None
         await ours_broker.process.wait_for_line(r"is now SLAVE \(brokerId 2\)")
-        await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 60)
+        await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 60)
         acked = {f"apache-{i}" for i in range(10)}
         for body in sorted(acked):
             assert (await send_once(apache.addr, body.encode())).code == ResponseCode.SUCCESS
@@ -518,32 +547,32 @@ async def test_our_slave_of_an_apache_master_takes_over(
         await asyncio.to_thread(apache.kill)
         await ours_broker.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)", timeout=60)
         await wait_until(lambda: sends_ok(ours_broker.addr), 30)
-        await wait_until(lambda: _is(routed_master(controller.namesrv_addr), ours_broker.addr), 30)
+        await wait_until(lambda: _is(routed_master(controller.namesrv_addr, group), ours_broker.addr), 30)
         assert acked <= await bodies_on(ours_broker)
     finally:
-        await asyncio.to_thread(apache.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
 
 
 async def test_an_apache_slave_of_our_master_takes_over(
-    ours: Cluster, controller: ApacheController, java53_toolchain: Toolchain, tmp_path: Path
+    ours: Cluster, controller: ApacheController, group: str, java53_toolchain: Toolchain, tmp_path: Path
 ) -> None:
-    mine = await start_replica(ours, controller, "r1")
+    mine = await start_replica(ours, controller, group, "r1")
     assert mine.process is not None
     await mine.process.wait_for_line(r"is now SYNC_MASTER \(brokerId 0\)")
-    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller)
+    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller, group)
     await asyncio.to_thread(apache.start)
     try:
-        await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 60)
+        await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 60)
         acked = {f"ours-{i}" for i in range(10)}
         for body in sorted(acked):
             assert (await send_once(mine.addr, body.encode())).code == ResponseCode.SUCCESS
 
         await ours.kill_broker("r1")
-        await wait_until(lambda: _is(master_id(controller.addr), "2"), 60)
+        await wait_until(lambda: _is(master_id(controller.addr, group), "2"), 60)
         await wait_until(lambda: sends_ok(apache.addr), 60)
         assert acked <= await bodies_on_addr(apache.addr)
     finally:
-        await asyncio.to_thread(apache.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
 
 
 async def bodies_on_addr(addr: str) -> set[str]:
@@ -556,22 +585,22 @@ async def bodies_on_addr(addr: str) -> set[str]:
 
 
 async def test_our_slave_finds_an_apache_masters_own_ha_port(
-    ours: Cluster, controller: ApacheController, java53_toolchain: Toolchain, tmp_path: Path
+    ours: Cluster, controller: ApacheController, group: str, java53_toolchain: Toolchain, tmp_path: Path
 ) -> None:
     """An Apache master whose ``haListenPort`` is not ``listenPort + 1``: our slave learns the
     HA address from the name server's answer to its registration, as Apache's slaves do."""
-    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller)
+    apache = apache_replica(java53_toolchain, tmp_path / "apache-broker", controller, group)
     apache.overrides["haListenPort"] = free_port()
     await asyncio.to_thread(apache.start)
     try:
-        await wait_until(lambda: _is(master_id(controller.addr), "1"), 60)
-        mine = await start_replica(ours, controller, "r2")
+        await wait_until(lambda: _is(master_id(controller.addr, group), "1"), 60)
+        mine = await start_replica(ours, controller, group, "r2")
         assert mine.process is not None
         await mine.process.wait_for_line(r"is now SLAVE \(brokerId 2\)")
         await mine.process.wait_for_line(
             f"the master's HA address is 127.0.0.1:{apache.overrides['haListenPort']}"
         )
-        await wait_until(lambda: _equals(in_sync(controller.addr), {1, 2}), 60)
+        await wait_until(lambda: _equals(in_sync(controller.addr, group), {1, 2}), 60)
         assert (await send_once(apache.addr, b"replicated")).code == ResponseCode.SUCCESS
     finally:
-        await asyncio.to_thread(apache.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)

@@ -6,9 +6,11 @@ Apache's says, and the Apache master counts our acknowledgements (GET_BROKER_HA_
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,16 +29,16 @@ from tests.interop.harness import (
     Toolchain,
     _port_free,
     _remoting_call,
+    await_loopback_controller,
     build_java53_only,
     free_port,
+    launch_loopback_controller,
     remoting_header,
-    start_loopback_controller,
 )
 from tests.store.support import STORE_HOST, small_config
 
 pytestmark = pytest.mark.timeout(300)
 
-GROUP = "broker-a"
 TOPIC = "AutoSwitchInterop"
 FILE_SIZE = 1 << 20
 
@@ -47,13 +49,47 @@ def toolchain() -> Toolchain:
     return build_java53_only()
 
 
-@pytest.fixture
-async def controller(toolchain: Toolchain, tmp_path: Path) -> AsyncIterator[ApacheController]:
-    started = await asyncio.to_thread(start_loopback_controller, toolchain, tmp_path / "controller")
+@pytest.fixture(scope="module")
+def controllers(
+    toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ApacheController, ApacheController]]:
+    """Two Apache controllers (each in its name server) for the module, started side by side:
+    one as configured for the suite, one with unclean elections (``enableElectUncleanMaster``).
+    Each test has a broker group of its own (:func:`group`): the controller keeps its state per
+    group."""
+    root = tmp_path_factory.mktemp("controllers")
+    # Launched from this (main) thread, awaited in threads: a JVM dies with the thread that
+    # forked it.
+    started = [launch_loopback_controller(toolchain, root / "clean")]
     try:
-        yield started
+        started.append(launch_loopback_controller(toolchain, root / "unclean", enableElectUncleanMaster=True))
+        with ThreadPoolExecutor(2) as pool:
+            for waited in [pool.submit(await_loopback_controller, c) for c in started]:
+                waited.result()
+        yield started[0], started[1]
     finally:
-        await asyncio.to_thread(started.stop)
+        for controller in started:
+            controller.kill()  # nothing to keep: no need for Apache's graceful shutdown (~10 s)
+
+
+@pytest.fixture
+def controller(controllers: tuple[ApacheController, ApacheController]) -> ApacheController:
+    return controllers[0]
+
+
+@pytest.fixture
+def unclean_controller(controllers: tuple[ApacheController, ApacheController]) -> ApacheController:
+    return controllers[1]
+
+
+_groups = itertools.count(1)
+
+
+@pytest.fixture
+def group() -> str:
+    """The test's own broker group (brokerName), fresh to the module's controllers: broker ids
+    from 1, no master, no SyncStateSet, epoch 0."""
+    return f"broker-a{next(_groups)}"
 
 
 def _broker_port() -> int:
@@ -84,7 +120,7 @@ def _commit_log(root: Path, end: int) -> bytes:
 
 
 async def test_an_apache_master_replicates_to_our_slave(
-    controller: ApacheController, toolchain: Toolchain, tmp_path: Path
+    controller: ApacheController, group: str, toolchain: Toolchain, tmp_path: Path
 ) -> None:
     apache = ApacheControllerBroker(
         toolchain,
@@ -92,7 +128,7 @@ async def test_an_apache_master_replicates_to_our_slave(
         "127.0.0.1",
         controller.namesrv_addr,
         controller.addr,
-        name=GROUP,
+        name=group,
         port=_broker_port(),
         overrides={"mappedFileSizeCommitLog": FILE_SIZE},
     )
@@ -109,7 +145,7 @@ async def test_an_apache_master_replicates_to_our_slave(
             nonlocal replica
             try:
                 replica = await asyncio.to_thread(
-                    remoting_header, controller.addr, 1004, {"brokerName": GROUP}
+                    remoting_header, controller.addr, 1004, {"brokerName": group}
                 )
             except (OSError, RuntimeError):
                 return False
@@ -127,7 +163,7 @@ async def test_an_apache_master_replicates_to_our_slave(
                 sent.append(body)
 
             with held_port_pair() as port:
-                config = BrokerConfig.model_validate({"listenPort": port, "brokerName": GROUP, "brokerId": 2})
+                config = BrokerConfig.model_validate({"listenPort": port, "brokerName": group, "brokerId": 2})
                 repl = AutoSwitchReplication(config, store.config, store)
                 repl.local_broker_id = 2
                 await repl.start("127.0.0.1")
@@ -189,7 +225,7 @@ async def test_an_apache_master_replicates_to_our_slave(
         if repl is not None:
             await repl.stop()
         await store.shutdown()
-        await asyncio.to_thread(apache.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
 
 
 # -- a mixed group: our broker process and Apache's, failing over both ways -----------------------
@@ -265,7 +301,7 @@ async def _send_ok(addr: str) -> bool:
 
 
 async def test_a_mixed_group_fails_over_both_ways(
-    controller: ApacheController, toolchain: Toolchain, tmp_path: Path
+    controller: ApacheController, group: str, toolchain: Toolchain, tmp_path: Path
 ) -> None:
     from tests.cluster import Cluster
 
@@ -277,14 +313,14 @@ async def test_a_mixed_group_fails_over_both_ways(
         "127.0.0.1",
         controller.namesrv_addr,
         controller.addr,
-        name=GROUP,
+        name=group,
         port=_broker_port(),
     )
-    settings = {"brokerName": GROUP, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
+    settings = {"brokerName": group, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
 
     async def master_is(addr: str) -> bool:
         try:
-            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
         except (OSError, RuntimeError):
             return False
         return info.get("masterAddress") == addr
@@ -343,7 +379,7 @@ async def test_a_mixed_group_fails_over_both_ways(
         await _until(same_logs, 30, "our slave to hold the last sends")
     finally:
         await ours.stop()
-        await asyncio.to_thread(apache.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
         for name, broker in ours.brokers.items():
             if broker.process is not None:
                 print(f"---- our broker {name} ----\n{broker.process.output}")
@@ -357,7 +393,7 @@ async def _holds(addr: str, directory: Path, needle: bytes) -> bool:
 
 
 async def test_our_old_master_cuts_what_apaches_new_master_never_had(
-    toolchain: Toolchain, tmp_path: Path
+    unclean_controller: ApacheController, group: str, toolchain: Toolchain, tmp_path: Path
 ) -> None:
     """Apache's controller with unclean elections: the Apache slave dies, our master goes on
     alone, then dies too; Apache's broker comes back and is elected under a new epoch without
@@ -366,9 +402,7 @@ async def test_our_old_master_cuts_what_apaches_new_master_never_had(
     (the handshake with Apache's bytes) and copies Apache's new epoch."""
     from tests.cluster import Cluster
 
-    controller = await asyncio.to_thread(
-        start_loopback_controller, toolchain, tmp_path / "controller", enableElectUncleanMaster=True
-    )
+    controller = unclean_controller
     ours = Cluster(tmp_path / "ours", cluster_name="DefaultCluster")
     ours.namesrv_ports.append(controller.namesrv_port)
     apache = ApacheControllerBroker(
@@ -377,10 +411,10 @@ async def test_our_old_master_cuts_what_apaches_new_master_never_had(
         "127.0.0.1",
         controller.namesrv_addr,
         controller.addr,
-        name=GROUP,
+        name=group,
         port=_broker_port(),
     )
-    settings = {"brokerName": GROUP, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
+    settings = {"brokerName": group, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
     our_log = tmp_path / "ours" / "r1" / "commitlog"
     apache_log = apache.root / "store" / "commitlog"
 
@@ -389,7 +423,7 @@ async def test_our_old_master_cuts_what_apaches_new_master_never_had(
 
     async def master_is(addr: str) -> bool:
         try:
-            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
         except (OSError, RuntimeError):
             return False
         return info.get("masterAddress") == addr
@@ -428,24 +462,21 @@ async def test_our_old_master_cuts_what_apaches_new_master_never_had(
         await r1.process.wait_for_line(rf"commit log cut back from \d+ to {theirs[1].start}\b", timeout=5)
     finally:
         await ours.stop()
-        await asyncio.to_thread(apache.stop)
-        await asyncio.to_thread(controller.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
         for name, broker in ours.brokers.items():
             if broker.process is not None:
                 print(f"---- our broker {name} ----\n{broker.process.output}")
 
 
 async def test_apaches_old_master_cuts_what_our_new_master_never_had(
-    toolchain: Toolchain, tmp_path: Path
+    unclean_controller: ApacheController, group: str, toolchain: Toolchain, tmp_path: Path
 ) -> None:
     """The other way round: Apache's broker is the old master that wrote on alone; ours is
     elected (unclean) under a new epoch; Apache's comes back as our slave, reads our epoch list
     in our handshake, and cuts its messages past the consistent point."""
     from tests.cluster import Cluster
 
-    controller = await asyncio.to_thread(
-        start_loopback_controller, toolchain, tmp_path / "controller", enableElectUncleanMaster=True
-    )
+    controller = unclean_controller
     ours = Cluster(tmp_path / "ours", cluster_name="DefaultCluster")
     ours.namesrv_ports.append(controller.namesrv_port)
     apache = ApacheControllerBroker(
@@ -454,10 +485,10 @@ async def test_apaches_old_master_cuts_what_our_new_master_never_had(
         "127.0.0.1",
         controller.namesrv_addr,
         controller.addr,
-        name=GROUP,
+        name=group,
         port=_broker_port(),
     )
-    settings = {"brokerName": GROUP, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
+    settings = {"brokerName": group, "controllerAddr": controller.addr, **OUR_CONTROLLER_BROKER}
     our_log = tmp_path / "ours" / "r1" / "commitlog"
     apache_log = apache.root / "store" / "commitlog"
 
@@ -466,7 +497,7 @@ async def test_apaches_old_master_cuts_what_our_new_master_never_had(
 
     async def master_is(addr: str) -> bool:
         try:
-            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": GROUP})
+            info = await asyncio.to_thread(remoting_header, controller.addr, 1004, {"brokerName": group})
         except (OSError, RuntimeError):
             return False
         return info.get("masterAddress") == addr
@@ -502,8 +533,7 @@ async def test_apaches_old_master_cuts_what_our_new_master_never_had(
         assert decode_file((apache.root / "store" / "epochFileCheckpoint").read_text()) == mine
     finally:
         await ours.stop()
-        await asyncio.to_thread(apache.stop)
-        await asyncio.to_thread(controller.stop)
+        await asyncio.to_thread(apache.kill)  # (its store is not read after the test)
         for name, broker in ours.brokers.items():
             if broker.process is not None:
                 print(f"---- our broker {name} ----\n{broker.process.output}")
