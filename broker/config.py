@@ -23,6 +23,10 @@ _PERM_READ = int(Perm.READ)
 _PERM_WRITE = int(Perm.WRITE)
 
 
+#: The lines of controller-mode paths left to their defaults (not printed, as in Apache).
+_UNSET_PATH_LINES = frozenset({"storePathBrokerIdentity=", "storePathEpochFile="})
+
+
 class BrokerConfig(TlsSettings, ServerLimitSettings):
     """Broker-level settings (store settings live in ``StoreConfig``), RocketMQ's ``tls.*``
     keys, and the limits on client connections (:class:`ServerLimitSettings`)."""
@@ -281,6 +285,12 @@ class BrokerConfig(TlsSettings, ServerLimitSettings):
     def controller_addrs(self) -> list[str]:
         """``controllerAddr``'s addresses (``;``-separated)."""
         return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
+
+    def to_properties(self) -> str:
+        """As the settings print, except the controller-mode paths left unset: Apache prints
+        no line for a setting that is null, and these default to files under the store root."""
+        lines = super().to_properties().splitlines()
+        return "".join(f"{line}\n" for line in lines if line not in _UNSET_PATH_LINES)
 
     @property
     def broker_identity_path(self) -> Path:
