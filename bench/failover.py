@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from bench.machine import summary
 from tests.controller.failover import FailoverFigures, FailoverScenario, Tally, spread
 from tests.controller.hosted import start_controllers, start_group
 from tests.hosts import Network
@@ -153,6 +154,7 @@ def main() -> None:
         )
     what = "kills of" if args.fault == "kill" else "cables pulled from"
     system = "apache 5.3.3" if args.system == "apache" else "ours"
+    print(summary(), flush=True)
     print(f"\n{system}, {len(results)} {what} the master's host ({args.replicas} replicas):")
     print(f"  time to new master:          {spread([f.time_to_master for f, _ in results])}")
     print(f"  time to first acked send:    {spread([f.time_to_first_send for f, _ in results])}")

@@ -16,14 +16,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated  # type: ignore[import-untyped]
+# PySyncObj replaces socket.inet_ntop on import, on every platform, with a Windows-only shim
+# (pysyncobj/win_inet_pton.py) that fails everywhere else: keep the process's own, which the
+# name server embedding this controller and everything else in the process use.
+_inet_ntop, _inet_pton = socket.inet_ntop, socket.inet_pton
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated  # type: ignore[import-untyped]  # noqa: E402
 
-from .replicas import Event, ReplicasInfo
+socket.inet_ntop, socket.inet_pton = _inet_ntop, _inet_pton
+
+from .replicas import Event, ReplicasInfo  # noqa: E402
 
 log = logging.getLogger(__name__)
 

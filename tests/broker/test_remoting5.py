@@ -372,7 +372,9 @@ APACHE_BROKER_CODES = frozenset(
 #: The codes of that list we answer REQUEST_CODE_NOT_SUPPORTED, each with the reason (the same
 #: list is in docs/interop.md). A code served since must leave this list.
 NOT_SERVED = {
-    **{code: "controller mode is issue 41's" for code in (905, 906, 1007, 1008)},
+    # Only Apache's slave-acting-master mode (enableSlaveActingMaster, not implemented) sends
+    # these; controller mode's own (1007, 1008) are served (docs/controller.md).
+    **{code: "slave acting master (enableSlaveActingMaster) is not implemented" for code in (905, 906)},
 }
 
 

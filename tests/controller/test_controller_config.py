@@ -212,3 +212,15 @@ async def test_raft_snapshot_restores_the_state(tmp_path: Path) -> None:
         finally:
             await node.close()
     assert second.sync_state_set_info_table["b"].master_broker_id == 1
+
+
+def test_importing_the_controller_leaves_ipv6_address_text_working() -> None:
+    """PySyncObj swaps socket.inet_ntop for a Windows-only shim when imported; a name server
+    running a controller (and every test after one) must keep the real one."""
+    import importlib
+    import socket
+
+    import aiorocketmq.controller.raft as raft
+
+    importlib.reload(raft)
+    assert socket.inet_ntop(socket.AF_INET6, bytes(15) + b"\x01") == "::1"

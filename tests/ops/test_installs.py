@@ -78,7 +78,7 @@ def test_the_sdk_imports_and_runs_without_any_extra(dead_address: str) -> None:
 
 @pytest.mark.parametrize(
     ("script", "extra"),
-    [("mqbroker", "server"), ("mqproxy", "server"), ("mqdashboard", "dashboard")],
+    [("mqbroker", "server"), ("mqproxy", "server"), ("mqcontroller", "server"), ("mqdashboard", "dashboard")],
 )
 def test_a_script_without_its_extra_says_what_to_install(script: str, extra: str) -> None:
     run = run_python(without(extra) + f"from aiorocketmq.scripts import {script}; sys.exit({script}())")
@@ -123,7 +123,15 @@ def test_every_console_script_goes_through_the_guard() -> None:
 
     entries = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert entries == {name: f"aiorocketmq.scripts:{name}" for name in entries}
-    assert set(entries) == {"mqnamesrv", "mqbroker", "mqproxy", "mqadmin", "mqbench", "mqdashboard"}
+    assert set(entries) == {
+        "mqnamesrv",
+        "mqbroker",
+        "mqproxy",
+        "mqcontroller",
+        "mqadmin",
+        "mqbench",
+        "mqdashboard",
+    }
 
 
 # -- editable install ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from aiorocketmq.namesrv.auth import ADMIN_WRITES, BROKER_WRITES
 from aiorocketmq.namesrv.config import NamesrvSettings
 from aiorocketmq.namesrv.server import NameServer
 from aiorocketmq.protocol.codes import RequestCode
+from aiorocketmq.protocol.controller import ControllerRequestCode
 from aiorocketmq.protocol.pop import PopRequestCode
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -76,14 +77,17 @@ def broker_rows() -> dict[int, Row]:
 
 def _name(code: int, documented: str) -> str:
     """The code's name (an alias such as REGISTER_TOPIC_IN_NAMESRV for 217 counts)."""
-    for enum in (RequestCode, PopRequestCode):
+    enums = (RequestCode, PopRequestCode, ControllerRequestCode)
+    for enum in enums:
         member = getattr(enum, documented, None)
         if member is not None and int(member) == code:
             return documented
-    try:
-        return RequestCode(code).name
-    except ValueError:
-        return PopRequestCode(code).name
+    for enum in enums:
+        try:
+            return enum(code).name
+        except ValueError:
+            continue
+    raise ValueError(f"{code} is no request code we know")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 
 from aiorocketmq.broker.store import BrokerRole, MessageStore, StoreConfig
 from aiorocketmq.protocol.controller import EpochEntry
@@ -40,6 +39,7 @@ from ..security import HaSecurity
 from . import store_ops
 from .epoch import OPEN_END, Epoch, EpochFileCache, epoch_file_path
 from .master import MasterSide, now_ms
+from .owner import AutoSwitchSettings
 from .slave import SlaveClient
 
 __all__ = [
@@ -56,30 +56,6 @@ log = logging.getLogger(__name__)
 
 #: How often the epoch file forgets the epochs of deleted commit-log files.
 HOUSEKEEPING_SECONDS = 1.0
-
-
-@dataclass
-class AutoSwitchSettings:
-    """Apache's controller-mode replication keys (``MessageStoreConfig``); each is read from
-    the store settings, then the broker settings, when they have it."""
-
-    all_ack_in_sync_state_set: bool = False
-    in_sync_replicas: int = 1
-    min_in_sync_replicas: int = 1
-    ha_max_time_slave_not_catchup: int = 15_000
-    sync_from_last_file: bool = False
-    async_learner: bool = False
-
-    @classmethod
-    def from_configs(cls, *configs: object) -> AutoSwitchSettings:
-        settings = cls()
-        for item in fields(cls):
-            for config in configs:
-                value = getattr(config, item.name, None)
-                if value is not None:
-                    setattr(settings, item.name, value)
-                    break
-        return settings
 
 
 class AutoSwitchReplication:

@@ -33,7 +33,7 @@ from ..security import HandshakeError, RefusalLog
 from . import wire
 
 if TYPE_CHECKING:
-    from . import AutoSwitchReplication
+    from .owner import Owner
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class SlaveLink:
 class MasterSide:
     """The HA port and the master's replication state; serving only while :attr:`active`."""
 
-    def __init__(self, owner: AutoSwitchReplication) -> None:
+    def __init__(self, owner: Owner) -> None:
         self.owner = owner
         self.store = owner.store
         self.links: set[SlaveLink] = set()

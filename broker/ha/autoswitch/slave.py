@@ -26,7 +26,7 @@ from . import store_ops, wire
 from .epoch import Epoch, EpochFileCache
 
 if TYPE_CHECKING:
-    from . import AutoSwitchReplication
+    from .owner import SlaveOwner
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ CONNECT_TIMEOUT = 3.0
 class SlaveClient:
     """A slave's link to its master's HA port (one per master address and broker id)."""
 
-    def __init__(self, owner: AutoSwitchReplication, master_address: str, broker_id: int) -> None:
+    def __init__(self, owner: SlaveOwner, master_address: str, broker_id: int) -> None:
         self.owner = owner
         self.store = owner.store
         self.master_address = master_address
