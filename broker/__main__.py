@@ -20,7 +20,7 @@ from typing import Any
 
 from aiorocketmq.broker.store import StoreConfig
 from aiorocketmq.protocol.loop import run
-from aiorocketmq.protocol.settings import ConfigError
+from aiorocketmq.protocol.settings import ConfigError, server_logging
 
 from .config import BrokerConfig
 from .server import Broker
@@ -110,12 +110,7 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-        stream=sys.stderr,
-    )
+    server_logging(args.log_level)
     try:
         broker_config, store_config = load_config(args)
     except ConfigError as exc:

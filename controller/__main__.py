@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from aiorocketmq.protocol.loop import run
-from aiorocketmq.protocol.settings import ConfigError
+from aiorocketmq.protocol.settings import ConfigError, server_logging
 
 from .config import ControllerSettings
 from .manager import ControllerManager
@@ -72,12 +72,7 @@ async def serve(settings: ControllerSettings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level,
-        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-    )
+    server_logging(args.log_level)
     try:
         settings = ControllerSettings.load(args.config)
     except ConfigError as exc:

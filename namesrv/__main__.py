@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from aiorocketmq.protocol.loop import run
-from aiorocketmq.protocol.settings import ConfigError
+from aiorocketmq.protocol.settings import ConfigError, server_logging
 
 from .config import NamesrvSettings
 from .server import NameServer
@@ -111,12 +111,7 @@ async def serve(settings: NamesrvSettings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level,
-        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-    )
+    server_logging(args.log_level)
     try:
         settings = load_settings(args)
     except ConfigError as exc:

@@ -8,7 +8,9 @@ keys; :meth:`Settings.load` merges a file and command-line overrides, and
 
 from __future__ import annotations
 
+import logging
 import ssl
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
@@ -201,3 +203,14 @@ class ServerLimitSettings(Settings):
             frame_timeout=self.server_frame_read_timeout_millis / 1000,
             max_per_address=self.server_max_connections_per_address,
         )
+
+
+def server_logging(level: str) -> None:
+    """The servers' log lines on standard error (``mqnamesrv``, ``mqbroker``, ``mqproxy``,
+    ``mqcontroller``): a millisecond timestamp, the level, the logger's name."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level.upper(),
+        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+    )

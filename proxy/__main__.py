@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from aiorocketmq.protocol.loop import run
+from aiorocketmq.protocol.settings import server_logging
 
 from .config import ConfigError, ProxyConfig
 from .server import Proxy
@@ -69,12 +70,7 @@ async def serve(config: ProxyConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level,
-        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-    )
+    server_logging(args.log_level)
     try:
         config = ProxyConfig.load(
             args.proxyConfigPath,

@@ -14,6 +14,7 @@ with a message saying what to install: the suite never skips these tests silentl
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import hashlib
@@ -828,15 +829,16 @@ def controller_peers(addresses: Sequence[str], port: int = CONTROLLER_PORT) -> s
     return ";".join(f"n{i}-{address}:{port}" for i, address in enumerate(addresses))
 
 
-class _HostedJava:
+class _HostedJava(abc.ABC):
     """A JVM of Apache's started in the background (:meth:`launch`), then awaited
     (:meth:`wait_ready`, blocking: run it in a thread from asyncio)."""
 
     process: JavaProcess | None
     ready_line: str = "boot success"
 
+    @abc.abstractmethod
     def launch(self) -> None:
-        raise NotImplementedError
+        """Start the JVM without waiting for it."""
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         assert self.process is not None, "launch() first"

@@ -36,6 +36,7 @@ its start and every 30 s after that (not configurable), whatever fails meanwhile
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -180,7 +181,7 @@ class Sent:
     error: str = ""
 
 
-class ClientRun:
+class ClientRun(abc.ABC):
     """One client's producer and consumer: every send outcome and delivery, as they happen."""
 
     def __init__(self, label: str) -> None:
@@ -224,11 +225,13 @@ class ClientRun:
         last = [(s.key, s.error or "ok") for s in self.sends[-3:]]
         return f"{len(self.acked())} acked of {len(self.sends)} sends, {len(self.received)} consumed; last {last}"
 
+    @abc.abstractmethod
     async def stop_sending(self) -> None:
-        raise NotImplementedError
+        """Stop the send loop (the consumer goes on)."""
 
+    @abc.abstractmethod
     async def close(self) -> None:
-        raise NotImplementedError
+        """Stop the client and reap whatever runs it."""
 
 
 class SdkRun(ClientRun):
