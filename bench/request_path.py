@@ -14,6 +14,11 @@ Every response is decoded and must be SUCCESS; every message must be in the stor
 process CPU per request and per message. ``--profile`` adds a cProfile listing of one more
 window. To compare commits, run it from a checkout of each.
 
+``--shape cpp`` / ``--shape java`` send single messages framed as the official C++ client
+(SEND_MESSAGE, full-name JSON header) or the Java client (SEND_MESSAGE_V2) write them, to see
+what a client's shape costs the broker. ``--reads-per-turn 1`` gives the event loop a turn
+after every read, as a socket does (the default, 20, keeps the loop's own cost out).
+
 Run: ``.venv/bin/python -m bench.request_path [--batch 32] [--requests 30000] [--runs 5]``.
 Not part of the test suite (tests/broker/test_request_path.py runs a short window of it).
 """
@@ -22,11 +27,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import cProfile
 import gc
 import json
+import os
 import pstats
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -35,11 +43,10 @@ from typing import Any
 from aiorocketmq.broker.config import BrokerConfig
 from aiorocketmq.broker.server import Broker
 from aiorocketmq.broker.store import StoreConfig
-from aiorocketmq.protocol.codes import ResponseCode
+from aiorocketmq.protocol.codes import RequestCode, ResponseCode
 from aiorocketmq.protocol.command import FrameDecoder
 from aiorocketmq.protocol.loop import run
 from bench.machine import summary as machine_summary
-from bench.side_by_side import send_frames
 
 TOPIC = "RequestPathBench"
 #: Queues of the auto-created topic (the default topic's count).
@@ -76,6 +83,82 @@ class KeptTransport:
         return 0
 
 
+def client_send_frames(client: str, topic: str, queues: int, size: int, per_queue: int = 8) -> list[bytes]:
+    """Single-message sends shaped as a real client writes them, byte for byte but for the
+    values, each message with its own unique key in the header's properties (with WAIT):
+
+    - ``cpp``: the official C++ client (librocketmq 1.2.x, what bench/cpp_load.c drives):
+      SEND_MESSAGE (10), a JSON header with the full field names, some numbers raw and some
+      quoted, the signing fields it adds even with no credentials, and a trailing newline;
+    - ``java``: the Java client 4.9.x with sendSmartMsg: SEND_MESSAGE_V2 (310), one-letter
+      names, every value a string."""
+    body = os.urandom(size // 2).hex().encode()[:size]
+    frames = []
+    count = 0
+    for queue_id in range(queues):
+        for _ in range(per_queue):
+            count += 1
+            uniq = f"0100007F0000{os.getpid() & 0xFFFF:04X}{count:016X}"
+            properties = f"UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02"
+            born = str(int(time.time() * 1000))
+            if client == "java":
+                fields: dict[str, Any] = {
+                    "a": "java-load-producer",
+                    "b": topic,
+                    "c": "TBW102",
+                    "d": "4",
+                    "e": str(queue_id),
+                    "f": "0",
+                    "g": born,
+                    "h": "0",
+                    "i": properties,
+                    "j": "0",
+                    "k": "false",
+                    "m": "false",
+                }
+                header = {
+                    "code": int(RequestCode.SEND_MESSAGE_V2),
+                    "extFields": fields,
+                    "flag": 0,
+                    "language": "JAVA",
+                    "opaque": 1_000_000_000,
+                    "serializeTypeCurrentRPC": "JSON",
+                    "version": 395,
+                }
+                data = json.dumps(header, separators=(",", ":")).encode()
+                frames.append(struct.pack(">iI", 4 + len(data) + len(body), len(data)) + data + body)
+                continue
+            fields = {
+                "AccessKey": "",
+                "OnsChannel": "ALIYUN",
+                "Signature": base64.b64encode(os.urandom(20)).decode(),
+                "batch": "0",
+                "bornTimestamp": born,
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 4,
+                "flag": 0,
+                "producerGroup": "cpp-load-producer",
+                "properties": properties,
+                "queueId": queue_id,
+                "reconsumeTimes": "0",
+                "sysFlag": 0,
+                "topic": topic,
+                "unitMode": "0",
+            }
+            header = {
+                "code": int(RequestCode.SEND_MESSAGE),
+                "extFields": fields,
+                "flag": 0,
+                "language": "CPP",
+                "opaque": 1_000_000_000,
+                "remark": "",
+                "version": 63,
+            }
+            data = json.dumps(header, separators=(",", ":")).encode() + b"\n"
+            frames.append(struct.pack(">iI", 4 + len(data) + len(body), len(data)) + data + body)
+    return frames
+
+
 def check_responses(decoder: FrameDecoder, written: list[bytes]) -> int:
     """How many whole responses ``written`` completes; raises if one is not SUCCESS."""
     count = 0
@@ -109,8 +192,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _windows(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
-    frames = send_frames(TOPIC, QUEUES, args.batch, args.size)
+    if args.shape != "sdk":
+        frames = client_send_frames(args.shape, TOPIC, QUEUES, args.size)
+    else:
+        # Imported here: side_by_side pulls in the whole benchmark harness.
+        from bench.side_by_side import send_frames
+
+        frames = send_frames(TOPIC, QUEUES, args.batch, args.size)
     per_read = args.per_read
+    reads_per_turn = args.reads_per_turn
     reads = [
         b"".join(frames[(start + i) % len(frames)] for i in range(per_read))
         for start in range(0, len(frames), per_read)
@@ -139,7 +229,7 @@ async def _windows(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
             conn.data_received(reads[k % len(reads)])
             done += per_read
             k += 1
-            if k % 20 == 0:
+            if k % reads_per_turn == 0:
                 await asyncio.sleep(0)
         if conn._tasks:  # deferred answers still to come
             await asyncio.wait(set(conn._tasks), timeout=30)
@@ -177,14 +267,35 @@ async def _windows(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch", type=int, default=32, help="messages per request (1: SEND_MESSAGE_V2)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="messages per request (1: SEND_MESSAGE_V2); 32 by default, 1 with a client --shape",
+    )
     parser.add_argument("--size", type=int, default=128, help="message body size")
     parser.add_argument("--requests", type=int, default=30_000, help="requests per window")
     parser.add_argument("--runs", type=int, default=5, help="windows; the median is printed")
     parser.add_argument("--per-read", type=int, default=15, help="requests delivered per read")
+    parser.add_argument(
+        "--reads-per-turn",
+        type=int,
+        default=20,
+        help="reads fed between turns of the event loop (1: as a socket delivers them, a turn each)",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=("sdk", "cpp", "java"),
+        default="sdk",
+        help="frames as the SDK sends them (--batch), or single sends as the C++ or Java client's",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile one more window (to stderr)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.batch is None:
+        args.batch = 32 if args.shape == "sdk" else 1
+    elif args.shape != "sdk" and args.batch != 1:
+        parser.error(f"--shape {args.shape} sends one message per request (--batch 1)")
     figures = run(measure(args))
     if args.json:
         print(json.dumps({**figures, "machine": machine_summary()}))

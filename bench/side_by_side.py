@@ -1,39 +1,54 @@
-"""Apache RocketMQ and aiorocketmq side by side on the same machine, the same loads, in turn.
+"""aiorocketmq side by side with the brokers users compare it with, on the same machine, the
+same loads, in turn.
 
-Each round starts Apache RocketMQ 4.9.7 (name server + broker on Java 17, ``-Xms1g -Xmx1g``,
-G1 as Apache's ``runbroker.sh``) and our cluster (``python -m aiorocketmq.namesrv`` + one
-``python -m aiorocketmq.broker``), alternating which goes first, each with a fresh store, the
-same broker settings (ASYNC_FLUSH) and the same topic (8 queues), and drives each with:
+The references (``--reference``, default all three):
+
+* ``4.9.7``: Apache RocketMQ 4.9.7 (name server + broker on Java 17, ``-Xms1g -Xmx1g``, G1 as
+  Apache's ``runbroker.sh``);
+* ``5.3.3``: Apache RocketMQ 5.3.3, the same JVM settings, its broker's defaults (a 16 MiB timer
+  log like the commit log's files, as tests/interop/harness.py's APACHE5_BROKER);
+* ``rust``: rocketmq-rust 1.0.0 (crates.io ``rocketmq-namesrv`` and ``rocketmq-broker``),
+  installed by ``cargo install`` into the interop cache on first use and configured as
+  bench/rust_reference.py says.
+
+Each round starts every system in turn (ours and each reference, the first rotating from
+round to round), each with a fresh store per message size (``--sizes``, default 128 and 1,024
+bytes, Apache's ``producer.sh -s 1024``), the same broker settings (ASYNC_FLUSH) and the same
+topic (8 queues), and drives each with:
 
 * ``producer``: the Java load (``tests/interop/java/.../benchload/Load.java``, the official
-  rocketmq-client 4.9.8) as Apache's ``Producer -w 16 -s 128``: 16 threads of sync sends;
-* ``batch``: as ``BatchProducer -b 32`` (16 threads, batches of 32 messages of 128 bytes);
-* ``batch, lean load``: 16 batches of 32 in flight from ``bench/batch_load.c`` (below), which
+  rocketmq-client 4.9.8) as Apache's ``Producer -w 16 -s SIZE``: 16 threads of sync sends;
+* ``batch``: as ``BatchProducer -b 32`` (16 threads, batches of 32 messages);
+* ``lean``: 16 batches of 32 in flight from ``bench/batch_load.c`` (below), which
   costs a fraction of a microsecond a message where the Java client costs 3-4: what each
   broker does when the client is not taking half the machine;
-* ``consume``: as ``Consumer``: one push consumer (20 threads) draining what ``producer`` sent;
+* ``consumer``: as ``Consumer``: one push consumer (20 threads) draining what ``producer`` sent;
 * ``cpp``: ``bench/cpp_load.c``, the official C++ client, 16 threads of sync sends;
 * ``e2e``: end-to-end latency at 5,000 msg/s (paced sync sends, a push consumer in the same JVM,
   latency from the send call to the listener);
 * ``sync64``: the broker restarted with SYNC_FLUSH, 64 threads of sync sends.
 
+``--loads`` picks some of them.
 For each it records TPS (messages/s), average / max / p99 RT, the broker's CPU per message
 (utime + stime from ``/proc/<pid>/stat`` over the measuring window), the broker's peak RSS
 (``VmHWM``) and its start-up time (process spawn to the first SEND_OK from the broker itself).
 Ours only: ``scale`` (2 broker processes in one cluster vs 1, batched sends: once with the Java
 ``BatchProducer`` load, once with ``bench/batch_load.c``, a load that replays pre-encoded
 batches for a few microseconds each, so that the brokers rather than the client decide how
-far two processes get on two cores) and ``topics``
+far two processes get on two cores), ``disk`` (1 KiB batches from the lean load under
+ASYNC_FLUSH and SYNC_FLUSH: the commit log's write rate beside ``dd``'s direct-I/O rate on the
+same file system, measured just before) and ``topics``
 (1,000 topics x 8 queues vs one topic, sync sends; and a broker with 10,000 topics: time until
 the name server lists them all, and how long ``topicList`` takes).
 
-Output: one line per measurement as it goes, then one table: per round the ratio ours/Apache
-and the median of the rounds.
+Output: one line per measurement as it goes, then one table per reference and size: per round
+the ratio ours/reference and the median of the rounds.
 
 Run: ``.venv/bin/python -m bench.side_by_side`` (5 rounds, 10 s windows; about 25 minutes on two
 cores), ``--quick`` (3 rounds, 5 s windows), ``--rounds N``, ``--ours-only`` (``--only scale``,
-``--only topics`` or ``--only 10k``: just that part). Needs java 17, mvn and gcc (what the
-interop suite needs); the first run builds the Java load through tests/interop/harness.py.
+``--only topics``, ``--only 10k`` or ``--only disk``: just that part). Needs java 17, mvn and
+gcc (what the interop suite needs), and cargo for the rocketmq-rust reference; the first run
+builds the Java load and fetches Apache's jars through tests/interop/harness.py.
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -70,11 +86,30 @@ from aiorocketmq.protocol.message import (  # noqa: E402
     encode_batch,
     encode_properties,
 )
+from bench import rust_reference  # noqa: E402
 from bench.broker_bench import build_cpp_load  # noqa: E402
 from bench.machine import summary as machine_summary  # noqa: E402
 from bench.procs import free_port, wait_port  # noqa: E402
-from tests.interop.harness import Toolchain, build_java_only, rocketmq_home  # noqa: E402
+from tests.interop.harness import (  # noqa: E402
+    APACHE5_BROKER,
+    CACHE,
+    Toolchain,
+    build_java53_only,
+    build_java_only,
+    rocketmq_home,
+)
 
+#: The systems ours is compared with (``--reference``), by key.
+REFERENCES = {
+    "4.9.7": "Apache RocketMQ 4.9.7",
+    "5.3.3": "Apache RocketMQ 5.3.3",
+    "rust": "rocketmq-rust 1.0.0",
+}
+#: Apache's releases: each one's name server + broker classpath, built (and cached) on first use.
+APACHE_SERVERS: dict[str, Callable[[], str]] = {
+    "4.9.7": functools.cache(lambda: build_java_only().server_classpath),
+    "5.3.3": functools.cache(lambda: build_java53_only().server_classpath),
+}
 TOPIC = "SideBySide"
 QUEUES = 8
 BATCH_LOAD = Path(__file__).with_name("batch_load.c")
@@ -222,6 +257,7 @@ class Broker:
 class System:
     """One cluster under test: a name server and brokers, started and stopped as processes."""
 
+    #: "ours", or a key of :data:`REFERENCES`.
     name: str
     toolchain: Toolchain
     root: Path
@@ -233,18 +269,35 @@ class System:
     def namesrv_addr(self) -> str:
         return f"127.0.0.1:{self.namesrv_port}"
 
+    @property
+    def is_apache(self) -> bool:
+        return self.name in APACHE_SERVERS
+
+    @property
+    def server_classpath(self) -> str:
+        """Apache's name server and broker of this system's release."""
+        return APACHE_SERVERS[self.name]()
+
+    @staticmethod
+    def rust_binaries() -> tuple[Path, Path]:
+        return rust_reference.install(CACHE)
+
     def start_namesrv(self) -> None:
         self.namesrv_port = free_port()
         home = self.root / "namesrv"
         home.mkdir(parents=True, exist_ok=True)
-        if self.name == "apache":
+        if self.name == "rust":
+            self.namesrv = rust_reference.start_namesrv(self.rust_binaries()[0], self.namesrv_port, home)
+            wait_port(self.namesrv_port, 120, self.namesrv)
+            return
+        if self.is_apache:
             conf = write_properties(home / "namesrv.conf", {"listenPort": self.namesrv_port})
             cmd = [
                 self.toolchain.java,
                 *APACHE_NAMESRV_JVM,
                 f"-Duser.home={home}",
                 "-cp",
-                self.toolchain.server_classpath,
+                self.server_classpath,
                 "org.apache.rocketmq.namesrv.NamesrvStartup",
                 "-c",
                 str(conf),
@@ -259,7 +312,9 @@ class System:
         )
         wait_port(self.namesrv_port, 120, self.namesrv)
 
-    def start_broker(self, name: str, **overrides: Any) -> Broker:
+    def start_broker(self, name: str, cpu: int | None = None, **overrides: Any) -> Broker:
+        """A broker of this system with the shared settings and ``overrides``; ``cpu``: pinned,
+        with every thread it starts, to that core (ours only)."""
         port = broker_port()
         home = self.root / name
         settings = {
@@ -269,14 +324,26 @@ class System:
             "namesrvAddr": self.namesrv_addr,
             **overrides,
         }
-        conf = write_properties(home / "broker.conf", settings)
-        if self.name == "apache":
+        if self.name == "5.3.3":
+            settings = {**APACHE5_BROKER, **settings}
+        started = time.monotonic()
+        if self.name == "rust":
+            proc = rust_reference.start_broker(self.rust_binaries()[1], settings, home)
+        else:
+            proc = self._spawn_broker(home, write_properties(home / "broker.conf", settings), cpu)
+        first_send(port, proc)
+        broker = Broker(proc, port, time.monotonic() - started)
+        self.brokers.append(broker)
+        return broker
+
+    def _spawn_broker(self, home: Path, conf: Path, cpu: int | None = None) -> subprocess.Popen[Any]:
+        if self.is_apache:
             cmd = [
                 self.toolchain.java,
                 *APACHE_BROKER_JVM,
                 f"-Duser.home={home}",
                 "-cp",
-                self.toolchain.server_classpath,
+                self.server_classpath,
                 "org.apache.rocketmq.broker.BrokerStartup",
                 "-c",
                 str(conf),
@@ -285,12 +352,14 @@ class System:
         else:
             cmd = [sys.executable, "-m", "aiorocketmq.broker", "-c", str(conf), "--log-level", "WARNING"]
             env = dict(os.environ)
-        started = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        first_send(port, proc)
-        broker = Broker(proc, port, time.monotonic() - started)
-        self.brokers.append(broker)
-        return broker
+        return subprocess.Popen(
+            cmd,
+            cwd=home,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu}),
+        )
 
     def stop_brokers(self) -> None:
         for broker in self.brokers:
@@ -372,22 +441,43 @@ class Loads:
 
     @staticmethod
     def _cpu_over(
-        system: System, start_at: float, seconds: float, load: subprocess.Popen[Any] | None = None
+        system: System,
+        start_at: float,
+        seconds: float,
+        load: subprocess.Popen[Any] | None = None,
+        at_window: Callable[[], None] | None = None,
     ) -> float:
         """Brokers' CPU seconds over the window (cut short when ``load`` ends first: a load
-        with a ``limit`` stops early)."""
+        with a ``limit`` stops early); ``at_window`` is called as it opens and as it closes."""
         time.sleep(max(0.0, start_at - time.monotonic()))
+        if at_window is not None:
+            at_window()
         before = system.broker_stat()[0]
+        closes = time.monotonic() + seconds
         if load is None:
             time.sleep(seconds)
         else:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 load.wait(seconds)
-        return system.broker_stat()[0] - before
+        cpu = system.broker_stat()[0] - before
+        if at_window is not None:
+            time.sleep(max(0.0, closes - time.monotonic()))
+            at_window()
+        return cpu
 
-    def cpp(self, system: System, threads: int, seconds: float) -> tuple[dict[str, Any], float]:
+    def cpp(
+        self, system: System, threads: int, seconds: float, size: int = 128
+    ) -> tuple[dict[str, Any], float]:
         start_at = time.time() + 3.0
-        cmd = [str(self.cpp_load), "produce", system.namesrv_addr, TOPIC, str(threads), str(seconds), "128"]
+        cmd = [
+            str(self.cpp_load),
+            "produce",
+            system.namesrv_addr,
+            TOPIC,
+            str(threads),
+            str(seconds),
+            str(size),
+        ]
         proc = subprocess.Popen(
             [*cmd, f"{start_at:.3f}"],
             cwd=self.work,
@@ -412,17 +502,25 @@ class Loads:
         }, cpu
 
     def lean(
-        self, system: System, seconds: float, warmup: float, inflight: int = 16, batch: int = 32
+        self,
+        system: System,
+        seconds: float,
+        warmup: float,
+        inflight: int = 16,
+        batch: int = 32,
+        size: int = 128,
+        at_window: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], float]:
         """``bench/batch_load.c`` against every broker of ``system``: ``inflight`` batches of
-        ``batch`` 128-byte messages outstanding per broker, spread over the topic's queues."""
-        frames = self.work / f"frames-{batch}.bin"
-        frames.write_bytes(batch_frames(TOPIC, QUEUES, batch, 128))
+        ``batch`` messages of ``size`` bytes outstanding per broker, spread over the topic's
+        queues. ``at_window`` is called as the measuring window opens and as it closes."""
+        frames = self.work / f"frames-{batch}-{size}.bin"
+        frames.write_bytes(batch_frames(TOPIC, QUEUES, batch, size))
         argv = [str(self.batch_load), str(seconds), str(warmup), str(inflight), str(batch)]
         for broker in system.brokers:
             argv += [f"127.0.0.1:{broker.port}", str(frames)]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        cpu = self._cpu_over(system, time.monotonic() + warmup, seconds)
+        cpu = self._cpu_over(system, time.monotonic() + warmup, seconds, at_window=at_window)
         out, err = proc.communicate(timeout=120)
         if proc.returncode:
             raise RuntimeError(f"batch_load failed ({proc.returncode}): {err.strip()}")
@@ -488,19 +586,33 @@ Row = dict[str, float]
 
 
 def measure(
-    system: System, loads: Loads, args: argparse.Namespace, report: Callable[[str, Row], None]
+    system: System,
+    loads: Loads,
+    args: argparse.Namespace,
+    report: Callable[[str, Row], None],
+    size: int,
+    first: bool,
 ) -> None:
+    """One system, one message size: a fresh broker, every load of ``args.loads`` in turn,
+    then (for ``sync64``) a fresh broker under SYNC_FLUSH. ``first``: this system's first size
+    of the round, which also reports its start-up time."""
     seconds, warmup = args.seconds, args.warmup
+    wanted = set(args.loads)
+
+    def put(name: str, row: Row) -> None:
+        report(labelled(name, size), row)
+
     system.start_namesrv()
     try:
         broker = system.start_broker("broker-a")
-        report("startup", {"startup_s": broker.startup_s})
+        if first:
+            report("startup", {"startup_s": broker.startup_s})
         loads.topic(system, topic=TOPIC, queues=QUEUES)
 
         def sends(name: str, mode: str, **opts: Any) -> dict[str, Any]:
             result, cpu = loads.java(system, mode, topic=TOPIC, seconds=seconds, warmup=warmup, **opts)
             count = max(1, result["count"])
-            report(
+            put(
                 name,
                 {
                     "tps": result["mps"],
@@ -513,56 +625,88 @@ def measure(
             )
             return result
 
-        prewarm(system, loads, args, threads=16)
-        produced = sends("producer -w 16", "producer", threads=16, size=128)
-        sends("batch -b 32", "batch", threads=16, size=128, batch=32)
-        report("batch, lean load", lean_batches(system, loads, args))
-        cpu_before = system.broker_stat()[0]
-        consumed, _ = loads.java(
-            system, "consumer", topic=TOPIC, group="benchmark_consumer", count=produced["count"], timeout=180
-        )
-        cpu = system.broker_stat()[0] - cpu_before
-        report(
-            "consumer",
-            {"tps": consumed["tps"], "cpu_us_per_msg": 1e6 * cpu / max(1, consumed["count"])},
-        )
-        result, cpu = loads.cpp(system, 16, seconds)
-        report(
-            "cpp_load -w 16",
-            {
-                "tps": result["tps"],
-                "avg_rt_ms": result["avg_rt_ms"],
-                "max_rt_ms": result["max_rt_ms"],
-                "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
-                # The client shares the cores: its CPU per send, to show where the rest went.
-                "client_us_per_msg": 1e6 * result["client_cpu_s"] / max(1, result["count"]),
-                "failed": result["failed"],
-            },
-        )
-        loads.topic(system, topic=f"{TOPIC}E2E", queues=QUEUES)
-        e2e, _ = loads.java(
-            system, "e2e", topic=f"{TOPIC}E2E", rate=5000, senders=32, seconds=seconds, warmup=warmup
-        )
-        report(
-            "e2e @5000/s",
-            {"p99_ms": e2e["p99_ms"], "p50_ms": e2e["p50_ms"], "max_rt_ms": e2e["max_ms"],
-             "received_pct": 100 * e2e["received"] / max(1, 5000 * seconds)},
-        )  # fmt: skip
-        report("broker RSS", {"peak_rss_mb": system.broker_stat()[1] / 2**20})
-        system.stop_brokers()
-        shutil.rmtree(system.root / "broker-a", ignore_errors=True)
-        system.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
-        loads.topic(system, topic=TOPIC, queues=QUEUES)
-        prewarm(system, loads, args, threads=64)
-        sends("SYNC_FLUSH -w 64", "producer", threads=64, size=128)
+        prewarm(system, loads, args, threads=16, size=size)
+        if wanted & {"producer", "consumer"}:
+            produced = sends("producer -w 16", "producer", threads=16, size=size)
+        if "batch" in wanted:
+            sends("batch -b 32", "batch", threads=16, size=size, batch=32)
+        if "lean" in wanted:
+            put("batch, lean load", lean_batches(system, loads, args, size))
+        if "consumer" in wanted:
+            cpu_before = system.broker_stat()[0]
+            consumed, _ = loads.java(
+                system,
+                "consumer",
+                topic=TOPIC,
+                group="benchmark_consumer",
+                count=produced["count"],
+                timeout=180,
+            )
+            cpu = system.broker_stat()[0] - cpu_before
+            put("consumer", {"tps": consumed["tps"], "cpu_us_per_msg": 1e6 * cpu / max(1, consumed["count"])})
+        if "cpp" in wanted and system.name == "rust":
+            # Measured, not assumed: bench/rust_reference.py's smoke run shows it.
+            print(
+                "  cpp_load: not run on rocketmq-rust 1.0.0, which closes every connection whose"
+                " header lacks serializeTypeCurrentRPC (the C++ client 0.4.4 never sends it)",
+                flush=True,
+            )
+        elif "cpp" in wanted:
+            result, cpu = loads.cpp(system, 16, seconds, size)
+            put(
+                "cpp_load -w 16",
+                {
+                    "tps": result["tps"],
+                    "avg_rt_ms": result["avg_rt_ms"],
+                    "max_rt_ms": result["max_rt_ms"],
+                    "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
+                    # The client shares the cores: its CPU per send, to show where the rest went.
+                    "client_us_per_msg": 1e6 * result["client_cpu_s"] / max(1, result["count"]),
+                    "failed": result["failed"],
+                },
+            )
+        if "e2e" in wanted:
+            loads.topic(system, topic=f"{TOPIC}E2E", queues=QUEUES)
+            e2e, _ = loads.java(
+                system,
+                "e2e",
+                topic=f"{TOPIC}E2E",
+                rate=5000,
+                senders=32,
+                seconds=seconds,
+                warmup=warmup,
+                size=size,
+            )
+            put(
+                "e2e @5000/s",
+                {
+                    "p99_ms": e2e["p99_ms"],
+                    "p50_ms": e2e["p50_ms"],
+                    "max_rt_ms": e2e["max_ms"],
+                    "received_pct": 100 * e2e["received"] / max(1, 5000 * seconds),
+                },
+            )
+        put("broker RSS", {"peak_rss_mb": system.broker_stat()[1] / 2**20})
+        if "sync64" in wanted:
+            system.stop_brokers()
+            shutil.rmtree(system.root / "broker-a", ignore_errors=True)
+            system.start_broker("broker-a", flushDiskType="SYNC_FLUSH")
+            loads.topic(system, topic=TOPIC, queues=QUEUES)
+            prewarm(system, loads, args, threads=64, size=size)
+            sends("SYNC_FLUSH -w 64", "producer", threads=64, size=size)
     finally:
         system.stop()
 
 
-def lean_batches(system: System, loads: Loads, args: argparse.Namespace) -> Row:
+def labelled(name: str, size: int) -> str:
+    """A measurement's key in a round's results: its load and the message size."""
+    return f"{name} @{size} B"
+
+
+def lean_batches(system: System, loads: Loads, args: argparse.Namespace, size: int = 128) -> Row:
     """Batches of 32 from ``bench/batch_load.c``: the brokers' own limit, with a load that
     leaves them nearly all the CPU."""
-    result, cpu = loads.lean(system, args.seconds, args.warmup)
+    result, cpu = loads.lean(system, args.seconds, args.warmup, size=size)
     return {
         "tps": result["mps"],
         "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
@@ -571,11 +715,13 @@ def lean_batches(system: System, loads: Loads, args: argparse.Namespace) -> Row:
     }
 
 
-def prewarm(system: System, loads: Loads, args: argparse.Namespace, threads: int) -> None:
+def prewarm(system: System, loads: Loads, args: argparse.Namespace, threads: int, size: int = 128) -> None:
     """Unmeasured sends on a fresh broker first: the JVM's JIT needs them (and both brokers
     create their first commit-log file meanwhile)."""
     if args.prewarm:
-        loads.java(system, "producer", topic=TOPIC, seconds=args.prewarm, warmup=0, threads=threads, size=128)
+        loads.java(
+            system, "producer", topic=TOPIC, seconds=args.prewarm, warmup=0, threads=threads, size=size
+        )
 
 
 def measure_ours_only(
@@ -616,11 +762,107 @@ def measure_ours_only(
         shutil.rmtree(system.root, ignore_errors=True)
     if len(lean_tps) == 2:
         report("scale: lean batch load, 2 / 1 broker(s)", {"tps_ratio": lean_tps[1] / max(1.0, lean_tps[0])})
+    if args.only in (None, "scale") and (os.cpu_count() or 1) >= 2:
+        # One broker process per core, as a host is deployed: each broker pinned to a core of
+        # its own, so the figure is what a second core adds (the load itself is not pinned).
+        pinned_tps: list[float] = []
+        for count in (1, 2):
+            system = System("ours", loads.toolchain, work / f"pinned{count}")
+            system.start_namesrv()
+            try:
+                for i in range(count):
+                    system.start_broker(f"broker-{'ab'[i]}", cpu=i)
+                loads.topic(system, topic=TOPIC, queues=QUEUES)
+                lean = lean_batches(system, loads, args)
+                report(f"scale: lean batch load, {count} broker(s) on a core each", lean)
+                pinned_tps.append(lean["tps"])
+            finally:
+                system.stop()
+            shutil.rmtree(system.root, ignore_errors=True)
+        report(
+            "scale: lean batch load, 2 / 1 broker(s) on a core each",
+            {"tps_ratio": pinned_tps[1] / max(1.0, pinned_tps[0])},
+        )
 
+    if args.only in (None, "disk"):
+        disk_limit(loads, args, work, report)
     if args.only in (None, "topics"):
         many_topics(loads, args, work, report)
     if args.only in (None, "10k"):
         report("topics: 10,000-topic broker", ten_thousand_topics(loads.toolchain, work / "10k"))
+
+
+def direct_write_rate(directory: Path, mib: int = 1024) -> float:
+    """The file system's own sequential write rate in MB/s: ``dd`` of ``mib`` MiB in 1 MiB
+    blocks with direct I/O (no page cache) and a final fsync, timed from outside."""
+    target = directory / "dd-direct.bin"
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={mib}", "oflag=direct", "conv=fsync"],
+        check=True,
+        capture_output=True,
+    )
+    elapsed = time.monotonic() - started
+    target.unlink()
+    return mib * 2**20 / elapsed / 1e6
+
+
+def commit_log_max_offset(port: int) -> int:
+    """The broker's ``commitLogMaxOffset`` (GET_BROKER_RUNTIME_INFO, as ``mqadmin brokerStatus``)."""
+    from aiorocketmq.protocol.body import KVTable
+    from aiorocketmq.protocol.transport import connect
+
+    async def ask() -> int:
+        conn = await connect("127.0.0.1", port, timeout=5)
+        try:
+            response = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 10)
+            return int(str(KVTable.decode(response.body).table["commitLogMaxOffset"]))
+        finally:
+            conn.close()
+
+    return asyncio.run(ask())
+
+
+def mark_offset(into: list[tuple[float, int]], port: int) -> None:
+    into.append((time.monotonic(), commit_log_max_offset(port)))
+
+
+def disk_limit(
+    loads: Loads, args: argparse.Namespace, work: Path, report: Callable[[str, Row], None]
+) -> None:
+    """How close the store gets to the disk: 1 KiB batches of 32 from the lean load against one
+    broker, under ASYNC_FLUSH (the page cache takes the writes; the flusher writes them back)
+    and SYNC_FLUSH (every batch answered once on disk), beside ``dd``'s direct-I/O rate on the
+    same file system measured just before. The store's rate is the commit log's growth over
+    the measuring window (records with their headers and properties, not only bodies)."""
+    disk = direct_write_rate(work / "dd")
+    report("disk: dd bs=1M oflag=direct", {"mb_per_s": disk})
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        system = System("ours", loads.toolchain, work / f"disk-{flush}")
+        system.start_namesrv()
+        try:
+            broker = system.start_broker("broker-a", flushDiskType=flush)
+            loads.topic(system, topic=TOPIC, queues=QUEUES)
+            # The window only: the offset when it opens (after the warm-up) and when it ends.
+            offsets: list[tuple[float, int]] = []
+            mark = functools.partial(mark_offset, offsets, broker.port)
+            result, cpu = loads.lean(system, args.seconds, args.warmup, size=1024, at_window=mark)
+            (opened, first), (closed, last) = offsets
+            rate = (last - first) / (closed - opened) / 1e6
+            report(
+                f"disk: lean 1 KiB batches, {flush}",
+                {
+                    "tps": result["mps"],
+                    "store_mb_per_s": rate,
+                    "of_disk": rate / disk,
+                    "cpu_us_per_msg": 1e6 * cpu / max(1, result["count"]),
+                    "p99_ms": result["p99_ms"],
+                },
+            )
+        finally:
+            system.stop()
+        shutil.rmtree(system.root, ignore_errors=True)
 
 
 def many_topics(
@@ -751,21 +993,25 @@ COLUMNS = [
 ]
 
 
-def table(results: list[dict[str, dict[str, Row]]]) -> str:
+def table(results: list[dict[str, dict[str, Row]]], reference: str, size: int) -> str:
+    """Ours against ``reference`` at ``size``-byte bodies: each round's ratio and the medians."""
     rounds = len(results)
-    head = ["measurement", "metric", *(f"r{i + 1} ours/apache" for i in range(rounds))]
-    head += ["median ours", "median apache", "median ratio"]
+    head = ["measurement", "metric", *(f"r{i + 1} ours/ref" for i in range(rounds))]
+    head += ["median ours", f"median {reference}", "median ratio"]
     rows = [head]
     for name, metric, _ in COLUMNS:
+        key = name if name == "startup" else labelled(name, size)
         ratios, ours, theirs = [], [], []
         for r in results:
-            o = r["ours"].get(name, {}).get(metric)
-            a = r["apache"].get(name, {}).get(metric)
+            o = r["ours"].get(key, {}).get(metric)
+            a = r.get(reference, {}).get(key, {}).get(metric)
             if o is not None:
                 ours.append(o)
             if a is not None:
                 theirs.append(a)
             ratios.append(o / a if o is not None and a else None)
+        if not ours and not theirs:
+            continue
         cells = [f"{x:.2f}x" if x is not None else "-" for x in ratios]
         valid = [x for x in ratios if x is not None]
         rows.append(
@@ -832,6 +1078,13 @@ def workdir(keep: bool) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
+LOADS = ("producer", "batch", "lean", "consumer", "cpp", "e2e", "sync64")
+
+
+def csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    return lambda text: [kind(part) for part in text.split(",") if part]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -846,16 +1099,31 @@ def main() -> None:
         default=None,
         help="unmeasured sends on each fresh broker (default 10 s; 5 quick)",
     )
+    parser.add_argument(
+        "--reference",
+        type=csv(str),
+        default=list(REFERENCES),
+        help=f"comma-separated references to compare with (default all: {','.join(REFERENCES)})",
+    )
+    parser.add_argument(
+        "--sizes", type=csv(int), default=[128, 1024], help="message body sizes (default 128,1024)"
+    )
+    parser.add_argument(
+        "--loads", type=csv(str), default=list(LOADS), help=f"loads to run (default all: {','.join(LOADS)})"
+    )
     parser.add_argument("--ours-only", action="store_true", help="only the scale and many-topics runs")
     parser.add_argument("--no-ours-only", action="store_true", help="skip the scale and many-topics runs")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
         "--only",
-        choices=("scale", "topics", "10k"),
+        choices=("scale", "topics", "10k", "disk"),
         default=None,
         help="only this part of the ours-only runs (implies --ours-only)",
     )
     args = parser.parse_args()
+    unknown = [r for r in args.reference if r not in REFERENCES] + [x for x in args.loads if x not in LOADS]
+    if unknown:
+        parser.error(f"unknown reference or load: {', '.join(unknown)}")
     args.ours_only = args.ours_only or args.only is not None
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.seconds = int(args.seconds or (5 if args.quick else 10))
@@ -868,13 +1136,23 @@ def main() -> None:
         loads = Loads(toolchain, cpp_load, work, args)
         results: list[dict[str, dict[str, Row]]] = []
         extra: list[dict[str, Row]] = []
+        systems = ["ours", *args.reference]
         for i in range(args.rounds):
-            round_results: dict[str, dict[str, Row]] = {"ours": {}, "apache": {}}
-            order = ["apache", "ours"] if i % 2 == 0 else ["ours", "apache"]
+            # Each round starts with another system, so none always runs on the coolest machine.
+            order = systems[i % len(systems) :] + systems[: i % len(systems)]
+            round_results: dict[str, dict[str, Row]] = {name: {} for name in systems}
             for name in [] if args.ours_only else order:
-                system = System(name, toolchain, work / f"r{i}-{name}")
-                measure(system, loads, args, reporter(round_results[name], f"round {i + 1} {name:6}"))
-                shutil.rmtree(system.root, ignore_errors=True)
+                for j, size in enumerate(args.sizes):
+                    system = System(name, toolchain, work / f"r{i}-{name}-{size}")
+                    measure(
+                        system,
+                        loads,
+                        args,
+                        reporter(round_results[name], f"round {i + 1} {name:6}"),
+                        size,
+                        j == 0,
+                    )
+                    shutil.rmtree(system.root, ignore_errors=True)
             if not args.ours_only:
                 results.append(round_results)
             if not args.no_ours_only:
@@ -886,12 +1164,15 @@ def main() -> None:
         print()
         print(
             f"side by side: {args.rounds} rounds, {args.seconds:.0f} s windows after {args.warmup:.0f} s warm-up, "
-            f"{os.cpu_count()} cores; ratios are ours/Apache (higher is better for tps and received_pct, "
+            f"{os.cpu_count()} cores; ratios are ours/reference (higher is better for tps and received_pct, "
             "lower for the rest)"
         )
         print(machine_summary())
-        if results:
-            print(table(results))
+        for reference in [] if args.ours_only else args.reference:
+            for size in args.sizes:
+                print()
+                print(f"ours / {REFERENCES[reference]}, {size}-byte bodies")
+                print(table(results, reference, size))
         if extra:
             print()
             print(ours_table(extra))

@@ -212,8 +212,8 @@ class ConsumptionRpcs(Front):
             return pb.AckMessageResponse(status=exc.status)
         if not request.entries:
             return pb.AckMessageResponse(status=status(Code.BAD_REQUEST, "no entry to acknowledge"))
-        entries = []
-        for entry in request.entries:
+
+        async def settle(entry: pb.AckMessageEntry) -> pb.AckMessageResultEntry:
             try:
                 await self._ack(
                     group=group, topic=topic, receipt_handle=self._current_handle(entry.receipt_handle)
@@ -221,11 +221,15 @@ class ConsumptionRpcs(Front):
                 result = OK
             except RpcError as exc:
                 result = exc.status
-            entries.append(
-                pb.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
-                )
+            return pb.AckMessageResultEntry(
+                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
             )
+
+        if len(request.entries) == 1:
+            entries = [await settle(request.entries[0])]
+        else:
+            # Side by side: the acks of one batch then share their revive-log record.
+            entries = list(await asyncio.gather(*(settle(entry) for entry in request.entries)))
         if len(entries) == 1:
             top = entries[0].status
         elif all(e.status.code == Code.OK for e in entries):

@@ -163,7 +163,15 @@ def to_message(
     copy is shown under its original topic); the body goes out as stored, marked GZIP when
     the producer compressed it, with the MD5 digest the client checks."""
     props = msg.properties
-    sp = pb.SystemProperties()
+    body = bytes(msg.body)
+    real_topic = topic or props.get(PropertyKey.REAL_TOPIC) or msg.topic
+    # Filled in place (one message per received message: no copies of sub-messages).
+    out = pb.Message(
+        topic=pb.Resource(name=real_topic),
+        user_properties={k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES},
+        body=body,
+    )
+    sp = out.system_properties
     tags = props.get(PropertyKey.TAGS)
     if tags:
         sp.tag = tags
@@ -171,24 +179,24 @@ def to_message(
     if keys:
         sp.keys.extend(k for k in keys.split(" ") if k)
     sp.message_id = props.get(PropertyKey.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
-    body = bytes(msg.body)
     sp.body_digest.type = pb.MD5
     sp.body_digest.checksum = hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
     sp.body_encoding = pb.GZIP if msg.sys_flag & MessageSysFlag.COMPRESSED else pb.IDENTITY
     sp.message_type = message_type(props)  # type: ignore[assignment]
-    sp.born_timestamp.CopyFrom(timestamp_ms(msg.born_timestamp))
-    sp.born_host = props.get(BORN_HOST) or unpack_host(msg.born_host_bytes).rsplit(":", 1)[0]
-    sp.store_timestamp.CopyFrom(timestamp_ms(msg.store_timestamp))
-    sp.store_host = unpack_host(msg.store_host_bytes)
+    sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
+    sp.born_host = props.get(BORN_HOST) or _host(msg.born_host_bytes).rsplit(":", 1)[0]
+    sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
+    sp.store_host = _host(msg.store_host_bytes)
     deliver = props.get(TIMER_DELIVER_MS)
     if deliver and deliver.isdigit():
-        sp.delivery_timestamp.CopyFrom(timestamp_ms(int(deliver)))
+        sp.delivery_timestamp.FromMilliseconds(int(deliver))
     if receipt_handle is not None:
         sp.receipt_handle = receipt_handle
     sp.queue_id = msg.queue_id
     sp.queue_offset = msg.queue_offset
     if invisible_ms is not None:
-        sp.invisible_duration.CopyFrom(duration(invisible_ms / 1000))
+        # As duration(invisible_ms / 1000) gives it.
+        sp.invisible_duration.FromNanoseconds(int(invisible_ms / 1000 * 1_000_000_000))
     sp.delivery_attempt = delivery_attempt if delivery_attempt is not None else msg.reconsume_times + 1
     group = props.get(SHARDING_KEY)
     if group:
@@ -200,13 +208,22 @@ def to_message(
     if origin:
         sp.dead_letter_queue.topic = origin
         sp.dead_letter_queue.message_id = props.get(DLQ_ORIGIN_MESSAGE_ID, "")
-    real_topic = topic or props.get(PropertyKey.REAL_TOPIC) or msg.topic
-    return pb.Message(
-        topic=pb.Resource(name=real_topic),
-        user_properties={k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES},
-        system_properties=sp,
-        body=body,
-    )
+    return out
+
+
+#: Packed hosts as text: a broker's messages come from few hosts, and this is asked twice
+#: per message received.
+_HOSTS: dict[bytes, str] = {}
+
+
+def _host(packed: bytes) -> str:
+    text = _HOSTS.get(packed)
+    if text is None:
+        text = unpack_host(packed)
+        if len(_HOSTS) >= 4096:
+            _HOSTS.clear()
+        _HOSTS[bytes(packed)] = text
+    return text
 
 
 def body_matches(message: pb.Message) -> bool:

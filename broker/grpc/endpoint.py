@@ -90,16 +90,22 @@ GRPC_REFUSALS = GrpcRefusalLog()
 #: In-band codes that answer a request rather than refuse it (nothing new to receive, no
 #: offset committed yet) or that are the broker's own trouble.
 _NOT_REFUSALS = frozenset({pb.Code.MESSAGE_NOT_FOUND, pb.Code.OFFSET_NOT_FOUND, pb.Code.REQUEST_TIMEOUT})
+#: Looked up once: an enum value read through ``pb.Code`` is a Python-level lookup.
+_MULTIPLE_RESULTS = pb.Code.MULTIPLE_RESULTS
 
 
 def _refusal(response: Any) -> pb.Status | None:
     """The status of a response that refuses its request (a 4xx in-band code), if it does;
     for MULTIPLE_RESULTS, the first refused entry's."""
-    status = getattr(response, "status", None)
-    if status is None:
+    try:
+        if not response.HasField("status"):
+            # Unset, or another member of its oneof (a received message): nothing refused.
+            return None
+    except (ValueError, AttributeError):  # a response with no status field (or none)
         return None
+    status = response.status
     code = status.code
-    if code == pb.Code.MULTIPLE_RESULTS:
+    if code == _MULTIPLE_RESULTS:
         for entry in getattr(response, "entries", ()):
             found = _refusal(entry)
             if found is not None:

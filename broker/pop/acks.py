@@ -5,8 +5,10 @@ A receipt handle names its check point (topic, group, queue, start offset, pop t
 message's offset in it; :meth:`Acks.locate` finds it in the in-flight table or refuses the
 handle (another broker's, spent, or past its invisible time). Acks arriving in one loop
 iteration share one revive-log record per check point, written before any of them is
-answered (:meth:`Acks.flush`); a change of invisible time writes the new check point before
-settling the old one, so a crash in between delivers the message again instead of losing it.
+answered (:meth:`Acks.flush`); an ack awaited as a coroutine (a 5.x client's, one message per
+call) also waits up to :data:`GATHER_S` for the rest of its batch to share the record. A
+change of invisible time writes the new check point before settling the old one, so a crash
+in between delivers the message again instead of losing it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from .revive import Reviver
 
 log = logging.getLogger(__name__)
 
+#: Longest an ack (:meth:`Acks.ack`) waits for the other acks of its batch to share its
+#: revive-log record: one record per ack is most of the CPU an ack costs the broker.
+GATHER_S = 0.002
 #: Called once an ack is settled: with None, or with the error that refused it.
 AckDone = Callable[["BrokerError | None"], None]
 
@@ -37,6 +42,12 @@ def _call(done: AckDone, error: BrokerError | None) -> None:
         log.exception("POP: an ack's completion failed")
 
 
+def _more_to_come(ck: CheckPoint, waiters: list[tuple[int, AckDone]]) -> bool:
+    """Whether messages of ``ck`` are in flight that none of ``waiters`` acks."""
+    left = len(ck.offsets) - ck.done.bit_count()
+    return left > len(waiters) or left > len({i for i, _ in waiters})
+
+
 class Acks:
     """Acks, changes of invisible time and forwards to the DLQ of in-flight messages."""
 
@@ -45,6 +56,8 @@ class Acks:
         self.reviver = reviver
         self._pending: dict[CheckPointKey, tuple[CheckPoint, list[tuple[int, AckDone]]]] = {}
         self._flush_scheduled = False
+        #: The flush scheduled :data:`GATHER_S` ahead, while acks of a batch are gathered.
+        self._gathering: asyncio.TimerHandle | None = None
 
     async def ack(self, *, group: str, topic: str, receipt_handle: str) -> None:
         """Acknowledge a popped message: it is never delivered again (raises
@@ -59,7 +72,7 @@ class Acks:
                 else:
                     settled.set_exception(error)
 
-        self.queue(ck, i, done)
+        self.queue(ck, i, done, gather=True)
         await settled
         await self.state.durable()
 
@@ -82,20 +95,39 @@ class Acks:
                 continue
             self.queue(ck, i, done)
 
-    def queue(self, ck: CheckPoint, i: int, done: AckDone) -> None:
-        # Acks arriving together (a client acks a batch at once) share one revive-log record
-        # per check point, written before any of them is answered.
+    def queue(self, ck: CheckPoint, i: int, done: AckDone, *, gather: bool = False) -> None:
+        """Have ``done`` called once the ack of ``ck``'s message ``i`` is written.
+
+        Acks arriving together (a client acks a batch at once) share one revive-log record
+        per check point, written before any of them is answered: those of one turn of the
+        loop always. With ``gather`` (the ack of one message per call, as 5.x clients send
+        them: such calls reach the loop one per turn, spread over the time the loop takes to
+        serve them) the record also waits up to :data:`GATHER_S` for the other acks of the
+        batch, and is written as soon as every message of it is acked."""
         waiting = self._pending.get(ck.key)
         if waiting is None:
-            self._pending[ck.key] = (ck, [(i, done)])
-        else:
-            waiting[1].append((i, done))
+            waiting = self._pending[ck.key] = (ck, [])
+        waiting[1].append((i, done))
+        gathering = self._gathering
+        if gather and _more_to_come(ck, waiting[1]):
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._gathering = asyncio.get_running_loop().call_later(GATHER_S, self.flush)
+            return
+        if gathering is not None:
+            # This turn's acks settle a batch (or were not to wait): no more waiting.
+            gathering.cancel()
+            self._gathering = None
+            self._flush_scheduled = False
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_scheduled = False
+        gathering, self._gathering = self._gathering, None
+        if gathering is not None:
+            gathering.cancel()  # (a no-op when it is the one running)
         pending, self._pending = self._pending, {}
         for ck, waiters in pending.values():
             settled = sorted({i for i, _ in waiters if ck.is_pending(i)})

@@ -24,6 +24,9 @@ CK_TAG = "ck"
 ACK_TAG = "ack"
 BATCH_ACK_TAG = "bAck"
 
+#: A string as a JSON value, as ``json.dumps`` writes it (ASCII, escaped).
+_json_str = json.encoder.encode_basestring_ascii
+
 #: ``(stored topic, group, queue id, start offset, pop time)``: what an ack names.
 CheckPointKey = tuple[str, str, int, int, int]
 
@@ -130,22 +133,19 @@ class CheckPoint:
 
 
 def encode_ack(ck: CheckPoint, offsets: list[int]) -> tuple[str, bytes]:
-    """The tag and body of the record that marks ``offsets`` of ``ck`` handled."""
-    body: dict[str, Any] = {
-        "so": ck.start_offset,
-        "c": ck.group,
-        "t": ck.topic,
-        "q": ck.queue_id,
-        "pt": ck.pop_time,
-        "bn": ck.broker_name,
-    }
+    """The tag and body of the record that marks ``offsets`` of ``ck`` handled.
+
+    Written once per ack, so formatted directly rather than through ``json.dumps`` (a third
+    of the cost): the same bytes, the fields in the same order, strings escaped by the json
+    module's own encoder."""
+    head = (
+        f'{{"so":{int(ck.start_offset)},"c":{_json_str(ck.group)},"t":{_json_str(ck.topic)},'
+        f'"q":{int(ck.queue_id)},"pt":{int(ck.pop_time)},"bn":{_json_str(ck.broker_name)}'
+    )
     if len(offsets) == 1:
-        body["ao"] = offsets[0]
-        tag = ACK_TAG
-    else:
-        body["aol"] = offsets
-        tag = BATCH_ACK_TAG
-    return tag, json.dumps(body, separators=(",", ":")).encode()
+        return ACK_TAG, f'{head},"ao":{int(offsets[0])}}}'.encode()
+    listed = ",".join([str(int(o)) for o in offsets])
+    return BATCH_ACK_TAG, f'{head},"aol":[{listed}]}}'.encode()
 
 
 def decode_ack(body: bytes) -> tuple[CheckPointKey, list[int]]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from aiorocketmq.broker.store import MessageStore, PutResult, PutStatus
 from aiorocketmq.protocol.codes import PERM_READ_WRITE
 from aiorocketmq.protocol.errors import ProtocolError, ServerSystemError
-from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_record
+from aiorocketmq.protocol.message import MessageExt, PropertyKey, decode_record, stored_properties
 from aiorocketmq.protocol.pop import ORDER_REVIVE_QID, pop_retry_topic
 
 from ..arrivals import Arrivals
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: Queues of the revive log (Apache's ``reviveQueueNum``).
 REVIVE_QUEUE_NUM = 8
+#: A revive-log record's properties (its tag alone) in stored form, by tag: one record is
+#: written per ack, so the encoding is done once per tag.
+_TAG_PROPERTIES: dict[str, str] = {}
 
 
 class InFlight:
@@ -82,8 +85,18 @@ class InFlight:
             self.topics.ensure(self.revive_topic, REVIVE_QUEUE_NUM, PERM_READ_WRITE)
             self._revive_topic_known = True
         writer = self.writer
+        encoded = _TAG_PROPERTIES.get(tag)
+        if encoded is None:
+            encoded = _TAG_PROPERTIES[tag] = stored_properties({PropertyKey.TAGS: tag})
         result = writer.put(
-            writer.build(self.revive_topic, queue, body, {PropertyKey.TAGS: tag}, born_host=writer.store_host)
+            writer.build(
+                self.revive_topic,
+                queue,
+                body,
+                {PropertyKey.TAGS: tag},
+                born_host=writer.store_host,
+                encoded=encoded,
+            )
         )
         if not result.ok:
             raise ServerSystemError(

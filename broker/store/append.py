@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 from aiorocketmq.protocol.message import offset_msg_ids
+from aiorocketmq.protocol.speedups import compiled as _compiled
 
 from .commit_log import CommitLog
 from .disk import DiskGuard
@@ -30,6 +31,10 @@ from .queues import QueueRegistry
 from .store_stats import StoreStats
 
 log = logging.getLogger(__name__)
+
+#: The compiled check that a batch is for one topic-queue (None: it cannot tell, the loop
+#: below does), when the codecs are active (aiorocketmq.protocol.speedups).
+_same_queue = _compiled.same_queue if _compiled is not None else None
 
 
 class Appender:
@@ -64,10 +69,16 @@ class Appender:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         topic = msgs[0].topic
         queue_id = msgs[0].queue_id
-        for msg in msgs:
-            if msg.topic != topic or msg.queue_id != queue_id:
-                self._stats.put_message_failures += 1
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        same = _same_queue(msgs, topic, queue_id) if _same_queue is not None else None
+        if same is None:
+            same = True
+            for msg in msgs:
+                if msg.topic != topic or msg.queue_id != queue_id:
+                    same = False
+                    break
+        if not same:
+            self._stats.put_message_failures += 1
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self.put(msgs, running)
 
     def _refuse_disk_full(self) -> PutResult:

@@ -34,6 +34,7 @@ from aiorocketmq.protocol.codes import (
 )
 from aiorocketmq.protocol.message import KEY_SEPARATOR, PropertyKey, decode_properties, tags_code
 from aiorocketmq.protocol.names import SCHEDULE_TOPIC, TIMER_OUT_MS, TIMER_TOPIC
+from aiorocketmq.protocol.speedups import compiled as _compiled
 
 from .commit_log import Appended, CommitLog, ScannedRecord
 from .consume_queue import ConsumeQueue
@@ -42,6 +43,10 @@ from .messages import StoreMessage
 from .queues import QueueRegistry
 
 log = logging.getLogger(__name__)
+
+#: The compiled reader of a batch's tags codes (None: it cannot tell, the comprehension
+#: does), when the codecs are active (aiorocketmq.protocol.speedups).
+_tags_codes = _compiled.tags_codes if _compiled is not None else None
 
 _TX_MASK = TRANSACTION_TYPE_MASK
 _TX_PREPARED = TRANSACTION_PREPARED_TYPE
@@ -121,17 +126,26 @@ class Dispatcher:
         stamps = appended.store_timestamps
         taken = appended.next_queue_offset - queue_offset
         arrivals: dict[int, int] = {}
+        notices: list[tuple[int, int]] | None = None
         if taken:
             if cq is None:
                 cq = self._queues.create(topic, queue_id)
             if taken == len(msgs):
-                codes = [m.tags_code for m in msgs]
+                codes: list[int] | None = _tags_codes(msgs) if _tags_codes is not None else None
+                if codes is None:
+                    codes = [m.tags_code for m in msgs]
                 cq.put_batch(offsets, sizes, codes, queue_offset)
                 if self.listeners:
-                    # Each tag code with the queue offset after its last message (later pairs win).
-                    arrivals = dict(
-                        zip(codes, range(queue_offset + 1, queue_offset + 1 + len(codes)), strict=True)
-                    )
+                    count = len(codes)
+                    if codes.count(codes[0]) == count:
+                        # One tag (or none) for the whole batch, the usual case: one notice.
+                        notices = [(queue_offset + count, codes[0])]
+                    else:
+                        # Each tag code with the queue offset after its last message (later
+                        # pairs win).
+                        arrivals = dict(
+                            zip(codes, range(queue_offset + 1, queue_offset + 1 + count), strict=True)
+                        )
             else:
                 qoff = queue_offset
                 for i, msg in enumerate(msgs):
@@ -144,7 +158,9 @@ class Dispatcher:
         if index is not None and index.build_batch(topic, msgs, offsets, stamps):
             self.index_timestamp = stamps[-1]
         if arrivals and self.listeners:
-            self.notify(topic, queue_id, sorted((nxt, code) for code, nxt in arrivals.items()))
+            notices = sorted((nxt, code) for code, nxt in arrivals.items())
+        if notices is not None:
+            self.notify(topic, queue_id, notices)
 
     # -- the dispatch limit (controller mode) ------------------------------------------------------
 

@@ -683,6 +683,11 @@ class Index:
                 dirty.append(index)
         return dirty
 
+    def full_file_dirty(self) -> bool:
+        """Whether a file that took its last key (any but the newest) has changes not yet
+        synced: the flusher syncs it at once rather than at the end of its sweep."""
+        return any(index.dirty for index in self.files[:-1])
+
     @property
     def last_timestamp(self) -> int:
         """End timestamp of the newest entry; 0 without entries."""

@@ -31,6 +31,11 @@ from .messages import PutResult, PutStatus
 from .queues import QUEUE_FILE_THREADS, QueueRegistry
 
 
+def _never() -> bool:
+    """A store without an index has no index file to sync."""
+    return False
+
+
 class Destroyable(Protocol):
     def destroy(self) -> None: ...
 
@@ -84,6 +89,7 @@ class Workers:
             queues.files,
             queues.flush_due,
             index.dirty_files if index is not None else list,
+            index.full_file_dirty if index is not None else _never,
             lambda: (dispatcher.logics_timestamp, dispatcher.index_timestamp),
             checkpoint,
             self.io_executor,

@@ -320,6 +320,43 @@ async def test_consume_queues_index_and_checkpoint_are_flushed(tmp_path: Path, d
     assert not (tmp_path / "abort").exists()
 
 
+async def test_index_files_are_synced_when_one_fills_or_in_a_full_round_not_every_round(
+    tmp_path: Path, disk: Disk
+) -> None:
+    # A sync makes the index's pages read-only again and keys land on random slots, so a
+    # round that synced the index made nearly every later key's write fault: only a file that
+    # filled, a sweep's first round and a full round (shutdown) sync it. The timed loop is kept
+    # out of the way (an hour between rounds); the rounds here are run by hand.
+    config = small_config(tmp_path, flushIntervalConsumeQueue=3_600_000, maxIndexNum=30)
+
+    def index_syncs() -> list[str]:
+        return [call.path for call in disk.on("/index/") if call.name != "pwrite"]
+
+    async with running(config) as store:
+        flusher = store.workers.logics_flusher
+        assert flusher is not None
+        first = [store.put_message(make_message(n=n, keys=f"k{n}")) for n in range(5)]
+        await flusher.flush(1)  # a round with a threshold: the consume queues only
+        assert not index_syncs()
+        assert store.checkpoint.index_timestamp < first[-1].store_timestamp
+        # 30 entries a file (a message's key and its unique key): these fill the first one,
+        # which is synced by the next round, with the checkpoint's index stamp moved on.
+        filled = [store.put_message(make_message(n=n, keys=f"k{n}")) for n in range(5, 20)]
+        await flusher.flush(1)
+        files = sorted(str(path) for path in (tmp_path / "index").iterdir())
+        assert len(files) == 2
+        assert files[0] in index_syncs()
+        assert store.checkpoint.index_timestamp >= filled[-1].store_timestamp
+        # More keys, none filling a file: not synced until a full round.
+        synced = len(index_syncs())
+        last = store.put_message(make_message(n=20, keys="k20"))
+        await flusher.flush(1)
+        assert len(index_syncs()) == synced
+        await flusher.flush(0)
+        assert index_syncs()[synced:] == [files[1]]
+        assert store.checkpoint.index_timestamp >= last.store_timestamp
+
+
 @pytest.mark.parametrize("mode", ["SYNC_FLUSH", "ASYNC_FLUSH"])
 async def test_no_disk_sync_on_the_event_loop(tmp_path: Path, disk: Disk, mode: str) -> None:
     loop_thread = threading.current_thread()
