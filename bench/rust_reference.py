@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.machine import summary as machine_summary  # noqa: E402
 from bench.procs import wait_port  # noqa: E402
 from tests.interop.harness import CACHE  # noqa: E402
 
@@ -500,6 +501,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
     args = parser.parse_args()
+    print(machine_summary(), flush=True)
 
     def report(name: str, value: Any) -> None:
         print(
