@@ -71,11 +71,7 @@ class Appender:
         queue_id = msgs[0].queue_id
         same = _same_queue(msgs, topic, queue_id) if _same_queue is not None else None
         if same is None:
-            same = True
-            for msg in msgs:
-                if msg.topic != topic or msg.queue_id != queue_id:
-                    same = False
-                    break
+            same = all(msg.topic == topic and msg.queue_id == queue_id for msg in msgs)
         if not same:
             self._stats.put_message_failures += 1
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
