@@ -56,7 +56,9 @@ import org.apache.rocketmq.common.topic.TopicValidator;
 import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader;
+import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.remoting.protocol.statictopic.LogicQueueMappingItem;
 import org.apache.rocketmq.remoting.protocol.statictopic.TopicQueueMappingDetail;
@@ -657,7 +659,7 @@ public final class Scenarios53 {
                 consumer.start();
                 consumers.add(consumer);
             }
-            Map<String, List<Integer>> assignment = awaitAssignment(consumers, pop, 4);
+            Map<String, List<Integer>> assignment = awaitAssignment(consumers, pop);
             record("assignment").put("mode", pop ? "POP" : "PULL").put("queues", assignment).emit();
 
             produce();
@@ -682,23 +684,40 @@ public final class Scenarios53 {
 
     /**
      * The topic's queue ids each consumer was assigned (pop or pull), once every consumer has some
-     * (pull: and together exactly the topic's {@code queues}). Then each sends a heartbeat: an
+     * (pull: and together exactly the queues the route lists, counted per broker: through a proxy
+     * in front of two brokers a topic of 2 queues has 4). Then each sends a heartbeat: an
      * assignment raises the subscription's version, and the heartbeat that tells the broker is
      * skipped when another one holds the client's heartbeat lock ("lock heartBeat, but failed"),
      * after which the broker refuses pulls as SUBSCRIPTION_NOT_LATEST until the next periodic
-     * heartbeat, up to 30 s later (client 5.3.2).
+     * heartbeat, up to 30 s later (client 5.3.2). The queues are in place a moment before the
+     * version is raised, so a heartbeat sent in between is sent again.
      */
-    private Map<String, List<Integer>> awaitAssignment(List<DefaultMQPushConsumer> consumers, boolean pop,
-            int queues) throws InterruptedException {
-        Map<String, List<Integer>> owned = assignment(consumers, pop, queues);
+    private Map<String, List<Integer>> awaitAssignment(List<DefaultMQPushConsumer> consumers, boolean pop)
+            throws Exception {
+        Map<String, List<Integer>> owned = assignment(consumers, pop, routedQueues());
         for (DefaultMQPushConsumer consumer : consumers) {
+            SubscriptionData subscription =
+                consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getSubscriptionInner().get(topic);
             long until = System.currentTimeMillis() + 5000;
-            while (!consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock()
-                    && System.currentTimeMillis() < until) {
-                Thread.sleep(50);
-            }
+            long told;
+            do {
+                told = subscription.getSubVersion();
+                while (!consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock()
+                        && System.currentTimeMillis() < until) {
+                    Thread.sleep(50);
+                }
+            } while (subscription.getSubVersion() != told && System.currentTimeMillis() < until);
         }
         return owned;
+    }
+
+    /** The topic's read queues over every broker its route lists. */
+    private int routedQueues() throws Exception {
+        int total = 0;
+        for (QueueData queues : adminApi().getTopicRouteInfoFromNameServer(topic, RPC_TIMEOUT).getQueueDatas()) {
+            total += queues.getReadQueueNums();
+        }
+        return total;
     }
 
     private Map<String, List<Integer>> assignment(List<DefaultMQPushConsumer> consumers, boolean pop, int queues)
@@ -707,7 +726,7 @@ public final class Scenarios53 {
         long until = deadline();
         while (true) {
             owned.clear();
-            Set<Integer> union = new TreeSet<>();
+            Set<MessageQueue> union = new HashSet<>();
             int total = 0;
             boolean everyone = true;
             for (int n = 0; n < consumers.size(); n++) {
@@ -718,11 +737,11 @@ public final class Scenarios53 {
                 for (MessageQueue mq : taken) {
                     if (mq.getTopic().equals(topic)) {
                         ids.add(mq.getQueueId());
+                        union.add(mq);
                     }
                 }
                 ids.sort(null);
                 owned.put("c" + (n + 1), ids);
-                union.addAll(ids);
                 total += ids.size();
                 everyone &= !ids.isEmpty();
             }
@@ -766,7 +785,7 @@ public final class Scenarios53 {
         int traceMessages = 0;
         try {
             consumer.start();
-            awaitAssignment(List.of(consumer), false, 2);
+            awaitAssignment(List.of(consumer), false);
             for (SendResult result : produce(producer)) {
                 kinds.put(result.getMsgId(), new TreeMap<>());
             }
@@ -1046,7 +1065,7 @@ public final class Scenarios53 {
         int replies = 0;
         try {
             replier.start();
-            awaitAssignment(List.of(replier), false, 2);
+            awaitAssignment(List.of(replier), false);
             requester.fetchPublishMessageQueues(topic);
             long until = System.currentTimeMillis() + 5000;
             while (!requester.getDefaultMQProducerImpl().getMqClientFactory().sendHeartbeatToAllBrokerWithLock()
