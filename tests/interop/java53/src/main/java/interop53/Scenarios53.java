@@ -701,13 +701,17 @@ public final class Scenarios53 {
             long told;
             do {
                 told = subscription.getSubVersion();
-                while (!consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock()
-                        && System.currentTimeMillis() < until) {
-                    Thread.sleep(50);
-                }
+                heartbeat(consumer.getDefaultMQPushConsumerImpl().getmQClientFactory(), until);
             } while (subscription.getSubVersion() != told && System.currentTimeMillis() < until);
         }
         return owned;
+    }
+
+    /** One heartbeat to every broker, retried while another holds the client's lock, until {@code until}. */
+    private static void heartbeat(MQClientInstance client, long until) throws InterruptedException {
+        while (!client.sendHeartbeatToAllBrokerWithLock() && System.currentTimeMillis() < until) {
+            Thread.sleep(50);
+        }
     }
 
     /** The topic's read queues over every broker its route lists. */
@@ -1066,11 +1070,7 @@ public final class Scenarios53 {
             replier.start();
             awaitAssignment(List.of(replier), false);
             requester.fetchPublishMessageQueues(topic);
-            long until = System.currentTimeMillis() + 5000;
-            while (!requester.getDefaultMQProducerImpl().getMqClientFactory().sendHeartbeatToAllBrokerWithLock()
-                    && System.currentTimeMillis() < until) {
-                Thread.sleep(50);
-            }
+            heartbeat(requester.getDefaultMQProducerImpl().getMqClientFactory(), System.currentTimeMillis() + 5000);
             for (int i = 0; i < count; i++) {
                 Message msg = message(i, size(i));
                 long started = System.currentTimeMillis();
