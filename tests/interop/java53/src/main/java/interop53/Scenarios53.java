@@ -1070,7 +1070,8 @@ public final class Scenarios53 {
             replier.start();
             awaitAssignment(List.of(replier), false);
             requester.fetchPublishMessageQueues(topic);
-            heartbeat(requester.getDefaultMQProducerImpl().getMqClientFactory(), System.currentTimeMillis() + 5000);
+            long until = System.currentTimeMillis() + 5000;
+            heartbeat(requester.getDefaultMQProducerImpl().getMqClientFactory(), until);
             for (int i = 0; i < count; i++) {
                 Message msg = message(i, size(i));
                 long started = System.currentTimeMillis();
