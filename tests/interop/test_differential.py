@@ -190,6 +190,10 @@ class Script:
         try:
             await self.observe()
         finally:
+            # The reference servers are the session's, shared with the files after this one: put
+            # auto-creation back even when the broker closed this connection during a fault.
+            if self.broker.closed:
+                self.broker = await open_conn(self.broker.address)
             await self.broker_config(autoCreateTopicEnable="true", autoCreateSubscriptionGroup="true")
         return self.seen
 
@@ -442,11 +446,12 @@ class Script:
 
 async def observe(namesrv_addr: str, broker_addr: str, broker_name: str, cluster: str) -> dict[str, Any]:
     namesrv, broker = await open_conn(namesrv_addr), await open_conn(broker_addr)
+    script = Script(namesrv, broker, broker_name, cluster)
     try:
-        return await Script(namesrv, broker, broker_name, cluster).run()
+        return await script.run()
     finally:
         namesrv.close()
-        broker.close()
+        script.broker.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=list(REFERENCES))

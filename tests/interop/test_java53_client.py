@@ -176,7 +176,7 @@ def test_litepull_subscribe_commits(runs: dict[str, ProgramRun]) -> None:
     assert sorted(committed) == [0, 1, 2, 3]
     assert all(r["committed"] == r["max"] for r in committed.values()), committed
     assert sum(r["max"] for r in committed.values()) == SCENARIOS[name]
-    # Persisted on shutdown: the broker answers QUERY_CONSUMER_OFFSET with them.
+    # Stored on the broker (committed until stored): it answers QUERY_CONSUMER_OFFSET with them.
     on_broker = {r["queue"]: (r["offset"], r["max"]) for r in run.of(name, "broker_offset")}
     assert on_broker == {q: (r["max"], r["max"]) for q, r in committed.items()}
     # A second consumer of the group took every queue, read the committed offsets, got nothing.
