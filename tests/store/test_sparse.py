@@ -12,7 +12,9 @@ import ctypes
 import os
 from pathlib import Path
 
-from aiorocketmq.broker.store import MessageStore, StoreConfig
+import pytest
+
+from aiorocketmq.broker.store import MessageStore, StoreConfig, mapped_file
 from aiorocketmq.broker.store.commit_log import AHEAD
 from aiorocketmq.broker.store.index import ENTRY_SIZE, HEADER_SIZE, RESERVE_LEAST, key_hash
 from aiorocketmq.broker.store.mapped_file import OS_PAGE_SIZE, MappedFile, page_ceil
@@ -155,3 +157,48 @@ async def test_a_reopened_index_fills_its_holes_and_keeps_its_entries(tmp_path: 
         for n in range(40):
             key = f"old{n}" if n < 20 else f"new{n}"
             assert len(store.query_by_key("TopicA", key, 4, 0, 2**62).records) == 1, key
+
+
+def mappings_of(path: Path) -> list[tuple[int, int, set[str]]]:
+    """The process's mappings of ``path``: (start, end, VmFlags) from /proc/self/smaps."""
+    found: list[tuple[int, int, set[str]]] = []
+    current: list[int] | None = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            current = [start, end] if line.endswith(str(path)) else None
+        elif current is not None and line.startswith("VmFlags:"):
+            found.append((current[0], current[1], set(line.split()[1:])))
+    return found
+
+
+def test_reserving_ahead_faults_in_without_readahead_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault into a hole reads ahead and zero-fills a whole window at once (40-97 ms of a
+    core for a 2 MB stretch, docs/performance.md): the prepare thread's range is marked random
+    access while it is faulted in, and only that range, and only meanwhile."""
+    import mmap
+
+    path = tmp_path / "commit"
+    size = 256 * PAGE
+    with path.open("w+b") as f:
+        f.truncate(size)
+        with mmap.mmap(f.fileno(), size) as mm:
+            base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+            seen: list[list[tuple[int, int, set[str]]]] = []
+
+            def populate(target: mmap.mmap, start: int, length: int) -> bool:
+                seen.append(mappings_of(path))
+                return True
+
+            monkeypatch.setattr(mapped_file, "_populate_write", populate)
+            mapped_file.reserve_mapped(mm, f.fileno(), 10 * PAGE + 100, 74 * PAGE, path)
+            (during,) = seen
+            random = [(s - base, e - base) for s, e, flags in during if "rr" in flags]
+            assert random == [(10 * PAGE, 74 * PAGE)]
+            # Afterwards one mapping again, reading ahead as before.
+            assert [(s - base, e - base, "rr" in flags) for s, e, flags in mappings_of(path)] == [
+                (0, size, False)
+            ]
